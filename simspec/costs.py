@@ -1,0 +1,247 @@
+"""Time of a forward pass: a per-kernel roofline with named efficiencies.
+
+A target pass over n tokens (from B requests, T_b tokens each, with C_b tokens already in the
+KV cache) that touches U_l distinct routed experts in MoE layer l costs (reference physics
+§9.1 item 3; every term is the roofline max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one
+kernel, and kernels run one after another, so the terms add):
+
+    t = t_fixed
+      + Σ_l max(U_l·bytes_expert / (eta_moe(U_l)·BW), 2·n·k_e·P_expert / (eta_c·F))   routed experts
+      + Σ_l roofline(shared experts + router)                                          (MoE part)
+      + Σ_l roofline(attention projections) + roofline(KV reads, attention FLOPs)   (attention)
+      + Σ_l roofline(dense FFN) + roofline(LM head over all n tokens)                  (other)
+
+eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) models occupancy: a grouped MoE kernel
+needs about S bytes in flight to reach its bandwidth plateau, so a handful of small experts
+(Qwen3-30B-A3B: 9.4 MB) run far below peak while one Mixtral expert (352 MB) saturates the GPU.
+S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B, the value reference physics §6
+suggests (eta(8) ≈ 0.44, eta(22) ≈ 0.71). Every efficiency below is an assumption [A] of
+physics §6/§9.2, to be replaced by a calibration profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from simspec.drafters import DrafterSpec
+from simspec.hardware import GpuSpec
+from simspec.models import ModelShape, ModelSpec
+from simspec.registry import Registry
+from simspec.schema import param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RooflineParams:
+    """Assumed efficiencies and overheads of the roofline cost model (physics §6, §9.2)."""
+
+    pass_overhead_s: float = param(
+        8e-4, "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
+        "(physics §9.2: 0.8 ms, sweep 0.3-2 ms)", ge=0)
+    draft_step_overhead_s: float = param(
+        1e-4, "fixed time per draft step, s (physics §9.1 item 4: 0.1-0.3 ms)", ge=0)
+    moe_efficiency_max: float = param(
+        0.80, "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (physics §6)",
+        gt=0, le=1)
+    moe_saturation_bytes: float = param(
+        94e6, "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
+        "(U0 = 10 experts of Qwen3-30B-A3B, physics §6)", gt=0)
+    weight_efficiency: float = param(
+        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (physics §6)", gt=0, le=1)
+    kv_efficiency: float = param(
+        0.50, "fraction of HBM bandwidth for decode attention KV reads (physics §6)", gt=0, le=1)
+    compute_efficiency: float = param(
+        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (physics §6)", gt=0, le=1)
+    comm_s_per_layer: float = param(
+        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0)
+
+    def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:
+        """eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) (see module docstring)."""
+        return self.moe_efficiency_max * -np.expm1(-unique_experts * expert_bytes / self.moe_saturation_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class PassCost:
+    """Time of one forward pass, by component, in seconds."""
+
+    overhead_s: float
+    moe_s: float
+    attention_s: float
+    other_s: float
+
+    @property
+    def total_s(self) -> float:
+        """The whole pass."""
+        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+
+
+def _roofline(nbytes: float | np.ndarray, flops: float | np.ndarray, bw: float, flops_per_s: float):
+    return np.maximum(nbytes / bw, flops / flops_per_s)
+
+
+def target_pass_cost(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    num_gpus: int = 1,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """Roofline time of one target pass (module docstring formula).
+
+    Parameters
+    ----------
+    shape : ModelShape
+        Derived architecture (``ModelSpec.shape``).
+    gpu : GpuSpec
+        Peak numbers; ``num_gpus`` of them act as one device with summed bandwidth and FLOP/s.
+    params : RooflineParams
+        Efficiencies and overheads.
+    tokens_per_request : array of int, shape (B,)
+        Tokens each request feeds in this pass (k_b + 1 for a verify pass).
+    context_tokens : array of int, shape (B,)
+        Tokens each request already holds in its KV cache.
+    unique_experts : array, shape (num_moe_layers,)
+        Distinct routed experts touched per MoE layer (the union over all tokens).
+    overhead_s : float, optional
+        Fixed time of the pass; defaults to ``params.pass_overhead_s``.
+
+    Returns
+    -------
+    PassCost
+
+    Examples
+    --------
+    A pass with no tokens of work left costs only its overhead:
+
+    >>> from simspec import catalog
+    >>> m = catalog.get_model("llama-3.1-8b")
+    >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
+    ...                      np.array([1]), np.array([0]), np.zeros(0))
+    >>> round(c.overhead_s, 6)
+    0.0008
+    """
+    bw = gpu.hbm_bytes_per_s * num_gpus
+    flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
+    tokens = np.asarray(tokens_per_request, dtype=float)
+    ctx = np.asarray(context_tokens, dtype=float)
+    n = float(tokens.sum())
+    wb = shape.weight_bytes_per_param
+    w_bw = bw * params.weight_efficiency
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        u = np.asarray(unique_experts, dtype=float)
+        eta = params.moe_efficiency(np.maximum(u, 1.0), shape.expert_bytes)
+        routed_flops = 2.0 * n * shape.experts_per_token * shape.expert_params
+        routed = np.maximum(u * shape.expert_bytes / (eta * bw), routed_flops / flops_per_s)
+        fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
+        fixed = _roofline(fixed_bytes, 2.0 * n * fixed_bytes / wb, w_bw, flops_per_s)
+        moe = float(routed.sum()) + shape.num_moe_layers * float(fixed)
+
+    attention = 0.0
+    other = 0.0
+    for g in shape.groups:
+        proj = _roofline(g.attention_weight_bytes, 2.0 * n * g.attention_weight_bytes / wb, w_bw, flops_per_s)
+        seen = np.minimum(ctx + tokens, g.window_tokens)
+        kv_bytes = float(seen.sum()) * g.kv_bytes_per_token + len(tokens) * g.state_bytes
+        pair_flops = float((tokens * seen).sum()) * g.attention_flops_per_pair
+        core = _roofline(kv_bytes, pair_flops, bw * params.kv_efficiency, flops_per_s)
+        attention += g.count * float(proj + core)
+        if g.ffn_weight_bytes:
+            ffn = _roofline(g.ffn_weight_bytes, 2.0 * n * g.ffn_weight_bytes / wb, w_bw, flops_per_s)
+            other += g.count * float(ffn)
+    other += float(_roofline(shape.lm_head_bytes, 2.0 * n * shape.lm_head_bytes / wb, w_bw, flops_per_s))
+    if num_gpus > 1:
+        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)
+
+
+def independent_unique_experts(num_experts: int, experts_per_token: int, tokens: float) -> float:
+    """Expected distinct experts for independent uniform routing: N(1 − (1 − k_e/N)^t) (MoESD)."""
+    if num_experts == 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+
+
+class CostModel(Protocol):
+    """What the engine asks of a cost model. All methods are pure."""
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """Time of one target pass (verify, or plain decode when every request feeds 1 token)."""
+        ...
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """Time of one draft step for the requests still drafting (their contexts)."""
+        ...
+
+    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+        """Time of a prefill pass over newly admitted prompts."""
+        ...
+
+
+COST_MODELS: Registry[CostModel] = Registry("cost model")
+
+
+@COST_MODELS.register("roofline")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RooflineCostModel:
+    """Per-kernel roofline of target passes and draft steps (module docstring)."""
+
+    target: ModelSpec
+    drafter: DrafterSpec
+    gpu: GpuSpec
+    params: RooflineParams = RooflineParams()
+    num_gpus: int = 1
+    draft_model: ModelSpec | None = None  # the dense draft model, when drafter.kind == "dense"
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """See :func:`target_pass_cost`."""
+        return target_pass_cost(
+            self.target.shape, self.gpu, self.params, tokens_per_request, context_tokens,
+            unique_experts, num_gpus=self.num_gpus,
+        )
+
+    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+        """Prefill of new prompts; routing of many tokens is taken as independent (near N)."""
+        prompts = np.asarray(prompt_tokens, dtype=float)
+        shape = self.target.shape
+        u = independent_unique_experts(shape.num_experts, shape.experts_per_token, float(prompts.sum()))
+        return target_pass_cost(
+            shape, self.gpu, self.params, prompts, np.zeros_like(prompts),
+            np.full(shape.num_moe_layers, u), num_gpus=self.num_gpus,
+        )
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """One draft token for each request in ``context_tokens`` (the drafting ones).
+
+        The drafter runs on one GPU of the target's group (drafters are replicated).
+        """
+        ctx = np.asarray(context_tokens, dtype=float)
+        if len(ctx) == 0:
+            return 0.0
+        overhead = self.params.draft_step_overhead_s
+        if self.draft_model is not None:
+            cost = target_pass_cost(
+                self.draft_model.shape, self.gpu, self.params, np.ones_like(ctx), ctx,
+                np.zeros(self.draft_model.shape.num_moe_layers), overhead_s=overhead,
+            )
+            return cost.total_s
+        d = self.drafter
+        wbytes = d.head_weight_bytes()
+        flops = 2.0 * len(ctx) * wbytes / d.weight_bytes
+        bw = self.gpu.hbm_bytes_per_s
+        weights = max(wbytes / (self.params.weight_efficiency * bw),
+                      flops / (self.params.compute_efficiency * self.gpu.bf16_flops_per_s))
+        kv = float((ctx + 1).sum()) * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
+        return overhead + weights + kv

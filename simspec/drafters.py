@@ -1,0 +1,60 @@
+"""Draft models: EAGLE-3-style heads and small dense draft models.
+
+An EAGLE-3 head (Li et al., arXiv 2503.01840) is one decoder layer fed by a fully connected
+fusion of three target hidden states (3·h -> h), with its own LM head over a reduced draft
+vocabulary; its attention projections read the concatenation of the token embedding and the
+fused feature (2·h inputs). A dense drafter is a small model from the models catalog. Either
+way one draft step reads the drafter's weights once for all requests that are still drafting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.errors import FieldError
+from simspec.schema import param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrafterSpec:
+    """A draft head or draft model."""
+
+    name: str = param(help="catalog key")
+    display_name: str = param("", "human-readable name")
+    kind: str = param("eagle3", "eagle3 head or dense draft model", choices=("eagle3", "dense"))
+    targets: tuple[str, ...] = param((), "target models it drafts for")
+    source: str = param("", "where the numbers come from")
+    notes: str = param("", "assumptions")
+    max_draft_tokens: int = param(8, "longest chain the drafter proposes", ge=1, le=64)
+    model: str = param("", "models-catalog name (kind = dense)")
+    num_layers: int = param(0, "decoder layers of the head", ge=0)
+    hidden_size: int = param(0, "hidden size of the head", ge=0)
+    intermediate_size: int = param(0, "MLP width of the head", ge=0)
+    num_heads: int = param(0, "query heads", ge=0)
+    num_kv_heads: int = param(0, "key/value heads", ge=0)
+    head_dim: int = param(0, "head dimension", ge=0)
+    draft_vocab_size: int = param(0, "draft vocabulary of the head's LM head", ge=0)
+    fused_hidden_states: int = param(3, "target hidden states fused by the input FC", ge=0)
+    weight_bytes: float = param(2.0, "bytes per parameter", gt=0)
+
+    def __post_init__(self) -> None:
+        if self.kind == "dense" and not self.model:
+            raise FieldError("model", "a models-catalog name for a dense drafter", self.model)
+        if self.kind == "eagle3" and self.hidden_size <= 0:
+            raise FieldError("hidden_size", "> 0 for an eagle3 head", self.hidden_size)
+
+    def head_weight_bytes(self) -> float:
+        """Weight bytes one step of an EAGLE-3 head reads (0 for a dense drafter)."""
+        if self.kind != "eagle3":
+            return 0.0
+        h = self.hidden_size
+        fusion = self.fused_hidden_states * h * h
+        q, kv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        attention = 2 * h * q + 2 * (2 * h * kv) + q * h
+        mlp = 3 * h * self.intermediate_size
+        lm_head = self.draft_vocab_size * h
+        return float(self.num_layers * (attention + mlp) + fusion + lm_head) * self.weight_bytes
+
+    def head_kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per context token of the head's own layers."""
+        return float(self.num_layers * 2 * self.num_kv_heads * self.head_dim) * self.weight_bytes

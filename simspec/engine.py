@@ -1,0 +1,211 @@
+"""The SimPy engine: arrivals, continuous batching, draft -> verify -> commit.
+
+Two processes share one ``simpy.Environment``:
+
+* :func:`arrivals` puts request ids into the waiting queue at their arrival times (open loop),
+  or all of the first ``concurrency`` at time 0 (closed loop; each finished request is then
+  replaced by the next one);
+* :func:`serve` is the GPU's scheduler loop. At each iteration boundary it admits waiting
+  requests while the batch limit and the KV-cache capacity allow, runs one prefill pass for
+  them (which commits their first token), then one decode iteration for the whole batch:
+  every request drafts k_b tokens (its policy decides, one token at a time), ONE target pass
+  verifies all Σ_b (k_b + 1) tokens, and each request commits min(k_b, m_b) + 1 tokens.
+
+Processes only decide what happens and ``yield env.timeout(...)`` the time a pure cost function
+returned; they never do cost arithmetic. Requests are kept in admission order and admitted in
+arrival order, so no set or dict order drives a decision.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from simspec.costs import CostModel
+from simspec.models import kv_bytes_for_context
+from simspec.policies.base import BudgetPolicy, DecodeState
+from simspec.records import PrefillRecord, RequestRecord, StepRecord
+from simspec.reference import ReferenceSet
+from simspec.routing import union_sizes
+from simspec.workload import WorkloadConfig
+
+HISTORY_STEPS = 32  # past steps of acceptance a policy can see
+
+
+@dataclass
+class _Active:
+    """Mutable decode state of one admitted request (owned by :func:`serve`)."""
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    kv_reserved_bytes: float
+    position: int = 0
+    first_token_s: float = 0.0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    accepted_history: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+    drafted_history: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+
+    @property
+    def context_tokens(self) -> int:
+        return self.prompt_tokens + self.position
+
+
+@dataclass
+class RunLog:
+    """Everything one simulation run recorded."""
+
+    steps: list[StepRecord] = field(default_factory=list)
+    prefills: list[PrefillRecord] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What a run needs besides the policy: the text, the costs and the batching limits."""
+
+    references: ReferenceSet
+    cost_model: CostModel
+    workload: WorkloadConfig
+    arrival_s: np.ndarray  # arrival time of each request (open loop)
+    kv_capacity_bytes: float
+    max_draft_tokens: int
+
+
+def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Generator:
+    """Put request ids into ``queue`` when they arrive."""
+    w = setup.workload
+    if w.loop == "closed":
+        for rid in range(min(w.concurrency, w.num_requests)):
+            queue.put(rid)
+        return
+    for rid, t in enumerate(setup.arrival_s):
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        queue.put(rid)
+
+
+def _decide(policy: BudgetPolicy, req: _Active, confidences: np.ndarray, cap: int,
+            batch_size: int, max_draft_tokens: int) -> int:
+    """Ask ``policy`` token by token how many drafts ``req`` makes this step."""
+    k = 0
+    acc, dra = tuple(req.accepted_history), tuple(req.drafted_history)
+    while k < cap:
+        state = DecodeState(
+            request_id=req.request_id,
+            position=req.position,
+            context_tokens=req.context_tokens,
+            drafted=k,
+            confidences=tuple(float(c) for c in confidences[:k]),
+            next_confidence=float(confidences[k]),
+            max_draft_tokens=max_draft_tokens,
+            batch_size=batch_size,
+            accepted_history=acc,
+            drafted_history=dra,
+        )
+        if not policy.continue_drafting(state):
+            break
+        k += 1
+    return k
+
+
+def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy: BudgetPolicy,
+          log: RunLog) -> Generator:
+    """The scheduler loop (module docstring); stops when every request has finished."""
+    w, refs, costs = setup.workload, setup.references, setup.cost_model
+    shape = refs.shape
+    total = w.num_requests
+    max_batch = w.concurrency if w.loop == "closed" else w.max_batch_size
+    cap = min(policy.budget_cap(setup.max_draft_tokens), setup.max_draft_tokens)
+    active: list[_Active] = []
+    reserved = 0.0
+    next_closed = min(w.concurrency, total)
+    finished = 0
+    waiting: deque[int] = deque()
+    arrival_s = np.array(setup.arrival_s, dtype=float)  # closed loop: set when a request is queued
+    while finished < total:
+        while queue.items:
+            waiting.append((yield queue.get()))
+        if not active and not waiting:
+            waiting.append((yield queue.get()))
+        # Admission: arrival order, batch limit, KV capacity (reserved for the whole output).
+        admitted: list[_Active] = []
+        while waiting and len(active) + len(admitted) < max_batch:
+            seq = refs.sequence(waiting[0])
+            need = kv_bytes_for_context(shape, seq.prompt_tokens + seq.output_tokens + setup.max_draft_tokens)
+            if reserved + need > setup.kv_capacity_bytes and (active or admitted):
+                break
+            rid = waiting.popleft()
+            admitted.append(_Active(rid, float(arrival_s[rid]), seq.prompt_tokens, seq.output_tokens, need))
+            reserved += need
+        if admitted:
+            prompts = np.array([a.prompt_tokens for a in admitted])
+            cost = costs.prefill_pass(prompts)
+            start = env.now
+            yield env.timeout(cost.total_s)
+            log.prefills.append(PrefillRecord(start, len(admitted), int(prompts.sum()), cost))
+            for a in admitted:
+                a.position = 1
+                a.first_token_s = env.now
+            active.extend(admitted)
+        # One decode iteration over the whole batch.
+        batch = len(active)
+        ks = np.array([
+            _decide(policy, a, refs.sequence(a.request_id).confidences[a.position], cap, batch,
+                    setup.max_draft_tokens)
+            for a in active
+        ], dtype=np.int64)
+        contexts = np.array([a.context_tokens for a in active], dtype=np.int64)
+        draft_s = sum(costs.draft_step(contexts[ks >= j] + (j - 1)) for j in range(1, int(ks.max(initial=0)) + 1))
+        fed = [refs.fed_masks(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
+        unique = union_sizes(np.concatenate(fed))
+        verify = costs.verify_pass(ks + 1, contexts, unique)
+        decode = costs.verify_pass(np.ones_like(ks), contexts, union_sizes(np.stack([f[0] for f in fed])))
+        start = env.now
+        yield env.timeout(draft_s + verify.total_s)
+        accepted_total = 0
+        still: list[_Active] = []
+        for a, k in zip(active, ks, strict=True):
+            m = int(refs.sequence(a.request_id).match_lengths[a.position])
+            acc = min(int(k), m)
+            a.position += acc + 1
+            a.steps += 1
+            a.drafted += int(k)
+            a.accepted += acc
+            a.accepted_history.append(acc)
+            a.drafted_history.append(int(k))
+            accepted_total += acc
+            if a.position >= a.output_tokens:
+                log.requests.append(RequestRecord(
+                    a.request_id, a.arrival_s, a.first_token_s, env.now, a.prompt_tokens,
+                    a.output_tokens, a.steps, a.drafted, a.accepted))
+                reserved -= a.kv_reserved_bytes
+                finished += 1
+                if w.loop == "closed" and next_closed < total:
+                    arrival_s[next_closed] = env.now
+                    queue.put(next_closed)
+                    next_closed += 1
+            else:
+                still.append(a)
+        active = still
+        log.steps.append(StepRecord(
+            start, batch, int((ks + 1).sum()), int(ks.sum()), accepted_total, draft_s, verify,
+            decode.total_s, float(unique.mean()) if len(unique) else 0.0))
+
+
+def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
+    """Simulate the whole workload under ``policy``; returns the records."""
+    env = simpy.Environment()
+    queue = simpy.Store(env)
+    log = RunLog()
+    env.process(arrivals(env, queue, setup))
+    env.process(serve(env, queue, setup, policy, log))
+    env.run()
+    return log

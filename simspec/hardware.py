@@ -1,0 +1,33 @@
+"""GPUs: the spec-sheet numbers the roofline cost model divides by.
+
+A :class:`GpuSpec` holds HBM capacity and bandwidth, dense bf16 tensor throughput, L2 size
+and SM count (catalog files under ``simspec/catalog/gpus`` cite the data sheets; reference
+physics §6). Achieved fractions of these peaks are *not* here: they are named efficiencies of
+the cost model (``simspec.costs.RooflineParams``), to be replaced by a calibration profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.schema import param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSpec:
+    """One accelerator's peak numbers."""
+
+    name: str = param(help="catalog key")
+    display_name: str = param("", "human-readable name")
+    source: str = param("", "data sheet(s)")
+    notes: str = param("", "assumptions")
+    memory_bytes: float = param(help="HBM capacity, bytes", gt=0)
+    hbm_bytes_per_s: float = param(help="peak HBM bandwidth, bytes/s", gt=0)
+    bf16_flops_per_s: float = param(help="peak dense bf16 tensor throughput, FLOP/s", gt=0)
+    l2_bytes: float = param(0.0, "L2 cache, bytes", ge=0)
+    num_sms: int = param(0, "streaming multiprocessors", ge=0)
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        """Arithmetic intensity above which a kernel is compute-bound at peak."""
+        return self.bf16_flops_per_s / self.hbm_bytes_per_s

@@ -1,0 +1,267 @@
+"""Model architectures and the per-pass bytes and FLOPs they imply.
+
+A :class:`ModelSpec` is a transcription of a model's ``config.json`` (the catalog files under
+``simspec/catalog/models`` cite theirs). :class:`ModelShape` derives from it what a cost model
+needs, per kind of layer: weight bytes read once per forward pass, KV-cache bytes per context
+token, FLOPs per token, and the size of one routed expert. Formulas (bf16 unless the catalog
+says otherwise), see reference physics §5:
+
+- SwiGLU FFN of width i: 3·h·i parameters (gate, up, down); a routed expert is one such FFN.
+- GQA attention: h·(n_q·d) + 2·h·(n_kv·d) + (n_q·d)·h parameters; KV cache 2·n_kv·d values
+  per token. MLA (DeepSeek-V3 / Kimi K2) caches the compressed latent (kv_lora + rope) per token.
+- Gated DeltaNet (linear attention, Qwen3-Next) keeps a constant-size state per request.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from simspec.errors import FieldError
+from simspec.schema import param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FfnSpec:
+    """Dense FFN (dense-prefix layers, interleaved dense layers, dense models)."""
+
+    dense_intermediate_size: int = param(0, "SwiGLU width of dense FFN layers", ge=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeSpec:
+    """Routed and shared experts; all zeros for a dense model."""
+
+    num_experts: int = param(0, "routed experts per MoE layer (N)", ge=0)
+    experts_per_token: int = param(0, "routed experts per token (top-k_e)", ge=0)
+    expert_intermediate_size: int = param(0, "SwiGLU width of one routed expert", ge=0)
+    num_shared_experts: int = param(0, "always-active shared experts per MoE layer", ge=0)
+    shared_expert_intermediate_size: int = param(0, "SwiGLU width of one shared expert", ge=0)
+    first_dense_layers: int = param(0, "leading layers with a dense FFN", ge=0)
+    moe_layer_interval: int = param(1, "every n-th layer (after the prefix) is MoE", ge=1)
+
+    def __post_init__(self) -> None:
+        if self.experts_per_token > self.num_experts:
+            raise FieldError(
+                "experts_per_token", f"at most num_experts = {self.num_experts}",
+                self.experts_per_token,
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionSpec:
+    """Attention shape and the layer pattern (full / sliding-window / linear layers)."""
+
+    kind: str = param("gqa", "gqa (MHA when kv heads == heads) or mla", choices=("gqa", "mla"))
+    num_heads: int = param(1, "query heads", ge=1)
+    num_kv_heads: int = param(1, "key/value heads (GQA groups)", ge=1)
+    head_dim: int = param(128, "query/key head dimension", ge=1)
+    q_lora_rank: int = param(0, "MLA query low-rank width (0 = full-rank queries)", ge=0)
+    kv_lora_rank: int = param(0, "MLA compressed KV width", ge=0)
+    qk_nope_head_dim: int = param(0, "MLA non-rotary query/key dimension", ge=0)
+    qk_rope_head_dim: int = param(0, "MLA rotary query/key dimension", ge=0)
+    v_head_dim: int = param(0, "MLA value head dimension", ge=0)
+    full_attention_interval: int = param(1, "layer l has full attention iff (l+1) % n == 0", ge=1)
+    other_layers: str = param(
+        "full", "kind of the other layers", choices=("full", "sliding", "linear")
+    )
+    sliding_window: int = param(0, "window of sliding layers, tokens", ge=0)
+    linear_num_key_heads: int = param(0, "Gated DeltaNet key heads", ge=0)
+    linear_num_value_heads: int = param(0, "Gated DeltaNet value heads", ge=0)
+    linear_key_head_dim: int = param(0, "Gated DeltaNet key head dim", ge=0)
+    linear_value_head_dim: int = param(0, "Gated DeltaNet value head dim", ge=0)
+
+    def __post_init__(self) -> None:
+        if self.kind == "mla" and self.kv_lora_rank <= 0:
+            raise FieldError("kv_lora_rank", "> 0 for MLA attention", self.kv_lora_rank)
+        if self.other_layers == "sliding" and self.sliding_window <= 0:
+            raise FieldError("sliding_window", "> 0 when other_layers = 'sliding'",
+                             self.sliding_window)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A target (or dense draft) model, transcribed from its config.json."""
+
+    name: str = param(help="catalog key")
+    display_name: str = param("", "human-readable name")
+    family: str = param("", "model family")
+    source: str = param("", "where the numbers come from")
+    notes: str = param("", "assumptions and approximations")
+    num_layers: int = param(help="transformer layers", ge=1)
+    hidden_size: int = param(help="hidden size h", ge=1)
+    vocab_size: int = param(help="vocabulary size V", ge=1)
+    tie_word_embeddings: bool = param(False, "LM head shares the embedding matrix")
+    weight_bytes: float = param(2.0, "bytes per parameter of non-expert weights", gt=0)
+    expert_weight_bytes: float = param(2.0, "bytes per parameter of routed experts", gt=0)
+    total_params_b: float = param(0.0, "headline total parameters, billions", ge=0)
+    active_params_b: float = param(0.0, "headline active parameters, billions", ge=0)
+    max_context_tokens: int = param(0, "max position embeddings", ge=0)
+    ffn: FfnSpec = param(FfnSpec(), "dense FFN")
+    moe: MoeSpec = param(MoeSpec(), "experts")
+    attention: AttentionSpec = param(AttentionSpec(), "attention")
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the model has routed experts."""
+        return self.moe.num_experts > 0
+
+    @property
+    def shape(self) -> ModelShape:
+        """Derived bytes and FLOPs (cached: specs are frozen and hashable)."""
+        return derive_shape(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerGroup:
+    """Layers that cost the same per pass: their count and per-layer quantities."""
+
+    count: int
+    attention_weight_bytes: float
+    kv_bytes_per_token: float  # bytes read per context token per request (0 for linear)
+    window_tokens: float  # context cap: inf for full attention, the window for sliding
+    state_bytes: float  # constant per-request state read+written (linear attention)
+    attention_flops_per_pair: float  # FLOPs per (query token, context token) pair
+    ffn_weight_bytes: float  # dense FFN weights (0 for MoE layers)
+    is_moe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What a cost model needs from an architecture (see the module docstring)."""
+
+    groups: tuple[LayerGroup, ...]
+    num_moe_layers: int
+    num_experts: int
+    experts_per_token: int
+    expert_bytes: float
+    expert_params: float
+    shared_expert_bytes: float  # per MoE layer, all shared experts together
+    router_bytes: float  # per MoE layer
+    lm_head_bytes: float
+    embedding_bytes: float
+    weight_bytes_per_param: float
+    kv_bytes_per_token: float  # all layers, per request (full-attention layers only)
+    total_weight_bytes: float
+
+    @property
+    def total_weight_params_estimate(self) -> float:
+        """Weight bytes divided by bf16 width (a rough parameter count for sanity checks)."""
+        return self.total_weight_bytes / self.weight_bytes_per_param
+
+
+def attention_params(spec: ModelSpec, layer_kind: str) -> float:
+    """Attention weight parameters of one layer of kind full/sliding/linear."""
+    a, h = spec.attention, spec.hidden_size
+    if layer_kind == "linear":
+        nk, nv = a.linear_num_key_heads, a.linear_num_value_heads
+        dk, dv = a.linear_key_head_dim, a.linear_value_head_dim
+        # q, k, v, z (output gate) projections, per-head decay/beta, output projection.
+        return h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + nv * dv * h
+    if a.kind == "mla":
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = h * a.q_lora_rank + a.q_lora_rank * a.num_heads * qk if a.q_lora_rank else h * a.num_heads * qk
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim)
+        kv += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
+        return q + kv + a.num_heads * a.v_head_dim * h
+    q = a.num_heads * a.head_dim
+    kv = a.num_kv_heads * a.head_dim
+    return h * q + 2 * h * kv + q * h
+
+
+def _layer_kind(spec: ModelSpec, layer: int) -> str:
+    a = spec.attention
+    if (layer + 1) % a.full_attention_interval == 0:
+        return "full"
+    return a.other_layers
+
+
+def _is_moe_layer(spec: ModelSpec, layer: int) -> bool:
+    m = spec.moe
+    return m.num_experts > 0 and layer >= m.first_dense_layers and (layer + 1) % m.moe_layer_interval == 0
+
+
+@functools.lru_cache(maxsize=128)
+def derive_shape(spec: ModelSpec) -> ModelShape:
+    """Group the layers of ``spec`` by cost and derive bytes/FLOPs (see module docstring)."""
+    a, m, h = spec.attention, spec.moe, spec.hidden_size
+    wb = spec.weight_bytes
+    counts: dict[tuple[str, bool], int] = {}
+    for layer in range(spec.num_layers):
+        key = (_layer_kind(spec, layer), _is_moe_layer(spec, layer))
+        counts[key] = counts.get(key, 0) + 1
+    if a.kind == "mla":
+        kv_values = a.kv_lora_rank + a.qk_rope_head_dim
+        # Absorbed MLA decode: scores over (kv_lora + rope) dims, values over kv_lora dims.
+        pair_flops = 2.0 * a.num_heads * (a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank)
+    else:
+        kv_values = 2 * a.num_kv_heads * a.head_dim
+        pair_flops = 4.0 * a.num_heads * a.head_dim  # QK^T and PV, 2 FLOPs per multiply-add
+    dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * wb
+    groups = []
+    for (kind, moe), count in sorted(counts.items()):
+        linear = kind == "linear"
+        state = 0.0
+        if linear:
+            state = 4.0 * a.linear_num_value_heads * a.linear_key_head_dim * a.linear_value_head_dim
+        groups.append(
+            LayerGroup(
+                count=count,
+                attention_weight_bytes=attention_params(spec, kind) * wb,
+                kv_bytes_per_token=0.0 if linear else kv_values * wb,
+                window_tokens=float(a.sliding_window) if kind == "sliding" else float("inf"),
+                state_bytes=2.0 * state,  # fp32 state, read and written once per pass
+                attention_flops_per_pair=0.0 if linear else pair_flops,
+                ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
+                is_moe=moe,
+            )
+        )
+    num_moe = sum(g.count for g in groups if g.is_moe)
+    expert_params = 3.0 * h * m.expert_intermediate_size
+    expert_bytes = expert_params * spec.expert_weight_bytes
+    shared = m.num_shared_experts * 3.0 * h * m.shared_expert_intermediate_size * wb
+    router = float(h * m.num_experts) * wb
+    lm_head = float(spec.vocab_size * h) * wb
+    embedding = float(spec.vocab_size * h) * wb
+    kv_full = sum(g.count * g.kv_bytes_per_token for g in groups if g.window_tokens == float("inf"))
+    total = embedding + (0.0 if spec.tie_word_embeddings else lm_head)
+    for g in groups:
+        total += g.count * (g.attention_weight_bytes + g.ffn_weight_bytes)
+        if g.is_moe:
+            total += g.count * (m.num_experts * expert_bytes + shared + router)
+    return ModelShape(
+        groups=tuple(groups),
+        num_moe_layers=num_moe,
+        num_experts=m.num_experts,
+        experts_per_token=m.experts_per_token,
+        expert_bytes=expert_bytes,
+        expert_params=expert_params,
+        shared_expert_bytes=shared,
+        router_bytes=router,
+        lm_head_bytes=lm_head,
+        embedding_bytes=embedding,
+        weight_bytes_per_param=wb,
+        kv_bytes_per_token=kv_full,
+        total_weight_bytes=total,
+    )
+
+
+def kv_bytes_for_context(shape: ModelShape, context_tokens: float) -> float:
+    """KV-cache (and linear-attention state) bytes one request holds at ``context_tokens``."""
+    total = 0.0
+    for g in shape.groups:
+        total += g.count * (min(context_tokens, g.window_tokens) * g.kv_bytes_per_token + g.state_bytes / 2)
+    return total
+
+
+__all__ = [
+    "AttentionSpec",
+    "FfnSpec",
+    "LayerGroup",
+    "ModelShape",
+    "ModelSpec",
+    "MoeSpec",
+    "attention_params",
+    "derive_shape",
+    "kv_bytes_for_context",
+]

@@ -1,0 +1,27 @@
+"""Fixed-k: draft exactly ``draft_tokens`` every step (vLLM ``num_speculative_tokens``).
+
+``draft_tokens = 0`` is plain autoregressive decoding, the baseline of every speedup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.policies.base import POLICIES, DecodeState
+from simspec.schema import param
+
+
+@POLICIES.register("fixed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FixedPolicy:
+    """Draft the same number of tokens every step."""
+
+    draft_tokens: int = param(3, "draft tokens per step (0 = no speculation)", ge=0, le=64)
+
+    def continue_drafting(self, state: DecodeState) -> bool:
+        """Draft until ``draft_tokens`` are made (or the drafter's cap)."""
+        return state.drafted < min(self.draft_tokens, state.max_draft_tokens)
+
+    def budget_cap(self, max_draft_tokens: int) -> int:
+        """``draft_tokens``, within the drafter's cap."""
+        return min(self.draft_tokens, max_draft_tokens)

@@ -1,0 +1,166 @@
+"""Reference sequences: what the text fixes before any policy runs (common random numbers).
+
+For request r with L output tokens y_1..y_L, state i means "y_1..y_i committed" (the prefill
+commits y_1). At state i the request feeds y_i plus k drafts. The reference data are:
+
+* ``match_lengths[i]`` = m_i, leading drafts the target would accept, capped at the drafter's
+  K_max and at L − i − 1 (so every request commits exactly L tokens);
+* ``confidences[i, j-1]`` = the drafter's confidence for draft slot j;
+* the routing of the true token y_t (``true[t]``, a Markov chain along the text) and of the r-th
+  rejected draft at state i (``rejected[r-1][i]``), which continues the chain from the last
+  accepted token y_{i+m_i} with its own draws (reference physics §8.1).
+
+A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+min(k,m_i)} and of
+the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_masks`. Every policy, and the oracle,
+reads the same numbers. Each quantity comes from its own named stream (``simspec.rng``); routing
+is generated in blocks of requests, lazily, and rejected depth r has its own stream, so asking for
+deeper drafts never changes shallower ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec import rng as rngs
+from simspec.acceptance import AcceptanceConfig, draw_acceptance
+from simspec.models import ModelShape
+from simspec.routing import ExpertSampler, RoutingConfig, popularity_weights, sample_sequences, unpack
+from simspec.workload import WorkloadConfig, draw_lengths
+
+BLOCK_REQUESTS = 64  # requests whose routing is generated together
+CHUNK_CHAINS = 1 << 15  # (sequence, layer) chains sampled per vectorised call
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceSequence:
+    """One request's text, as far as speculation is concerned (see module docstring)."""
+
+    request_id: int
+    prompt_tokens: int
+    output_tokens: int
+    match_lengths: np.ndarray  # (L,), index = state i; index 0 unused
+    confidences: np.ndarray  # (L, K_max)
+
+
+class ReferenceSet:
+    """The reference sequences of every request of a scenario, built lazily and cached."""
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        workload: WorkloadConfig,
+        acceptance: AcceptanceConfig,
+        routing: RoutingConfig,
+        shape: ModelShape,
+        max_draft_tokens: int,
+    ):
+        self.seed = seed
+        self.workload = workload
+        self.acceptance = acceptance
+        self.routing = routing
+        self.shape = shape
+        self.max_draft_tokens = max_draft_tokens
+        self._sequences: dict[int, ReferenceSequence] = {}
+        self._true: dict[int, np.ndarray] = {}
+        self._rejected: dict[int, list[np.ndarray]] = {}
+        self.num_layers = shape.num_moe_layers
+        self.num_experts = shape.num_experts
+        self._sampler: ExpertSampler | None = None
+        if self.num_layers:
+            weights = popularity_weights(
+                routing, self.num_layers, self.num_experts, rngs.stream(seed, "popularity")
+            )
+            self._sampler = ExpertSampler(weights, shape.experts_per_token)
+
+    def __len__(self) -> int:
+        return self.workload.num_requests
+
+    def sequence(self, request_id: int) -> ReferenceSequence:
+        """Lengths, confidences and match lengths of request ``request_id``."""
+        seq = self._sequences.get(request_id)
+        if seq is None:
+            prompt, output = draw_lengths(self.workload, rngs.stream(self.seed, "workload", request_id))
+            confidence, match = draw_acceptance(
+                self.acceptance, output, self.max_draft_tokens,
+                rngs.stream(self.seed, "acceptance", request_id),
+            )
+            cap = np.maximum(output - 1 - np.arange(output), 0)
+            match = np.minimum(match, cap)
+            match[0] = 0
+            seq = ReferenceSequence(request_id, prompt, output, match, confidence)
+            self._sequences[request_id] = seq
+        return seq
+
+    # -- routing -----------------------------------------------------------------------------
+    def _block_true(self, block: int) -> np.ndarray:
+        masks = self._true.get(block)
+        if masks is None:
+            assert self._sampler is not None
+            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
+            length = max(self.sequence(r).output_tokens for r in ids)
+            masks = sample_sequences(
+                self._sampler, rngs.stream(self.seed, "routing", block), len(ids), length,
+                self.routing.overlap,
+            )
+            self._true[block] = masks
+        return masks
+
+    def _block_rejected(self, block: int, depth: int) -> list[np.ndarray]:
+        levels = self._rejected.setdefault(block, [])
+        if len(levels) >= depth:
+            return levels
+        assert self._sampler is not None
+        true = self._block_true(block)
+        nseq, length = true.shape[:2]
+        first = block * BLOCK_REQUESTS
+        # Predecessor of the first rejected draft at state i: y_{i+m_i}.
+        anchor = np.zeros((nseq, length), dtype=np.int64)
+        for q in range(nseq):
+            seq = self.sequence(first + q)
+            n = seq.output_tokens
+            anchor[q, :n] = np.arange(n) + seq.match_lengths
+        for level in range(len(levels), depth):
+            rng = rngs.stream(self.seed, "rejected_routing", block, level)
+            if level == 0:
+                prev_packed = np.take_along_axis(true, anchor[:, :, None, None], axis=1)
+            else:
+                prev_packed = levels[level - 1]
+            levels.append(self._continue(prev_packed, rng))
+        return levels
+
+    def _continue(self, prev_packed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One more draft after each of the given tokens, chunked to bound memory."""
+        assert self._sampler is not None
+        nseq, length, layers, nbytes = prev_packed.shape
+        flat = prev_packed.reshape(nseq * length, layers, nbytes)
+        out = np.empty_like(flat)
+        step = max(1, CHUNK_CHAINS // layers)
+        layer_ids = np.arange(layers)
+        for start in range(0, len(flat), step):
+            chunk = flat[start:start + step]
+            prev = unpack(chunk, self.num_experts).reshape(-1, self.num_experts)
+            chains = np.tile(layer_ids, len(chunk))
+            nxt = self._sampler.sample(rng, chains, prev, self.routing.rejected_overlap)
+            out[start:start + len(chunk)] = np.packbits(nxt, axis=1).reshape(len(chunk), layers, nbytes)
+        return out.reshape(nseq, length, layers, nbytes)
+
+    def fed_masks(self, request_id: int, state: int, draft_tokens: int) -> np.ndarray:
+        """Routing bitmasks of the k + 1 tokens fed at ``state`` with k = ``draft_tokens``.
+
+        Returns uint8 (k + 1, num_moe_layers, ceil(N/8)); empty layers for a dense model.
+        """
+        seq = self.sequence(request_id)
+        if not self.num_layers:
+            return np.zeros((draft_tokens + 1, 0, 0), dtype=np.uint8)
+        block, q = divmod(request_id, BLOCK_REQUESTS)
+        true = self._block_true(block)[q]
+        accepted = min(draft_tokens, int(seq.match_lengths[state]))
+        parts = [true[state:state + accepted + 1]]
+        rejected = draft_tokens - accepted
+        if rejected:
+            levels = self._block_rejected(block, rejected)
+            parts.append(np.stack([levels[r][q, state] for r in range(rejected)]))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]

@@ -1,0 +1,51 @@
+"""Workload: how requests arrive and how long their prompts and outputs are.
+
+Closed loop (``loop = "closed"``): ``concurrency`` requests are in flight at all times; a finished
+request is replaced at once by the next one, until ``num_requests`` have been served. This is the
+setting of speedup-vs-batch-size curves (reference physics §9.1 item 6).
+
+Open loop (``loop = "open"``): requests arrive as a Poisson process of rate ``arrival_rate_per_s``;
+the scheduler admits them at iteration boundaries up to ``max_batch_size`` and the KV-cache
+capacity (continuous batching).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.schema import param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadConfig:
+    """The requests (scenario table ``[workload]``)."""
+
+    loop: str = param("closed", "closed (fixed concurrency) or open (Poisson arrivals)",
+                      choices=("closed", "open"))
+    num_requests: int = param(32, "requests served in the run", ge=1, le=1_000_000)
+    concurrency: int = param(8, "requests in flight, closed loop", ge=1, le=65536)
+    arrival_rate_per_s: float = param(1.0, "Poisson arrival rate, open loop, requests/s", gt=0)
+    max_batch_size: int = param(256, "most requests decoded together, open loop", ge=1)
+    prompt_tokens: int = param(512, "mean prompt length, tokens", ge=1)
+    output_tokens: int = param(256, "mean output length, tokens", ge=2)
+    length_jitter: float = param(
+        0.0, "lengths are uniform in [mean·(1 − j), mean·(1 + j)]", ge=0, lt=1)
+
+
+def draw_lengths(config: WorkloadConfig, rng: np.random.Generator) -> tuple[int, int]:
+    """(prompt tokens, output tokens) of one request."""
+    j = config.length_jitter
+    scale = rng.uniform(1 - j, 1 + j, size=2) if j else np.ones(2)
+    prompt = max(1, round(config.prompt_tokens * scale[0]))
+    output = max(2, round(config.output_tokens * scale[1]))
+    return prompt, output
+
+
+def arrival_times(config: WorkloadConfig, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times (s) of all requests in an open loop; zeros in a closed loop."""
+    if config.loop == "closed":
+        return np.zeros(config.num_requests)
+    gaps = rng.exponential(1.0 / config.arrival_rate_per_s, size=config.num_requests)
+    return np.cumsum(gaps) - gaps[0]
