@@ -30,27 +30,40 @@ from simspec.schema import param
 class AcceptanceConfig:
     """The acceptance process (scenario table ``[acceptance]``)."""
 
-    process: str = param("iid", "iid, per_position or bursty", choices=("iid", "per_position", "bursty"))
+    process: str = param(
+        "iid", "iid, per_position or bursty", choices=("iid", "per_position", "bursty")
+    )
     alpha: float = param(0.7, "acceptance probability of every draft slot (iid)", ge=0, le=1)
     alphas: tuple[float, ...] = param(
-        (), "acceptance probability of draft slots 1, 2, ... (per_position; the last repeats)",
-        ge=0, le=1,
+        (),
+        "acceptance probability of draft slots 1, 2, ... (per_position; the last repeats)",
+        ge=0,
+        le=1,
     )
     alpha_easy: float = param(0.9, "acceptance probability in the easy regime (bursty)", ge=0, le=1)
     alpha_hard: float = param(0.4, "acceptance probability in the hard regime (bursty)", ge=0, le=1)
-    easy_to_hard: float = param(0.05, "per-position probability of leaving the easy regime", ge=0, le=1)
-    hard_to_easy: float = param(0.10, "per-position probability of leaving the hard regime", ge=0, le=1)
+    easy_to_hard: float = param(
+        0.05, "per-position probability of leaving the easy regime", ge=0, le=1
+    )
+    hard_to_easy: float = param(
+        0.10, "per-position probability of leaving the hard regime", ge=0, le=1
+    )
     confidence_concentration: float = param(
-        8.0, "Beta concentration kappa of drafter confidences around alpha", gt=0)
+        8.0, "Beta concentration kappa of drafter confidences around alpha", gt=0
+    )
 
     def __post_init__(self) -> None:
         if self.process == "per_position" and not self.alphas:
-            raise FieldError("alphas", "a non-empty array for process = 'per_position'", list(self.alphas))
+            raise FieldError(
+                "alphas", "a non-empty array for process = 'per_position'", list(self.alphas)
+            )
         if self.process == "bursty" and self.easy_to_hard + self.hard_to_easy == 0:
             raise FieldError("hard_to_easy", "easy_to_hard + hard_to_easy > 0", self.hard_to_easy)
 
 
-def slot_alphas(config: AcceptanceConfig, positions: int, slots: int, rng: np.random.Generator) -> np.ndarray:
+def slot_alphas(
+    config: AcceptanceConfig, positions: int, slots: int, rng: np.random.Generator
+) -> np.ndarray:
     """Acceptance probability per (position, slot), shape (positions, slots)."""
     if config.process == "iid":
         return np.full((positions, slots), config.alpha)
@@ -71,7 +84,9 @@ def slot_alphas(config: AcceptanceConfig, positions: int, slots: int, rng: np.ra
     return np.repeat(alpha[:, None], slots, axis=1)
 
 
-def draw_confidences(alpha: np.ndarray, concentration: float, rng: np.random.Generator) -> np.ndarray:
+def draw_confidences(
+    alpha: np.ndarray, concentration: float, rng: np.random.Generator
+) -> np.ndarray:
     """Calibrated confidences c ~ Beta(alpha·kappa, (1 − alpha)·kappa), c = alpha at 0 or 1."""
     a = alpha * concentration
     b = (1.0 - alpha) * concentration

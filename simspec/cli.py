@@ -15,8 +15,9 @@ from simspec import catalog
 from simspec.errors import InputError
 
 EXAMPLES = {
-    "run": "simspec run scenarios/qwen3-30b-batch-sweep.toml --set workload.concurrency=32 --json out.json",
-    "validate": "simspec validate scenarios/mixtral-open-loop.toml",
+    "run": "simspec run scenarios/qwen3-30b-h100-batch32.toml --set workload.concurrency=8 "
+    "--json out.json",
+    "validate": "simspec validate scenarios/qwen3-235b-h200-open-loop.toml",
     "models": "simspec models",
     "gpus": "simspec gpus",
 }
@@ -38,18 +39,29 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_text, description=help_text,
-                              epilog=f"example: {EXAMPLES[name]}",
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example: {EXAMPLES[name]}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
     run = add("run", "Run a scenario's policies and print one row per policy.")
     run.add_argument("scenario", nargs="?", help="scenario TOML file (default: the embedded one)")
     run.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
-    run.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                     help="override a scenario key, e.g. --set routing.overlap=0.5 (repeatable)")
+    run.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a scenario key, e.g. --set routing.overlap=0.5 (repeatable)",
+    )
     val = add("validate", "Check a scenario file without running it.")
     val.add_argument("scenario", help="scenario TOML file")
-    val.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], help="override a key")
+    val.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], help="override a key"
+    )
     add("models", "List the catalog's target models and drafters.")
     add("gpus", "List the catalog's GPUs.")
     return parser
@@ -60,7 +72,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if n and i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        lines.append(
+            "  ".join(
+                c.rjust(w) if n and i else c.ljust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -72,30 +89,76 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simspec.simulate import simulate
 
     scenario = load_scenario(args.scenario, args.set)
+    if args.json:
+        _check_writable(args.json)
     results = simulate(scenario)
     rows = [
-        (p["label"], f"{p['tokens_per_s']:.1f}", f"{p['tpot_ms']:.3f}", f"{p['ttft_ms']:.1f}",
-         f"{p['acceptance_length']:.3f}", f"{p['mean_k']:.2f}", f"{p['verify_over_decode']:.3f}",
-         f"{p['unique_experts_per_layer']:.1f}", f"{p['speedup_vs_no_spec']:.3f}")
+        (
+            p["label"],
+            f"{p['tokens_per_s']:.1f}",
+            f"{p['tpot_ms']:.3f}",
+            f"{p['ttft_ms']:.1f}",
+            f"{p['acceptance_length']:.3f}",
+            f"{p['mean_k']:.2f}",
+            f"{p['verify_over_decode']:.3f}",
+            f"{p['unique_experts_per_layer']:.1f}",
+            f"{p['speedup_vs_no_spec']:.3f}",
+        )
         for p in results["policies"]
     ]
-    print(f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
-          f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
-          f"{scenario.hardware.gpu}, {scenario.workload.loop} loop")
-    print(_table(("policy", "tokens/s", "TPOT ms", "TTFT ms", "accept len", "mean k",
-                  "verify/decode", "experts/layer", "speedup"), rows))
+    print(
+        f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
+        f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
+        f"{scenario.hardware.gpu}, {scenario.workload.loop} loop"
+    )
+    print(
+        _table(
+            (
+                "policy",
+                "tokens/s",
+                "TPOT ms",
+                "TTFT ms",
+                "accept len",
+                "mean k",
+                "verify/decode",
+                "experts/layer",
+                "speedup",
+            ),
+            rows,
+        )
+    )
     if args.json:
-        write_atomic(args.json, results_json(results))
+        try:
+            write_atomic(args.json, results_json(results))
+        except OSError as err:
+            raise InputError(
+                "--json", args.json, "a writable file path", err.strerror or str(err)
+            ) from None
         print(f"wrote {args.json}")
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """Fail before a long run, not after it, when OUT cannot be written."""
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_dir():
+        raise InputError("--json", path, "a file path", "an existing folder")
+    parent = target.parent if str(target.parent) else Path(".")
+    if parent.exists() and not os.access(parent, os.W_OK):
+        raise InputError("--json", path, "a path in a writable folder", f"{parent} is not writable")
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from simspec.scenario import load_scenario
 
     s = load_scenario(args.scenario, args.set)
-    print(f"{args.scenario}: ok — {s.name} ({s.digest()}), {len(s.policies)} policies, "
-          f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}")
+    print(
+        f"{args.scenario}: ok — {s.name} ({s.digest()}), {len(s.policies)} policies, "
+        f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"
+    )
     return 0
 
 
@@ -106,11 +169,35 @@ def _cmd_models(_: argparse.Namespace) -> int:
         moe = m.moe
         experts = f"{moe.experts_per_token}/{moe.num_experts}" if m.is_moe else "dense"
         shared = str(moe.num_shared_experts) if m.is_moe else "-"
-        rows.append((name, experts, shared, m.num_layers, m.shape.num_moe_layers, m.attention.kind,
-                     f"{m.total_params_b:g}", f"{m.active_params_b:g}",
-                     f"{m.shape.total_weight_bytes / 1e9:.1f}"))
-    print(_table(("model", "experts k/N", "shared", "layers", "MoE layers", "attention",
-                  "total B", "active B", "weights GB"), rows))
+        rows.append(
+            (
+                name,
+                experts,
+                shared,
+                m.num_layers,
+                m.shape.num_moe_layers,
+                m.attention.kind,
+                f"{m.total_params_b:g}",
+                f"{m.active_params_b:g}",
+                f"{m.shape.total_weight_bytes / 1e9:.1f}",
+            )
+        )
+    print(
+        _table(
+            (
+                "model",
+                "experts k/N",
+                "shared",
+                "layers",
+                "MoE layers",
+                "attention",
+                "total B",
+                "active B",
+                "weights GB",
+            ),
+            rows,
+        )
+    )
     print()
     drows = []
     for name in catalog.drafter_names():
@@ -124,8 +211,17 @@ def _cmd_gpus(_: argparse.Namespace) -> int:
     rows = []
     for name in catalog.gpu_names():
         g = catalog.get_gpu(name)
-        rows.append((name, g.display_name, f"{g.memory_bytes / 1e9:.0f}", f"{g.hbm_bytes_per_s / 1e12:.2f}",
-                     f"{g.bf16_flops_per_s / 1e12:.0f}", f"{g.l2_bytes / 2**20:.0f}", g.num_sms))
+        rows.append(
+            (
+                name,
+                g.display_name,
+                f"{g.memory_bytes / 1e9:.0f}",
+                f"{g.hbm_bytes_per_s / 1e12:.2f}",
+                f"{g.bf16_flops_per_s / 1e12:.0f}",
+                f"{g.l2_bytes / 2**20:.0f}",
+                g.num_sms,
+            )
+        )
     print(_table(("gpu", "name", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "L2 MiB", "SMs"), rows))
     return 0
 
@@ -138,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except SystemExit as done:  # --help
+        return done.code if isinstance(done.code, int) else 0
     except InputError as err:
         print(f"simspec: error: {err}", file=sys.stderr)
         return 2
@@ -153,8 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc()
-        print("simspec: internal error (a bug: please report it with the traceback above)",
-              file=sys.stderr)
+        print(
+            "simspec: internal error (a bug: please report it with the traceback above)",
+            file=sys.stderr,
+        )
         return 1
 
 

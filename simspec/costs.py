@@ -38,28 +38,44 @@ class RooflineParams:
     """Assumed efficiencies and overheads of the roofline cost model (physics §6, §9.2)."""
 
     pass_overhead_s: float = param(
-        8e-4, "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
-        "(physics §9.2: 0.8 ms, sweep 0.3-2 ms)", ge=0)
+        8e-4,
+        "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
+        "(physics §9.2: 0.8 ms, sweep 0.3-2 ms)",
+        ge=0,
+    )
     draft_step_overhead_s: float = param(
-        1e-4, "fixed time per draft step, s (physics §9.1 item 4: 0.1-0.3 ms)", ge=0)
+        1e-4, "fixed time per draft step, s (physics §9.1 item 4: 0.1-0.3 ms)", ge=0
+    )
     moe_efficiency_max: float = param(
-        0.80, "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (physics §6)",
-        gt=0, le=1)
+        0.80,
+        "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (physics §6)",
+        gt=0,
+        le=1,
+    )
     moe_saturation_bytes: float = param(
-        94e6, "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
-        "(U0 = 10 experts of Qwen3-30B-A3B, physics §6)", gt=0)
+        94e6,
+        "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
+        "(U0 = 10 experts of Qwen3-30B-A3B, physics §6)",
+        gt=0,
+    )
     weight_efficiency: float = param(
-        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (physics §6)", gt=0, le=1)
+        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (physics §6)", gt=0, le=1
+    )
     kv_efficiency: float = param(
-        0.50, "fraction of HBM bandwidth for decode attention KV reads (physics §6)", gt=0, le=1)
+        0.50, "fraction of HBM bandwidth for decode attention KV reads (physics §6)", gt=0, le=1
+    )
     compute_efficiency: float = param(
-        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (physics §6)", gt=0, le=1)
+        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (physics §6)", gt=0, le=1
+    )
     comm_s_per_layer: float = param(
-        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0)
+        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0
+    )
 
     def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:
         """eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) (see module docstring)."""
-        return self.moe_efficiency_max * -np.expm1(-unique_experts * expert_bytes / self.moe_saturation_bytes)
+        return self.moe_efficiency_max * -np.expm1(
+            -unique_experts * expert_bytes / self.moe_saturation_bytes
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +163,22 @@ def target_pass_cost(
     attention = 0.0
     other = 0.0
     for g in shape.groups:
-        proj = _roofline(g.attention_weight_bytes, 2.0 * n * g.attention_weight_bytes / wb, w_bw, flops_per_s)
+        proj = _roofline(
+            g.attention_weight_bytes, 2.0 * n * g.attention_weight_bytes / wb, w_bw, flops_per_s
+        )
         seen = np.minimum(ctx + tokens, g.window_tokens)
         kv_bytes = float(seen.sum()) * g.kv_bytes_per_token + len(tokens) * g.state_bytes
         pair_flops = float((tokens * seen).sum()) * g.attention_flops_per_pair
         core = _roofline(kv_bytes, pair_flops, bw * params.kv_efficiency, flops_per_s)
         attention += g.count * float(proj + core)
         if g.ffn_weight_bytes:
-            ffn = _roofline(g.ffn_weight_bytes, 2.0 * n * g.ffn_weight_bytes / wb, w_bw, flops_per_s)
+            ffn = _roofline(
+                g.ffn_weight_bytes, 2.0 * n * g.ffn_weight_bytes / wb, w_bw, flops_per_s
+            )
             other += g.count * float(ffn)
-    other += float(_roofline(shape.lm_head_bytes, 2.0 * n * shape.lm_head_bytes / wb, w_bw, flops_per_s))
+    other += float(
+        _roofline(shape.lm_head_bytes, 2.0 * n * shape.lm_head_bytes / wb, w_bw, flops_per_s)
+    )
     if num_gpus > 1:
         other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
@@ -208,18 +230,30 @@ class RooflineCostModel:
     ) -> PassCost:
         """See :func:`target_pass_cost`."""
         return target_pass_cost(
-            self.target.shape, self.gpu, self.params, tokens_per_request, context_tokens,
-            unique_experts, num_gpus=self.num_gpus,
+            self.target.shape,
+            self.gpu,
+            self.params,
+            tokens_per_request,
+            context_tokens,
+            unique_experts,
+            num_gpus=self.num_gpus,
         )
 
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts; routing of many tokens is taken as independent (near N)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         shape = self.target.shape
-        u = independent_unique_experts(shape.num_experts, shape.experts_per_token, float(prompts.sum()))
+        u = independent_unique_experts(
+            shape.num_experts, shape.experts_per_token, float(prompts.sum())
+        )
         return target_pass_cost(
-            shape, self.gpu, self.params, prompts, np.zeros_like(prompts),
-            np.full(shape.num_moe_layers, u), num_gpus=self.num_gpus,
+            shape,
+            self.gpu,
+            self.params,
+            prompts,
+            np.zeros_like(prompts),
+            np.full(shape.num_moe_layers, u),
+            num_gpus=self.num_gpus,
         )
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
@@ -233,15 +267,22 @@ class RooflineCostModel:
         overhead = self.params.draft_step_overhead_s
         if self.draft_model is not None:
             cost = target_pass_cost(
-                self.draft_model.shape, self.gpu, self.params, np.ones_like(ctx), ctx,
-                np.zeros(self.draft_model.shape.num_moe_layers), overhead_s=overhead,
+                self.draft_model.shape,
+                self.gpu,
+                self.params,
+                np.ones_like(ctx),
+                ctx,
+                np.zeros(self.draft_model.shape.num_moe_layers),
+                overhead_s=overhead,
             )
             return cost.total_s
         d = self.drafter
         wbytes = d.head_weight_bytes()
         flops = 2.0 * len(ctx) * wbytes / d.weight_bytes
         bw = self.gpu.hbm_bytes_per_s
-        weights = max(wbytes / (self.params.weight_efficiency * bw),
-                      flops / (self.params.compute_efficiency * self.gpu.bf16_flops_per_s))
+        weights = max(
+            wbytes / (self.params.weight_efficiency * bw),
+            flops / (self.params.compute_efficiency * self.gpu.bf16_flops_per_s),
+        )
         kv = float((ctx + 1).sum()) * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
         return overhead + weights + kv

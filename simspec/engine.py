@@ -92,8 +92,14 @@ def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> 
         queue.put(rid)
 
 
-def _decide(policy: BudgetPolicy, req: _Active, confidences: np.ndarray, cap: int,
-            batch_size: int, max_draft_tokens: int) -> int:
+def _decide(
+    policy: BudgetPolicy,
+    req: _Active,
+    confidences: np.ndarray,
+    cap: int,
+    batch_size: int,
+    max_draft_tokens: int,
+) -> int:
     """Ask ``policy`` token by token how many drafts ``req`` makes this step."""
     k = 0
     acc, dra = tuple(req.accepted_history), tuple(req.drafted_history)
@@ -116,8 +122,13 @@ def _decide(policy: BudgetPolicy, req: _Active, confidences: np.ndarray, cap: in
     return k
 
 
-def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy: BudgetPolicy,
-          log: RunLog) -> Generator:
+def serve(
+    env: simpy.Environment,
+    queue: simpy.Store,
+    setup: EngineSetup,
+    policy: BudgetPolicy,
+    log: RunLog,
+) -> Generator:
     """The scheduler loop (module docstring); stops when every request has finished."""
     w, refs, costs = setup.workload, setup.references, setup.cost_model
     shape = refs.shape
@@ -132,18 +143,24 @@ def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy
     arrival_s = np.array(setup.arrival_s, dtype=float)  # closed loop: set when a request is queued
     while finished < total:
         while queue.items:
-            waiting.append((yield queue.get()))
+            rid: int = yield queue.get()
+            waiting.append(rid)
         if not active and not waiting:
-            waiting.append((yield queue.get()))
+            rid = yield queue.get()
+            waiting.append(rid)
         # Admission: arrival order, batch limit, KV capacity (reserved for the whole output).
         admitted: list[_Active] = []
         while waiting and len(active) + len(admitted) < max_batch:
             seq = refs.sequence(waiting[0])
-            need = kv_bytes_for_context(shape, seq.prompt_tokens + seq.output_tokens + setup.max_draft_tokens)
+            need = kv_bytes_for_context(
+                shape, seq.prompt_tokens + seq.output_tokens + setup.max_draft_tokens
+            )
             if reserved + need > setup.kv_capacity_bytes and (active or admitted):
                 break
             rid = waiting.popleft()
-            admitted.append(_Active(rid, float(arrival_s[rid]), seq.prompt_tokens, seq.output_tokens, need))
+            admitted.append(
+                _Active(rid, float(arrival_s[rid]), seq.prompt_tokens, seq.output_tokens, need)
+            )
             reserved += need
         if admitted:
             prompts = np.array([a.prompt_tokens for a in admitted])
@@ -157,17 +174,36 @@ def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy
             active.extend(admitted)
         # One decode iteration over the whole batch.
         batch = len(active)
-        ks = np.array([
-            _decide(policy, a, refs.sequence(a.request_id).confidences[a.position], cap, batch,
-                    setup.max_draft_tokens)
-            for a in active
-        ], dtype=np.int64)
+        ks = np.array(
+            [
+                _decide(
+                    policy,
+                    a,
+                    refs.sequence(a.request_id).confidences[a.position],
+                    cap,
+                    batch,
+                    setup.max_draft_tokens,
+                )
+                for a in active
+            ],
+            dtype=np.int64,
+        )
         contexts = np.array([a.context_tokens for a in active], dtype=np.int64)
-        draft_s = sum(costs.draft_step(contexts[ks >= j] + (j - 1)) for j in range(1, int(ks.max(initial=0)) + 1))
-        fed = [refs.fed_masks(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
-        unique = union_sizes(np.concatenate(fed))
+        draft_s = sum(
+            costs.draft_step(contexts[ks >= j] + (j - 1))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+        fed = [
+            refs.fed_routing(a.request_id, a.position, int(k))
+            for a, k in zip(active, ks, strict=True)
+        ]
+        unique = union_sizes(np.concatenate(fed), shape.num_experts)
         verify = costs.verify_pass(ks + 1, contexts, unique)
-        decode = costs.verify_pass(np.ones_like(ks), contexts, union_sizes(np.stack([f[0] for f in fed])))
+        decode = costs.verify_pass(
+            np.ones_like(ks),
+            contexts,
+            union_sizes(np.stack([f[0] for f in fed]), shape.num_experts),
+        )
         start = env.now
         yield env.timeout(draft_s + verify.total_s)
         accepted_total = 0
@@ -183,9 +219,20 @@ def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy
             a.drafted_history.append(int(k))
             accepted_total += acc
             if a.position >= a.output_tokens:
-                log.requests.append(RequestRecord(
-                    a.request_id, a.arrival_s, a.first_token_s, env.now, a.prompt_tokens,
-                    a.output_tokens, a.steps, a.drafted, a.accepted))
+                log.requests.append(
+                    RequestRecord(
+                        a.request_id,
+                        a.arrival_s,
+                        a.first_token_s,
+                        env.now,
+                        a.prompt_tokens,
+                        a.output_tokens,
+                        a.position,
+                        a.steps,
+                        a.drafted,
+                        a.accepted,
+                    )
+                )
                 reserved -= a.kv_reserved_bytes
                 finished += 1
                 if w.loop == "closed" and next_closed < total:
@@ -195,9 +242,19 @@ def serve(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup, policy
             else:
                 still.append(a)
         active = still
-        log.steps.append(StepRecord(
-            start, batch, int((ks + 1).sum()), int(ks.sum()), accepted_total, draft_s, verify,
-            decode.total_s, float(unique.mean()) if len(unique) else 0.0))
+        log.steps.append(
+            StepRecord(
+                start,
+                batch,
+                int((ks + 1).sum()),
+                int(ks.sum()),
+                accepted_total,
+                draft_s,
+                verify,
+                decode.total_s,
+                float(unique.mean()) if len(unique) else 0.0,
+            )
+        )
 
 
 def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:

@@ -39,20 +39,24 @@ def summarize(log: RunLog, baseline_tpot_s: float) -> dict[str, Any]:
     return {
         "tokens_per_s": tokens / makespan if makespan > 0 else 0.0,
         "tpot_ms": tpot * 1e3,
-        "ttft_ms": float(np.mean([r.first_token_s - r.arrival_s for r in reqs])) * 1e3 if reqs else 0.0,
+        "ttft_ms": float(np.mean([r.first_token_s - r.arrival_s for r in reqs])) * 1e3
+        if reqs
+        else 0.0,
         "acceptance_length": (accepted + request_steps) / request_steps if request_steps else 0.0,
         "acceptance_rate": accepted / drafted if drafted else 0.0,
         "mean_k": drafted / request_steps if request_steps else 0.0,
         "verify_over_decode": verify_s / decode_s if decode_s else 0.0,
-        "unique_experts_per_layer": float(np.mean([s.unique_experts for s in steps])) if steps else 0.0,
+        "unique_experts_per_layer": float(np.mean([s.unique_experts for s in steps]))
+        if steps
+        else 0.0,
         "speedup_vs_no_spec": baseline_tpot_s / tpot if tpot > 0 else 0.0,
         "gpu_time_s": {
-            "draft": sum(s.draft_s for s in steps),
-            "verify_moe": sum(s.verify.moe_s for s in steps),
-            "verify_attention": sum(s.verify.attention_s for s in steps),
-            "verify_other": sum(s.verify.other_s for s in steps),
-            "overhead": sum(s.verify.overhead_s for s in steps),
-            "prefill": sum(c.total_s for c in prefill),
+            "draft": sum((s.draft_s for s in steps), 0.0),
+            "verify_moe": sum((s.verify.moe_s for s in steps), 0.0),
+            "verify_attention": sum((s.verify.attention_s for s in steps), 0.0),
+            "verify_other": sum((s.verify.other_s for s in steps), 0.0),
+            "overhead": sum((s.verify.overhead_s for s in steps), 0.0),
+            "prefill": sum((c.total_s for c in prefill), 0.0),
         },
         "requests": len(reqs),
         "tokens": tokens,

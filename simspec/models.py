@@ -43,7 +43,8 @@ class MoeSpec:
     def __post_init__(self) -> None:
         if self.experts_per_token > self.num_experts:
             raise FieldError(
-                "experts_per_token", f"at most num_experts = {self.num_experts}",
+                "experts_per_token",
+                f"at most num_experts = {self.num_experts}",
                 self.experts_per_token,
             )
 
@@ -75,8 +76,9 @@ class AttentionSpec:
         if self.kind == "mla" and self.kv_lora_rank <= 0:
             raise FieldError("kv_lora_rank", "> 0 for MLA attention", self.kv_lora_rank)
         if self.other_layers == "sliding" and self.sliding_window <= 0:
-            raise FieldError("sliding_window", "> 0 when other_layers = 'sliding'",
-                             self.sliding_window)
+            raise FieldError(
+                "sliding_window", "> 0 when other_layers = 'sliding'", self.sliding_window
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,7 +162,11 @@ def attention_params(spec: ModelSpec, layer_kind: str) -> float:
         return h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + nv * dv * h
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-        q = h * a.q_lora_rank + a.q_lora_rank * a.num_heads * qk if a.q_lora_rank else h * a.num_heads * qk
+        q = (
+            h * a.q_lora_rank + a.q_lora_rank * a.num_heads * qk
+            if a.q_lora_rank
+            else h * a.num_heads * qk
+        )
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim)
         kv += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
         return q + kv + a.num_heads * a.v_head_dim * h
@@ -178,7 +184,11 @@ def _layer_kind(spec: ModelSpec, layer: int) -> str:
 
 def _is_moe_layer(spec: ModelSpec, layer: int) -> bool:
     m = spec.moe
-    return m.num_experts > 0 and layer >= m.first_dense_layers and (layer + 1) % m.moe_layer_interval == 0
+    return (
+        m.num_experts > 0
+        and layer >= m.first_dense_layers
+        and (layer + 1) % m.moe_layer_interval == 0
+    )
 
 
 @functools.lru_cache(maxsize=128)
@@ -250,7 +260,9 @@ def kv_bytes_for_context(shape: ModelShape, context_tokens: float) -> float:
     """KV-cache (and linear-attention state) bytes one request holds at ``context_tokens``."""
     total = 0.0
     for g in shape.groups:
-        total += g.count * (min(context_tokens, g.window_tokens) * g.kv_bytes_per_token + g.state_bytes / 2)
+        total += g.count * (
+            min(context_tokens, g.window_tokens) * g.kv_bytes_per_token + g.state_bytes / 2
+        )
     return total
 
 

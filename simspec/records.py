@@ -42,6 +42,7 @@ class RequestRecord:
     finish_s: float
     prompt_tokens: int
     output_tokens: int
+    committed: int  # output tokens committed (must equal output_tokens)
     steps: int  # verify passes it took part in
     drafted: int
     accepted: int

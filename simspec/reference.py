@@ -11,7 +11,7 @@ commits y_1). At state i the request feeds y_i plus k drafts. The reference data
   accepted token y_{i+m_i} with its own draws (reference physics §8.1).
 
 A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+min(k,m_i)} and of
-the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_masks`. Every policy, and the oracle,
+the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_routing`. Every policy, and the oracle,
 reads the same numbers. Each quantity comes from its own named stream (``simspec.rng``); routing
 is generated in blocks of requests, lazily, and rejected depth r has its own stream, so asking for
 deeper drafts never changes shallower ones.
@@ -26,11 +26,11 @@ import numpy as np
 from simspec import rng as rngs
 from simspec.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.models import ModelShape
-from simspec.routing import ExpertSampler, RoutingConfig, popularity_weights, sample_sequences, unpack
+from simspec.routing import ExpertSampler, RoutingConfig, popularity_weights, sample_sequences
 from simspec.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
-CHUNK_CHAINS = 1 << 15  # (sequence, layer) chains sampled per vectorised call
+CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +82,13 @@ class ReferenceSet:
         """Lengths, confidences and match lengths of request ``request_id``."""
         seq = self._sequences.get(request_id)
         if seq is None:
-            prompt, output = draw_lengths(self.workload, rngs.stream(self.seed, "workload", request_id))
+            prompt, output = draw_lengths(
+                self.workload, rngs.stream(self.seed, "workload", request_id)
+            )
             confidence, match = draw_acceptance(
-                self.acceptance, output, self.max_draft_tokens,
+                self.acceptance,
+                output,
+                self.max_draft_tokens,
                 rngs.stream(self.seed, "acceptance", request_id),
             )
             cap = np.maximum(output - 1 - np.arange(output), 0)
@@ -102,7 +106,10 @@ class ReferenceSet:
             ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
             length = max(self.sequence(r).output_tokens for r in ids)
             masks = sample_sequences(
-                self._sampler, rngs.stream(self.seed, "routing", block), len(ids), length,
+                self._sampler,
+                rngs.stream(self.seed, "routing", block),
+                len(ids),
+                length,
                 self.routing.overlap,
             )
             self._true[block] = masks
@@ -125,40 +132,41 @@ class ReferenceSet:
         for level in range(len(levels), depth):
             rng = rngs.stream(self.seed, "rejected_routing", block, level)
             if level == 0:
-                prev_packed = np.take_along_axis(true, anchor[:, :, None, None], axis=1)
+                previous = np.take_along_axis(true, anchor[:, :, None, None], axis=1)
             else:
-                prev_packed = levels[level - 1]
-            levels.append(self._continue(prev_packed, rng))
+                previous = levels[level - 1]
+            levels.append(self._continue(previous, rng))
         return levels
 
-    def _continue(self, prev_packed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One more draft after each of the given tokens, chunked to bound memory."""
+    def _continue(self, previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One more draft after each of the given tokens (ids), chunked to bound memory."""
         assert self._sampler is not None
-        nseq, length, layers, nbytes = prev_packed.shape
-        flat = prev_packed.reshape(nseq * length, layers, nbytes)
+        shape = previous.shape  # (sequences, length, layers, k_e)
+        flat = previous.reshape(-1, shape[-1])
         out = np.empty_like(flat)
-        step = max(1, CHUNK_CHAINS // layers)
-        layer_ids = np.arange(layers)
-        for start in range(0, len(flat), step):
-            chunk = flat[start:start + step]
-            prev = unpack(chunk, self.num_experts).reshape(-1, self.num_experts)
-            chains = np.tile(layer_ids, len(chunk))
-            nxt = self._sampler.sample(rng, chains, prev, self.routing.rejected_overlap)
-            out[start:start + len(chunk)] = np.packbits(nxt, axis=1).reshape(len(chunk), layers, nbytes)
-        return out.reshape(nseq, length, layers, nbytes)
+        layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
+        for start in range(0, len(flat), CHUNK_CHAINS):
+            stop = start + CHUNK_CHAINS
+            out[start:stop] = self._sampler.sample(
+                rng,
+                layers[start:stop],
+                flat[start:stop].astype(np.int64),
+                self.routing.rejected_overlap,
+            )
+        return out.reshape(shape)
 
-    def fed_masks(self, request_id: int, state: int, draft_tokens: int) -> np.ndarray:
-        """Routing bitmasks of the k + 1 tokens fed at ``state`` with k = ``draft_tokens``.
+    def fed_routing(self, request_id: int, state: int, draft_tokens: int) -> np.ndarray:
+        """Expert ids of the k + 1 tokens fed at ``state`` with k = ``draft_tokens``.
 
-        Returns uint8 (k + 1, num_moe_layers, ceil(N/8)); empty layers for a dense model.
+        Returns int16 (k + 1, num_moe_layers, k_e); zero layers for a dense model.
         """
         seq = self.sequence(request_id)
         if not self.num_layers:
-            return np.zeros((draft_tokens + 1, 0, 0), dtype=np.uint8)
+            return np.zeros((draft_tokens + 1, 0, 0), dtype=np.int16)
         block, q = divmod(request_id, BLOCK_REQUESTS)
         true = self._block_true(block)[q]
         accepted = min(draft_tokens, int(seq.match_lengths[state]))
-        parts = [true[state:state + accepted + 1]]
+        parts = [true[state : state + accepted + 1]]
         rejected = draft_tokens - accepted
         if rejected:
             levels = self._block_rejected(block, rejected)

@@ -15,9 +15,8 @@ experts not in S_{t-1}, so the lag-1 overlap is exactly rho_1 in expectation. Wi
 unset, tokens are independent weighted samples. Weighted sampling without replacement is done by
 successive draws with replacement, skipping repeats (the same law as successive sampling).
 
-Sets are stored as bitmasks (``numpy.packbits`` over the N experts, one row per token and layer),
-so the union over every token of every request in a verify pass is one ``bitwise_or`` reduction
-and its size one popcount.
+Sets are stored as expert ids (int16, k_e per token and layer). The union over every token of
+every request in a verify pass is one scatter into a (layers, N) membership table and one sum.
 """
 
 from __future__ import annotations
@@ -49,7 +48,9 @@ class RoutingConfig:
 
     def __post_init__(self) -> None:
         if self.draft_overlap is not None and self.overlap is None:
-            raise FieldError("draft_overlap", "to be set only together with overlap", self.draft_overlap)
+            raise FieldError(
+                "draft_overlap", "to be set only together with overlap", self.draft_overlap
+            )
 
     @property
     def rejected_overlap(self) -> float | None:
@@ -77,12 +78,32 @@ def popularity_weights(
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+def alias_tables(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker/Vose alias tables, one per row of ``weights`` (rows need not be normalised).
+
+    Drawing slot j uniformly, then keeping j with probability ``accept[j]`` and otherwise taking
+    ``alias[j]``, samples index j with probability weights[j] / Σ weights, in O(1) per draw.
+    """
+    rows, n = weights.shape
+    accept = np.ones((rows, n))
+    alias = np.tile(np.arange(n), (rows, 1))
+    for r in range(rows):
+        scaled = weights[r] * n / weights[r].sum()
+        small = [j for j in range(n) if scaled[j] < 1.0]
+        large = [j for j in range(n) if scaled[j] >= 1.0]
+        while small and large:
+            s, g = small.pop(), large.pop()
+            accept[r, s], alias[r, s] = scaled[s], g
+            scaled[g] -= 1.0 - scaled[s]
+            (small if scaled[g] < 1.0 else large).append(g)
+    return accept, alias
+
+
 class ExpertSampler:
     """Draws exact top-k_e expert sets for many independent chains at once.
 
     A chain is one (sequence, layer) pair; ``layer_of_chain`` says which layer's popularity it
-    uses. All methods take an explicit Generator and return boolean membership arrays of shape
-    (chains, N).
+    uses. Methods take an explicit Generator and return expert ids, shape (chains, k_e).
     """
 
     def __init__(self, weights: np.ndarray, experts_per_token: int):
@@ -90,17 +111,16 @@ class ExpertSampler:
         self.num_layers, self.num_experts = weights.shape
         self.k = experts_per_token
         self.uniform = bool(np.allclose(weights, 1.0 / self.num_experts))
-        # Row l's CDF shifted by l, so one searchsorted serves every layer at once.
-        cdf = np.cumsum(weights, axis=1)
-        cdf /= cdf[:, -1:]
-        self._shifted_cdf = (cdf + np.arange(self.num_layers)[:, None]).ravel()
+        self._accept, self._alias = alias_tables(weights)
 
     def _candidates(self, rng: np.random.Generator, layers: np.ndarray, width: int) -> np.ndarray:
+        """``width`` draws with replacement per chain, from its layer's weights (alias method)."""
+        slots = rng.integers(0, self.num_experts, size=(len(layers), width))
         if self.uniform:
-            return rng.integers(0, self.num_experts, size=(len(layers), width))
-        u = rng.random((len(layers), width)) + layers[:, None]
-        flat = np.searchsorted(self._shifted_cdf, u, side="right")
-        return np.minimum(flat - layers[:, None] * self.num_experts, self.num_experts - 1)
+            return slots
+        rows = layers[:, None]
+        keep = rng.random((len(layers), width)) < self._accept[rows, slots]
+        return np.where(keep, slots, self._alias[rows, slots])
 
     def sample(
         self,
@@ -109,42 +129,44 @@ class ExpertSampler:
         previous: np.ndarray | None = None,
         overlap: float | None = None,
     ) -> np.ndarray:
-        """One token per chain: its expert set as a boolean (chains, N) array.
+        """One token per chain: its k_e expert ids, int array (chains, k_e).
 
-        With ``previous`` (boolean sets of the preceding token) and ``overlap`` set, the token
+        With ``previous`` (the preceding token's ids, same shape) and ``overlap`` set, the token
         reuses Binomial(k_e, overlap) of the previous experts and samples the rest from the
         others; otherwise it is an independent weighted sample.
         """
         n, k = len(layer_of_chain), self.k
-        chosen = np.zeros((n, self.num_experts), dtype=bool)
+        out = np.full((n, k), -1, dtype=np.int64)
         if k == 0 or n == 0:
-            return chosen
-        blocked = np.zeros((n, self.num_experts), dtype=bool)
+            return out
         count = np.zeros(n, dtype=np.int64)
+        excluded = None
         if previous is not None and overlap is not None:
             reuse = rng.binomial(k, overlap, size=n)
-            prev_ids = np.argsort(~previous, axis=1, kind="stable")[:, :k]  # the k previous experts
             order = np.argsort(rng.random((n, k)), axis=1)
-            shuffled = np.take_along_axis(prev_ids, order, axis=1)
-            keep = np.arange(k)[None, :] < reuse[:, None]
-            rows = np.repeat(np.arange(n), k)
-            chosen[rows[keep.ravel()], shuffled.ravel()[keep.ravel()]] = True
-            blocked |= previous
-            count += reuse
-        rows_all = np.arange(n)
-        pending = rows_all[count < k]
+            shuffled = np.take_along_axis(previous, order, axis=1)
+            out = np.where(np.arange(k)[None, :] < reuse[:, None], shuffled, -1)
+            count = reuse.astype(np.int64)
+            excluded = previous
+        # taken[c, e]: expert e is already chosen for chain c, or excluded (previous token).
+        taken = np.zeros((n, self.num_experts), dtype=bool)
+        rows = np.arange(n)
+        if excluded is not None:
+            taken[rows[:, None], excluded] = True
+        pending = np.flatnonzero(count < k)
         while len(pending):
+            # Successive sampling: draws with replacement, skipping repeats, in draw order.
             width = int(k - count[pending].min()) + 4
             cand = self._candidates(rng, layer_of_chain[pending], width)
             for c in range(width):
                 col = cand[:, c]
-                ok = (count[pending] < k) & ~blocked[pending, col]
-                r, e = pending[ok], col[ok]
-                chosen[r, e] = True
-                blocked[r, e] = True
-                count[r] += 1
+                ok = (count[pending] < k) & ~taken[pending, col]
+                chosen, expert = pending[ok], col[ok]
+                taken[chosen, expert] = True
+                out[chosen, count[chosen]] = expert
+                count[chosen] += 1
             pending = pending[count[pending] < k]
-        return chosen
+        return out
 
 
 def sample_sequences(
@@ -154,33 +176,37 @@ def sample_sequences(
     length: int,
     overlap: float | None,
 ) -> np.ndarray:
-    """Routing of ``num_sequences`` sequences of ``length`` tokens, as packed bitmasks.
+    """Routing of ``num_sequences`` sequences of ``length`` tokens: expert ids.
 
-    Returns uint8 array (num_sequences, length, num_layers, ceil(N/8)). The loop runs over token
+    Returns int16 array (num_sequences, length, num_layers, k_e). The loop runs over token
     positions only; sequences and layers are vectorised.
     """
     layers = np.tile(np.arange(sampler.num_layers), num_sequences)
-    nbytes = (sampler.num_experts + 7) // 8
-    out = np.zeros((num_sequences, length, sampler.num_layers, nbytes), dtype=np.uint8)
+    out = np.zeros((num_sequences, length, sampler.num_layers, sampler.k), dtype=np.int16)
     previous = None
     for t in range(length):
         current = sampler.sample(rng, layers, previous, overlap)
-        out[:, t] = np.packbits(current, axis=1).reshape(num_sequences, sampler.num_layers, nbytes)
+        out[:, t] = current.reshape(num_sequences, sampler.num_layers, sampler.k)
         previous = current
     return out
 
 
-def unpack(masks: np.ndarray, num_experts: int) -> np.ndarray:
-    """Packed bitmasks (..., nbytes) back to boolean sets (..., N)."""
-    return np.unpackbits(masks, axis=-1, count=num_experts).astype(bool)
+def to_sets(ids: np.ndarray, num_experts: int) -> np.ndarray:
+    """Expert ids (..., k_e) as boolean membership (..., N)."""
+    sets = np.zeros((*ids.shape[:-1], num_experts), dtype=bool)
+    np.put_along_axis(sets, ids.astype(np.int64), True, axis=-1)
+    return sets
 
 
-def union_sizes(masks: np.ndarray) -> np.ndarray:
+def union_sizes(ids: np.ndarray, num_experts: int) -> np.ndarray:
     """Distinct experts per layer of the union over tokens.
 
-    ``masks`` is uint8 (tokens, layers, nbytes); returns int array (layers,).
+    ``ids`` is (tokens, layers, k_e); returns int array (layers,).
     """
-    if masks.shape[0] == 0:
-        return np.zeros(masks.shape[1], dtype=np.int64)
-    union = np.bitwise_or.reduce(masks, axis=0)
-    return np.bitwise_count(union).sum(axis=-1).astype(np.int64)
+    tokens, layers, _ = ids.shape
+    if tokens == 0 or layers == 0:
+        return np.zeros(layers, dtype=np.int64)
+    member = np.zeros((layers, num_experts), dtype=bool)
+    layer_index = np.broadcast_to(np.arange(layers)[None, :, None], ids.shape)
+    member[layer_index, ids] = True
+    return member.sum(axis=1)

@@ -12,6 +12,7 @@ so they are checked the same way. Scenarios never change after loading; derive v
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -28,7 +29,7 @@ from simspec.costs import RooflineParams
 from simspec.drafters import DrafterSpec
 from simspec.errors import ScenarioError, describe
 from simspec.hardware import GpuSpec
-from simspec.models import ModelSpec
+from simspec.models import ModelSpec, kv_bytes_for_context
 from simspec.policies import POLICIES, BudgetPolicy
 from simspec.routing import RoutingConfig
 from simspec.schema import build, param, to_dict
@@ -50,9 +51,12 @@ class HardwareConfig:
     """The GPUs (scenario table ``[hardware]``)."""
 
     gpu: str = param("h100-sxm", "GPU, a name from `simspec gpus`")
-    num_gpus: int = param(1, "GPUs acting as one device (summed bandwidth, FLOP/s, memory)", ge=1, le=1024)
-    memory_utilization: float = param(0.9, "fraction of GPU memory usable for weights + KV cache",
-                                      gt=0, le=1)
+    num_gpus: int = param(
+        1, "GPUs acting as one device (summed bandwidth, FLOP/s, memory)", ge=1, le=1024
+    )
+    memory_utilization: float = param(
+        0.9, "fraction of GPU memory usable for weights + KV cache", gt=0, le=1
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,8 +138,18 @@ class Scenario:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-_TOP_KEYS = ("name", "description", "seed", "model", "hardware", "costs", "routing",
-             "acceptance", "workload", "policies")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "seed",
+    "model",
+    "hardware",
+    "costs",
+    "routing",
+    "acceptance",
+    "workload",
+    "policies",
+)
 
 
 def _label(name: str, params: Mapping[str, Any]) -> str:
@@ -157,19 +171,23 @@ def _build_policies(raw: Any, source: str) -> tuple[PolicySpec, ...]:
         if not isinstance(name, str):
             raise ScenarioError(source, f"{path}.name", "a policy name (string)", describe(name))
         if name not in POLICIES.names():
-            raise ScenarioError(source, f"{path}.name", "one of " + ", ".join(POLICIES.names()),
-                                describe(name))
+            raise ScenarioError(
+                source, f"{path}.name", "one of " + ", ".join(POLICIES.names()), describe(name)
+            )
         label = entry.get("label", None)
         if label is not None and not isinstance(label, str):
             raise ScenarioError(source, f"{path}.label", "a string", describe(label))
         params = {k: v for k, v in entry.items() if k not in ("name", "label")}
         policy = build(POLICIES.get(name), params, source=source, path=path)
         specs.append(PolicySpec(name, label or _label(name, to_dict(policy)), policy))
+    if not specs:
+        raise ScenarioError(source, "policies", "at least one policy", "an empty array")
     labels = [s.label for s in specs]
     for i, label in enumerate(labels):
         if label in labels[:i]:
-            raise ScenarioError(source, f"policies[{i}].label", "a label unique in the scenario",
-                                describe(label))
+            raise ScenarioError(
+                source, f"policies[{i}].label", "a label unique in the scenario", describe(label)
+            )
     return tuple(specs)
 
 
@@ -179,11 +197,18 @@ def scenario_from_dict(data: Mapping[str, Any], source: str = "<scenario>") -> S
         raise ScenarioError(source, "", "a table", describe(data))
     for key in data:
         if key not in _TOP_KEYS:
-            raise ScenarioError(source, key, "one of the keys " + ", ".join(_TOP_KEYS), "an unknown key")
+            raise ScenarioError(
+                source, key, "one of the keys " + ", ".join(_TOP_KEYS), "an unknown key"
+            )
     sections: dict[str, Any] = {}
-    for key, cls in (("model", ModelConfig), ("hardware", HardwareConfig), ("costs", CostsConfig),
-                     ("routing", RoutingConfig), ("acceptance", AcceptanceConfig),
-                     ("workload", WorkloadConfig)):
+    for key, cls in (
+        ("model", ModelConfig),
+        ("hardware", HardwareConfig),
+        ("costs", CostsConfig),
+        ("routing", RoutingConfig),
+        ("acceptance", AcceptanceConfig),
+        ("workload", WorkloadConfig),
+    ):
         value = data.get(key, {})
         if not isinstance(value, Mapping):
             raise ScenarioError(source, key, f"a table [{key}]", describe(value))
@@ -215,8 +240,13 @@ def _check_catalog(s: Scenario, source: str) -> None:
         ("hardware.gpu", s.hardware.gpu, catalog.gpu_names()),
     ):
         if value not in names:
-            raise ScenarioError(source, path, "one of " + ", ".join(names), describe(value),
-                                "Run `simspec models` or `simspec gpus` to list them.")
+            raise ScenarioError(
+                source,
+                path,
+                "one of " + ", ".join(names),
+                describe(value),
+                "Run `simspec models` or `simspec gpus` to list them.",
+            )
     usable = s.gpu.memory_bytes * s.hardware.num_gpus * s.hardware.memory_utilization
     weights = s.target.shape.total_weight_bytes
     if s.draft_model is not None:
@@ -226,18 +256,37 @@ def _check_catalog(s: Scenario, source: str) -> None:
     if weights >= usable:
         need = int(-(-weights // (s.gpu.memory_bytes * s.hardware.memory_utilization)))
         raise ScenarioError(
-            source, "hardware.num_gpus",
+            source,
+            "hardware.num_gpus",
             f"enough GPUs to hold {weights / 1e9:.1f} GB of weights (at least {need})",
             f"{s.hardware.num_gpus} x {s.gpu.memory_bytes / 1e9:.0f} GB x "
             f"{s.hardware.memory_utilization} usable",
+        )
+    w = s.workload
+    longest = (
+        (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
+    )
+    kv_need = kv_bytes_for_context(s.target.shape, longest)
+    if kv_need > usable - weights:
+        raise ScenarioError(
+            source,
+            "workload.prompt_tokens",
+            f"requests whose KV cache fits the {max(usable - weights, 0) / 1e9:.2f} GB left after "
+            "the weights (fewer prompt/output tokens, more GPUs or a higher memory_utilization)",
+            f"{w.prompt_tokens} prompt + {w.output_tokens} output tokens "
+            f"needing {kv_need / 1e9:.2f} GB",
         )
     cap = s.drafter.max_draft_tokens
     for i, p in enumerate(s.policies):
         want = p.policy.budget_cap(10**6)
         if want > cap:
-            raise ScenarioError(source, f"policies[{i}]",
-                                f"a budget within the drafter's max_draft_tokens = {cap}",
-                                f"a policy that asks for {want}")
+            key = f"policies[{i}].draft_tokens" if p.name == "fixed" else f"policies[{i}]"
+            raise ScenarioError(
+                source,
+                key,
+                f"a budget within the drafter's max_draft_tokens = {cap}",
+                f"a policy that asks for {want}",
+            )
 
 
 _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
@@ -256,7 +305,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     ``policies[1].draft_tokens=4`` indexes arrays; a bare word is taken as a string.
     Returns a new dict; ``data`` is not modified.
     """
-    result = json.loads(json.dumps(data))
+    result = copy.deepcopy(dict(data))
     for item in overrides:
         if "=" not in item:
             raise ScenarioError("--set", item, "key=value", describe(item))
@@ -266,30 +315,31 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
         for piece in key.split("."):
             m = _PATH_PART.fullmatch(piece)
             if not m:
-                raise ScenarioError("--set", key, "a dotted key such as routing.overlap",
-                                    describe(key))
+                raise ScenarioError(
+                    "--set", key, "a dotted key such as routing.overlap", describe(key)
+                )
             parts.append(m.group(1))
             parts.extend(int(ix) for ix in re.findall(r"\[(\d+)\]", m.group(2)))
         node: Any = result
-        for depth, part in enumerate(parts[:-1]):
-            nxt = parts[depth + 1]
+        for depth, part in enumerate(parts):
             if isinstance(part, int):
                 if not isinstance(node, list) or part >= len(node):
-                    raise ScenarioError("--set", key, "an existing array index", describe(part))
-                node = node[part]
+                    raise ScenarioError(
+                        "--set", key, "an index of an existing array", describe(part)
+                    )
+            elif not isinstance(node, dict):
+                raise ScenarioError(
+                    "--set",
+                    key,
+                    f"{part!r} to be a key inside a table",
+                    f"it inside {describe(node)}",
+                )
+            if depth == len(parts) - 1:
+                node[part] = _parse_value(text)
             else:
-                if part not in node:
-                    node[part] = [] if isinstance(nxt, int) else {}
+                if isinstance(part, str) and part not in node:
+                    node[part] = [] if isinstance(parts[depth + 1], int) else {}
                 node = node[part]
-        last = parts[-1]
-        if isinstance(last, int):
-            if not isinstance(node, list) or last >= len(node):
-                raise ScenarioError("--set", key, "an existing array index", describe(last))
-            node[last] = _parse_value(text)
-        else:
-            if not isinstance(node, dict):
-                raise ScenarioError("--set", key, "a key inside a table", describe(node))
-            node[last] = _parse_value(text)
     return result
 
 
@@ -305,7 +355,9 @@ def read_scenario_data(path: str | Path | None) -> tuple[dict[str, Any], str]:
         except FileNotFoundError:
             raise ScenarioError(source, "", "an existing scenario file", "no such file") from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-            raise ScenarioError(source, "", "a readable UTF-8 TOML file", type(err).__name__) from None
+            raise ScenarioError(
+                source, "", "a readable UTF-8 TOML file", type(err).__name__
+            ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -319,6 +371,7 @@ def load_scenario(path: str | Path | None = None, overrides: Iterable[str] = ())
     overrides = list(overrides)
     if overrides:
         data = apply_overrides(data, overrides)
+        source += " (with --set overrides)"
     return scenario_from_dict(data, source)
 
 
@@ -326,4 +379,3 @@ def with_overrides(scenario: Scenario, overrides: Iterable[str]) -> Scenario:
     """A new scenario with ``key=value`` overrides applied to ``scenario``."""
     data = scenario.to_dict()
     return scenario_from_dict(apply_overrides(data, overrides), scenario.source or "<scenario>")
-

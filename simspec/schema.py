@@ -73,7 +73,8 @@ def _type_name(tp: Any) -> str:
     if tp is bool:
         return "a boolean (true/false)"
     if origin is tuple:
-        return f"an array of {_type_name(typing.get_args(tp)[0]).removeprefix('a ').removeprefix('an ')}s"
+        inner = _type_name(typing.get_args(tp)[0]).removeprefix("a ").removeprefix("an ")
+        return f"an array of {inner}s"
     if dataclasses.is_dataclass(tp):
         return "a table"
     return str(tp)
@@ -105,7 +106,10 @@ def _convert(tp: Any, value: Any, meta: Mapping[str, Any], source: str, path: st
         ok_type = isinstance(value, int) if tp is int else isinstance(value, int | float)
         if isinstance(value, bool) or not ok_type:
             raise ScenarioError(source, path, expected, describe(value))
-        number = tp(value)
+        try:
+            number = tp(value)
+        except OverflowError:
+            number = float("inf")
         if not check_number(number, meta):
             bounds = _bounds_text(meta)
             what = f"{expected} {bounds}" if bounds else f"a finite {expected.split()[-1]}"
@@ -153,7 +157,9 @@ def build(cls: type, data: Mapping[str, Any], *, source: str = "", path: str = "
         if data.get(name) is not None:  # None (JSON null) means "unset": TOML has no null
             kwargs[name] = _convert(hints[name], data[name], f.metadata, source, prefix + name)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ScenarioError(source, prefix + name, f"a value ({f.metadata.get('help', '')})", "nothing")
+            raise ScenarioError(
+                source, prefix + name, f"a value ({f.metadata.get('help', '')})", "nothing"
+            )
     try:
         return cls(**kwargs)
     except FieldError as err:

@@ -24,16 +24,26 @@ def build_setup(scenario: Scenario) -> EngineSetup:
     s = scenario
     target, drafter = s.target, s.drafter
     cost_model = RooflineCostModel(
-        target=target, drafter=drafter, gpu=s.gpu, params=s.costs, num_gpus=s.hardware.num_gpus,
+        target=target,
+        drafter=drafter,
+        gpu=s.gpu,
+        params=s.costs,
+        num_gpus=s.hardware.num_gpus,
         draft_model=s.draft_model,
     )
     references = ReferenceSet(
-        seed=s.seed, workload=s.workload, acceptance=s.acceptance, routing=s.routing,
-        shape=target.shape, max_draft_tokens=drafter.max_draft_tokens,
+        seed=s.seed,
+        workload=s.workload,
+        acceptance=s.acceptance,
+        routing=s.routing,
+        shape=target.shape,
+        max_draft_tokens=drafter.max_draft_tokens,
     )
     usable = s.gpu.memory_bytes * s.hardware.num_gpus * s.hardware.memory_utilization
     weights = target.shape.total_weight_bytes
-    weights += s.draft_model.shape.total_weight_bytes if s.draft_model else drafter.head_weight_bytes()
+    weights += (
+        s.draft_model.shape.total_weight_bytes if s.draft_model else drafter.head_weight_bytes()
+    )
     return EngineSetup(
         references=references,
         cost_model=cost_model,
@@ -58,7 +68,12 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
         baseline = run_policy(setup, FixedPolicy(draft_tokens=0))
     base_tpot = mean_tpot_s(baseline)
     rows = [
-        {"name": spec.name, "label": spec.label, "params": spec.params(), **summarize(log, base_tpot)}
+        {
+            "name": spec.name,
+            "label": spec.label,
+            "params": spec.params(),
+            **summarize(log, base_tpot),
+        }
         for spec, log in zip(scenario.policies, logs, strict=True)
     ]
     return {
@@ -67,4 +82,3 @@ def simulate(scenario: Scenario) -> dict[str, Any]:
         "seed": scenario.seed,
         "policies": rows,
     }
-

@@ -22,8 +22,11 @@ from simspec.schema import param
 class WorkloadConfig:
     """The requests (scenario table ``[workload]``)."""
 
-    loop: str = param("closed", "closed (fixed concurrency) or open (Poisson arrivals)",
-                      choices=("closed", "open"))
+    loop: str = param(
+        "closed",
+        "closed (fixed concurrency) or open (Poisson arrivals)",
+        choices=("closed", "open"),
+    )
     num_requests: int = param(32, "requests served in the run", ge=1, le=1_000_000)
     concurrency: int = param(8, "requests in flight, closed loop", ge=1, le=65536)
     arrival_rate_per_s: float = param(1.0, "Poisson arrival rate, open loop, requests/s", gt=0)
@@ -31,7 +34,8 @@ class WorkloadConfig:
     prompt_tokens: int = param(512, "mean prompt length, tokens", ge=1)
     output_tokens: int = param(256, "mean output length, tokens", ge=2)
     length_jitter: float = param(
-        0.0, "lengths are uniform in [mean·(1 − j), mean·(1 + j)]", ge=0, lt=1)
+        0.0, "lengths are uniform in [mean·(1 − j), mean·(1 + j)]", ge=0, lt=1
+    )
 
 
 def draw_lengths(config: WorkloadConfig, rng: np.random.Generator) -> tuple[int, int]:

@@ -31,7 +31,9 @@ def _load(kind: str) -> dict[str, Any]:
         data = tomllib.loads(item.read_text(encoding="utf-8"))
         spec = build(_KINDS[kind], data, source=source)
         if spec.name != item.name.removesuffix(".toml"):
-            raise InputError(source, "name", f"{item.name.removesuffix('.toml')!r}", repr(spec.name))
+            raise InputError(
+                source, "name", f"{item.name.removesuffix('.toml')!r}", repr(spec.name)
+            )
         entries[spec.name] = spec
     return entries
 

@@ -1,0 +1,29 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simspec.scenario import Scenario, apply_overrides, scenario_from_dict
+
+
+def tiny(*overrides: str, policies: list[dict[str, Any]] | None = None) -> Scenario:
+    """A fast scenario (few short requests) with ``key=value`` overrides applied."""
+    data: dict[str, Any] = {
+        "name": "tiny",
+        "seed": 1,
+        "model": {"target": "qwen3-30b-a3b", "drafter": "eagle3-qwen3-30b-a3b"},
+        "routing": {"overlap": 0.38},
+        "acceptance": {"process": "iid", "alpha": 0.7},
+        "workload": {
+            "loop": "closed",
+            "concurrency": 2,
+            "num_requests": 4,
+            "prompt_tokens": 64,
+            "output_tokens": 24,
+        },
+        "policies": policies
+        if policies is not None
+        else [{"name": "fixed", "draft_tokens": 0}, {"name": "fixed", "draft_tokens": 3}],
+    }
+    return scenario_from_dict(apply_overrides(data, overrides), "tiny.toml")

@@ -1,0 +1,100 @@
+"""Catalogs: every file loads strictly; derived sizes match the reference tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from simspec import catalog
+from simspec.models import ModelShape
+
+MOE_MODELS = [
+    "qwen3-30b-a3b",
+    "qwen3-coder-30b-a3b",
+    "qwen3-235b-a22b",
+    "qwen3-coder-480b-a35b",
+    "qwen3-next-80b-a3b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "deepseek-v3",
+    "kimi-k2",
+    "glm-4.5",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
+    "llama-4-scout-17b-16e",
+    "llama-4-maverick-17b-128e",
+    "olmoe-1b-7b-0924",
+    "qwen2-57b-a14b",
+    "qwen1.5-moe-a2.7b",
+]
+
+
+def test_all_reference_models_present():
+    names = catalog.model_names()
+    for name in MOE_MODELS:
+        assert name in names
+        assert catalog.get_model(name).is_moe
+    assert not catalog.get_model("llama-3.1-8b").is_moe
+
+
+@pytest.mark.parametrize("name", [*MOE_MODELS, "llama-3.1-8b", "qwen3-8b"])
+def test_parameter_count_matches_headline(name):
+    """Weights in bf16-equivalent bytes / bytes-per-param ~ the vendor's total, within 3%."""
+    m = catalog.get_model(name)
+    s: ModelShape = m.shape
+    params = s.embedding_bytes / m.weight_bytes
+    if not m.tie_word_embeddings:
+        params += s.lm_head_bytes / m.weight_bytes
+    for g in s.groups:
+        params += g.count * (g.attention_weight_bytes + g.ffn_weight_bytes) / m.weight_bytes
+        if g.is_moe:
+            params += g.count * (
+                (s.shared_expert_bytes + s.router_bytes) / m.weight_bytes
+                + s.num_experts * s.expert_params
+            )
+    assert params / 1e9 == pytest.approx(m.total_params_b, rel=0.03)
+
+
+def test_qwen3_30b_derived_numbers_match_physics_tables():
+    """Reference physics §5.1: 9.4 MB per expert, 98 KB of KV per token, 1.81 GB attention."""
+    s = catalog.get_model("qwen3-30b-a3b").shape
+    assert s.expert_bytes / 1e6 == pytest.approx(9.44, abs=0.01)
+    assert s.kv_bytes_per_token == 48 * 2 * 4 * 128 * 2
+    (group,) = s.groups
+    assert group.count * group.attention_weight_bytes / 1e9 == pytest.approx(1.81, abs=0.01)
+    assert s.lm_head_bytes / 1e9 == pytest.approx(0.62, abs=0.01)
+
+
+def test_layer_patterns():
+    ds = catalog.get_model("deepseek-v3").shape
+    assert ds.num_moe_layers == 58
+    mav = catalog.get_model("llama-4-maverick-17b-128e").shape
+    assert mav.num_moe_layers == 24
+    gpt = catalog.get_model("gpt-oss-120b").shape
+    windows = sorted((g.window_tokens, g.count) for g in gpt.groups)
+    assert windows == [(128.0, 18), (float("inf"), 18)]
+    nxt = catalog.get_model("qwen3-next-80b-a3b").shape
+    linear = [g for g in nxt.groups if g.kv_bytes_per_token == 0]
+    assert sum(g.count for g in linear) == 36 and all(g.state_bytes > 0 for g in linear)
+
+
+def test_gpus():
+    h100, h200 = catalog.get_gpu("h100-sxm"), catalog.get_gpu("h200")
+    assert h100.hbm_bytes_per_s == 3.35e12 and h200.hbm_bytes_per_s == 4.8e12
+    assert h100.bf16_flops_per_s == h200.bf16_flops_per_s == 989e12
+    assert h100.ridge_flops_per_byte == pytest.approx(295, abs=1)
+
+
+def test_drafters_reference_known_models():
+    for name in catalog.drafter_names():
+        d = catalog.get_drafter(name)
+        for target in d.targets:
+            assert target in catalog.model_names()
+        if d.kind == "dense":
+            assert not catalog.get_model(d.model).is_moe
+        else:
+            assert 0.05e9 < d.head_weight_bytes() < 2e9
+
+
+def test_unknown_name_raises_keyerror():
+    with pytest.raises(KeyError):
+        catalog.get_model("no-such-model")

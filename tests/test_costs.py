@@ -1,0 +1,135 @@
+"""Roofline cost model: closed forms, limits and monotonicity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simspec import catalog
+from simspec.costs import (
+    RooflineCostModel,
+    RooflineParams,
+    independent_unique_experts,
+    target_pass_cost,
+)
+
+H100 = catalog.get_gpu("h100-sxm")
+QWEN_MOE = catalog.get_model("qwen3-30b-a3b")
+NO_OVERHEAD = RooflineParams(pass_overhead_s=0.0)
+
+
+@pytest.mark.parametrize("model", ["qwen3-8b", "llama-3.1-8b"])
+@pytest.mark.parametrize("draft_tokens", [0, 1, 2, 3, 4])
+def test_dense_memory_bound_verify_costs_about_one_decode(model, draft_tokens):
+    shape = catalog.get_model(model).shape
+    ctx = np.array([1024])
+    decode = target_pass_cost(shape, H100, NO_OVERHEAD, np.array([1]), ctx, np.zeros(0)).total_s
+    verify = target_pass_cost(
+        shape, H100, NO_OVERHEAD, np.array([draft_tokens + 1]), ctx, np.zeros(0)
+    ).total_s
+    assert verify / decode == pytest.approx(1.0, abs=0.05)
+
+
+def test_dense_decode_time_is_weight_bytes_over_bandwidth():
+    """At one token and no context, a dense pass reads its weights once: bytes / (eta * BW)."""
+    m = catalog.get_model("llama-3.1-8b")
+    shape = m.shape
+    cost = target_pass_cost(shape, H100, NO_OVERHEAD, np.array([1]), np.array([0]), np.zeros(0))
+    read = shape.total_weight_bytes - shape.embedding_bytes  # the embedding is gathered, not read
+    # Only the one token's KV (tiny) comes on top of the weights.
+    kv = shape.kv_bytes_per_token * 1 / (NO_OVERHEAD.kv_efficiency * H100.hbm_bytes_per_s)
+    expected = read / (NO_OVERHEAD.weight_efficiency * H100.hbm_bytes_per_s) + kv
+    assert cost.total_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_moe_efficiency_curve_closed_form():
+    p = RooflineParams()
+    eb = QWEN_MOE.shape.expert_bytes
+    u = np.array([1.0, 8.0, 22.0, 128.0])
+    eta = p.moe_efficiency(u, eb)
+    assert eta == pytest.approx(0.8 * (1 - np.exp(-u * eb / 94e6)))
+    # Reference physics §6: U0 = 10 for Qwen3-30B-A3B -> eta(8) ~ 0.44, eta(22) ~ 0.71.
+    assert eta[1] == pytest.approx(0.44, abs=0.01)
+    assert eta[2] == pytest.approx(0.71, abs=0.01)
+
+
+def test_routed_expert_term_is_unique_bytes_over_effective_bandwidth():
+    shape = QWEN_MOE.shape
+    p = NO_OVERHEAD
+    one = np.array([1])
+    u_small, u_big = np.full(48, 8.0), np.full(48, 40.0)
+    small = target_pass_cost(shape, H100, p, one, one, u_small).moe_s
+    big = target_pass_cost(shape, H100, p, one, one, u_big).moe_s
+    eb = shape.expert_bytes
+    expected = 48 * (
+        40 * eb / (p.moe_efficiency(np.array(40.0), eb) * H100.hbm_bytes_per_s)
+        - 8 * eb / (p.moe_efficiency(np.array(8.0), eb) * H100.hbm_bytes_per_s)
+    )
+    assert big - small == pytest.approx(float(expected), rel=1e-9)
+
+
+def test_independent_unique_experts_formula():
+    assert independent_unique_experts(128, 8, 1) == pytest.approx(8.0)
+    assert independent_unique_experts(128, 8, 4) / 8 == pytest.approx(3.64, abs=0.01)
+    assert independent_unique_experts(0, 0, 10) == 0.0
+
+
+def test_overhead_and_num_gpus():
+    shape = QWEN_MOE.shape
+    args = (np.array([4]), np.array([512]), np.full(48, 20.0))
+    one = target_pass_cost(shape, H100, RooflineParams(), *args)
+    assert one.overhead_s == pytest.approx(8e-4)
+    two = target_pass_cost(shape, H100, RooflineParams(comm_s_per_layer=0.0), *args, num_gpus=2)
+    assert two.moe_s == pytest.approx(one.moe_s / 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 64), min_size=1, max_size=16),
+    ctx=st.integers(0, 8192),
+    u=st.integers(1, 127),
+)
+def test_pass_cost_is_positive_and_monotone(tokens, ctx, u):
+    shape = QWEN_MOE.shape
+    t = np.array(tokens)
+    c = np.full(len(t), ctx)
+    base = target_pass_cost(shape, H100, RooflineParams(), t, c, np.full(48, float(u)))
+    assert base.moe_s > 0 and base.attention_s > 0 and base.other_s > 0
+    more_tokens = target_pass_cost(shape, H100, RooflineParams(), t + 1, c, np.full(48, float(u)))
+    more_experts = target_pass_cost(shape, H100, RooflineParams(), t, c, np.full(48, float(u + 1)))
+    more_ctx = target_pass_cost(shape, H100, RooflineParams(), t, c + 100, np.full(48, float(u)))
+    assert more_tokens.total_s >= base.total_s
+    assert more_experts.total_s >= base.total_s  # equal once the experts are compute-bound
+    assert more_ctx.total_s > base.total_s
+
+
+def test_draft_step_costs():
+    d = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+    model = RooflineCostModel(target=QWEN_MOE, drafter=d, gpu=H100)
+    assert model.draft_step(np.array([], dtype=int)) == 0.0
+    one = model.draft_step(np.array([512]))
+    p = RooflineParams()
+    floor = p.draft_step_overhead_s + d.head_weight_bytes() / (
+        p.weight_efficiency * H100.hbm_bytes_per_s
+    )
+    assert one >= floor
+    assert model.draft_step(np.array([512] * 8)) > one
+    dense = RooflineCostModel(
+        target=QWEN_MOE,
+        drafter=catalog.get_drafter("qwen3-0.6b-draft"),
+        gpu=H100,
+        draft_model=catalog.get_model("qwen3-0.6b"),
+    )
+    # A 0.6B dense draft model reads more bytes per step than a ~0.3 GB head.
+    assert dense.draft_step(np.array([512])) > one
+
+
+def test_prefill_is_compute_heavy_for_long_prompts():
+    model = RooflineCostModel(
+        target=QWEN_MOE, drafter=catalog.get_drafter("eagle3-qwen3-30b-a3b"), gpu=H100
+    )
+    short = model.prefill_pass(np.array([16])).total_s
+    long = model.prefill_pass(np.array([8192])).total_s
+    assert long > 5 * short
