@@ -3,7 +3,7 @@
 For every committed position i of a request and every draft slot j = 1..K_max, the drafter
 reports a confidence c_{i,j} and the target accepts the draft with probability c_{i,j}, so the
 confidence is calibrated by construction (EAGLE-2 reports its draft confidences are well
-calibrated; reference physics §3.2). The confidence is Beta-distributed around the slot's
+calibrated; Li et al., arXiv 2406.16858). The confidence is Beta-distributed around the slot's
 acceptance probability alpha with concentration kappa: c ~ Beta(alpha·kappa, (1 − alpha)·kappa),
 hence P(accept) = E[c] = alpha. The match length m_i is the number of leading accepted slots.
 

@@ -1,9 +1,9 @@
 """Time of a forward pass: a per-kernel roofline with named efficiencies.
 
-A target pass over n tokens (from B requests, T_b tokens each, with C_b tokens already in the
-KV cache) that touches U_l distinct routed experts in MoE layer l costs (reference physics
-§9.1 item 3; every term is the roofline max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one
-kernel, and kernels run one after another, so the terms add):
+A target pass over n tokens (from B requests, T_b tokens each, with C_b tokens already in the KV
+cache) that touches U_l distinct routed experts in MoE layer l costs (every term is the roofline
+max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one kernel, and kernels run one after another, so
+the terms add):
 
     t = t_fixed
       + Σ_l max(U_l·bytes_expert / (eta_moe(U_l)·BW), 2·n·k_e·P_expert / (eta_c·F))   routed experts
@@ -14,9 +14,11 @@ kernel, and kernels run one after another, so the terms add):
 eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) models occupancy: a grouped MoE kernel
 needs about S bytes in flight to reach its bandwidth plateau, so a handful of small experts
 (Qwen3-30B-A3B: 9.4 MB) run far below peak while one Mixtral expert (352 MB) saturates the GPU.
-S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B, the value reference physics §6
-suggests (eta(8) ≈ 0.44, eta(22) ≈ 0.71). Every efficiency below is an assumption [A] of
-physics §6/§9.2, to be replaced by a calibration profile.
+S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B (eta(8) ≈ 0.44, eta(22) ≈ 0.71),
+in line with reports that one-token MoE decode kernels reach only ~55-60 % of achievable
+bandwidth for lack of occupancy. Every efficiency below is an assumption, to be replaced by a
+calibration profile; the fixed per-pass overhead is what Cohere's 2026 analysis of speculative
+decoding on MoE models identifies as the batch-1 mechanism (amortised over the k+1 tokens).
 """
 
 from __future__ import annotations
@@ -35,37 +37,37 @@ from simspec.schema import param
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RooflineParams:
-    """Assumed efficiencies and overheads of the roofline cost model (physics §6, §9.2)."""
+    """Assumed efficiencies and overheads of the roofline cost model (to be calibrated)."""
 
     pass_overhead_s: float = param(
         8e-4,
         "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
-        "(physics §9.2: 0.8 ms, sweep 0.3-2 ms)",
+        "(assumed 0.8 ms; plausible range 0.3-2 ms)",
         ge=0,
     )
     draft_step_overhead_s: float = param(
-        1e-4, "fixed time per draft step, s (physics §9.1 item 4: 0.1-0.3 ms)", ge=0
+        1e-4, "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)", ge=0
     )
     moe_efficiency_max: float = param(
         0.80,
-        "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (physics §6)",
+        "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (assumed)",
         gt=0,
         le=1,
     )
     moe_saturation_bytes: float = param(
         94e6,
         "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
-        "(U0 = 10 experts of Qwen3-30B-A3B, physics §6)",
+        "(U0 = 10 experts of Qwen3-30B-A3B; assumed)",
         gt=0,
     )
     weight_efficiency: float = param(
-        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (physics §6)", gt=0, le=1
+        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (assumed)", gt=0, le=1
     )
     kv_efficiency: float = param(
-        0.50, "fraction of HBM bandwidth for decode attention KV reads (physics §6)", gt=0, le=1
+        0.50, "fraction of HBM bandwidth for decode attention KV reads (assumed)", gt=0, le=1
     )
     compute_efficiency: float = param(
-        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (physics §6)", gt=0, le=1
+        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (assumed)", gt=0, le=1
     )
     comm_s_per_layer: float = param(
         2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0

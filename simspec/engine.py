@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import simpy
@@ -32,6 +33,9 @@ from simspec.records import PrefillRecord, RequestRecord, StepRecord
 from simspec.reference import ReferenceSet
 from simspec.routing import union_sizes
 from simspec.workload import WorkloadConfig
+
+#: What a SimPy process generator yields (events) and is sent back (their values).
+Process = Generator[simpy.Event, Any, None]
 
 HISTORY_STEPS = 32  # past steps of acceptance a policy can see
 
@@ -79,7 +83,7 @@ class EngineSetup:
     max_draft_tokens: int
 
 
-def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Generator:
+def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Process:
     """Put request ids into ``queue`` when they arrive."""
     w = setup.workload
     if w.loop == "closed":
@@ -128,7 +132,7 @@ def serve(
     setup: EngineSetup,
     policy: BudgetPolicy,
     log: RunLog,
-) -> Generator:
+) -> Process:
     """The scheduler loop (module docstring); stops when every request has finished."""
     w, refs, costs = setup.workload, setup.references, setup.cost_model
     shape = refs.shape

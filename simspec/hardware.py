@@ -1,10 +1,9 @@
 """GPUs: the spec-sheet numbers the roofline cost model divides by.
 
-A :class:`GpuSpec` holds HBM capacity and bandwidth, dense bf16 tensor throughput, L2 size
-and SM count (catalog files under ``simspec/catalog/gpus`` cite the data sheets; reference
-physics §6). Achieved fractions of these peaks are *not* here: they are named efficiencies of
-the cost model (``simspec.costs.RooflineParams``), to be replaced by a calibration profile.
-"""
+A :class:`GpuSpec` holds HBM capacity and bandwidth, dense bf16 tensor throughput, L2 size and
+SM count (catalog files under ``simspec/catalog/gpus`` cite the data sheets). Achieved fractions
+of these peaks are *not* here: they are named efficiencies of the cost model
+(``simspec.costs.RooflineParams``), to be replaced by a calibration profile."""
 
 from __future__ import annotations
 

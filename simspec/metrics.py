@@ -1,4 +1,4 @@
-"""From run records to the summary fields of the results JSON (design §4).
+"""From run records to the summary fields of the results JSON (README, "Results JSON").
 
 Definitions are the usual serving ones: TTFT = first-token time − arrival; TPOT = (finish −
 first-token time) / (output tokens − 1), averaged over requests; tokens/s = committed output

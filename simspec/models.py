@@ -4,7 +4,7 @@ A :class:`ModelSpec` is a transcription of a model's ``config.json`` (the catalo
 ``simspec/catalog/models`` cite theirs). :class:`ModelShape` derives from it what a cost model
 needs, per kind of layer: weight bytes read once per forward pass, KV-cache bytes per context
 token, FLOPs per token, and the size of one routed expert. Formulas (bf16 unless the catalog
-says otherwise), see reference physics §5:
+says otherwise):
 
 - SwiGLU FFN of width i: 3·h·i parameters (gate, up, down); a routed expert is one such FFN.
 - GQA attention: h·(n_q·d) + 2·h·(n_kv·d) + (n_q·d)·h parameters; KV cache 2·n_kv·d values

@@ -8,7 +8,8 @@ commits y_1). At state i the request feeds y_i plus k drafts. The reference data
 * ``confidences[i, j-1]`` = the drafter's confidence for draft slot j;
 * the routing of the true token y_t (``true[t]``, a Markov chain along the text) and of the r-th
   rejected draft at state i (``rejected[r-1][i]``), which continues the chain from the last
-  accepted token y_{i+m_i} with its own draws (reference physics §8.1).
+  accepted token y_{i+m_i} with its own draws: its experts are loaded even though it is
+  discarded (the counterfactual MoE cost of Amankulov & Mamatin, arXiv 2609.22156).
 
 A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+min(k,m_i)} and of
 the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_routing`. Every policy, and the oracle,

@@ -1,15 +1,16 @@
 """Monte-Carlo expert routing with popularity skew and temporal overlap.
 
 In every MoE layer a token activates exactly ``k_e`` of ``N`` routed experts. Two properties of
-real routers matter for verification cost (reference physics §7):
+real routers matter for verification cost:
 
 * **popularity**: some experts are chosen more often (uniform, Zipf or Dirichlet weights,
   a different hot set per layer);
 * **temporal overlap**: consecutive tokens of one sequence reuse experts. ``overlap`` is the lag-1
   overlap rho_1 = E|S_t ∩ S_{t-1}| / k_e. Independent routing has rho_1 = Σ p_e² / k_e (= k_e/N
-  when uniform); real routers are far above (about 0.38 for a k_e/N = 1/16 model, physics §1.2).
+  when uniform); real routers are far above: Cohere (2026) reports 38 % overlap between adjacent
+  tokens, about 6x chance for a k_e/N = 1/16 model.
 
-The sampler follows physics §7.5: token t reuses R ~ Binomial(k_e, rho_1) experts chosen uniformly
+The sampler: token t reuses R ~ Binomial(k_e, rho_1) experts chosen uniformly
 from S_{t-1} and fills the other k_e − R slots by weighted sampling without replacement from the
 experts not in S_{t-1}, so the lag-1 overlap is exactly rho_1 in expectation. With ``overlap``
 unset, tokens are independent weighted samples. Weighted sampling without replacement is done by

@@ -2,7 +2,7 @@
 
 :func:`simulate` builds the reference sequences once, then runs the k = 0 baseline and every
 policy of the scenario on them (common random numbers), and returns the results-JSON object of
-design §4. :func:`build_setup` exposes the pieces for callers that run policies themselves.
+the README. :func:`build_setup` exposes the pieces for callers that run policies themselves.
 """
 
 from __future__ import annotations

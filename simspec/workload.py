@@ -2,7 +2,7 @@
 
 Closed loop (``loop = "closed"``): ``concurrency`` requests are in flight at all times; a finished
 request is replaced at once by the next one, until ``num_requests`` have been served. This is the
-setting of speedup-vs-batch-size curves (reference physics §9.1 item 6).
+setting of speedup-vs-batch-size curves (MoESD, arXiv 2505.19645).
 
 Open loop (``loop = "open"``): requests arrive as a Poisson process of rate ``arrival_rate_per_s``;
 the scheduler admits them at iteration boundaries up to ``max_batch_size`` and the KV-cache

@@ -50,7 +50,7 @@ def test_moe_efficiency_curve_closed_form():
     u = np.array([1.0, 8.0, 22.0, 128.0])
     eta = p.moe_efficiency(u, eb)
     assert eta == pytest.approx(0.8 * (1 - np.exp(-u * eb / 94e6)))
-    # Reference physics §6: U0 = 10 for Qwen3-30B-A3B -> eta(8) ~ 0.44, eta(22) ~ 0.71.
+    # U0 = 10 for Qwen3-30B-A3B: eta(8) ~ 0.44, eta(22) ~ 0.71 (the curve's documented anchors).
     assert eta[1] == pytest.approx(0.44, abs=0.01)
     assert eta[2] == pytest.approx(0.71, abs=0.01)
 
