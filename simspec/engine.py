@@ -31,7 +31,6 @@ from simspec.models import kv_bytes_for_context
 from simspec.policies.base import BudgetPolicy, DecodeState
 from simspec.records import PrefillRecord, RequestRecord, StepRecord
 from simspec.reference import ReferenceSet
-from simspec.routing import union_sizes
 from simspec.workload import WorkloadConfig
 
 #: What a SimPy process generator yields (events) and is sent back (their values).
@@ -197,17 +196,11 @@ def serve(
             costs.draft_step(contexts[ks >= j] + (j - 1))
             for j in range(1, int(ks.max(initial=0)) + 1)
         )
-        fed = [
-            refs.fed_routing(a.request_id, a.position, int(k))
-            for a, k in zip(active, ks, strict=True)
-        ]
-        unique = union_sizes(np.concatenate(fed), shape.num_experts)
+        fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
+        unique = refs.pass_unique_experts(fed)
         verify = costs.verify_pass(ks + 1, contexts, unique)
-        decode = costs.verify_pass(
-            np.ones_like(ks),
-            contexts,
-            union_sizes(np.stack([f[0] for f in fed]), shape.num_experts),
-        )
+        plain = refs.pass_unique_experts([(rid, state, 0) for rid, state, _ in fed])
+        decode = costs.verify_pass(np.ones_like(ks), contexts, plain)
         start = env.now
         yield env.timeout(draft_s + verify.total_s)
         accepted_total = 0

@@ -27,7 +27,13 @@ import numpy as np
 from simspec import rng as rngs
 from simspec.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.models import ModelShape
-from simspec.routing import ExpertSampler, RoutingConfig, popularity_weights, sample_sequences
+from simspec.routing import (
+    ExpertSampler,
+    RoutingConfig,
+    popularity_weights,
+    sample_sequences,
+    union_sizes,
+)
 from simspec.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
@@ -173,3 +179,15 @@ class ReferenceSet:
             levels = self._block_rejected(block, rejected)
             parts.append(np.stack([levels[r][q, state] for r in range(rejected)]))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def pass_unique_experts(self, fed: list[tuple[int, int, int]]) -> np.ndarray:
+        """Distinct routed experts per MoE layer of one pass.
+
+        ``fed`` lists, for every request in the pass, (request id, state, draft tokens). The
+        pass loads, per layer, the union of the experts of all the tokens it feeds. Returns a
+        float array (num_moe_layers,); empty for a dense model.
+        """
+        if not self.num_layers:
+            return np.zeros(0)
+        routing = np.concatenate([self.fed_routing(r, i, k) for r, i, k in fed])
+        return union_sizes(routing, self.num_experts).astype(float)

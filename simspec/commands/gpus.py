@@ -1,0 +1,36 @@
+"""`simspec gpus`: list the catalog's GPUs."""
+
+from __future__ import annotations
+
+import argparse
+
+from simspec import catalog
+from simspec.commands import table
+
+NAME = "gpus"
+HELP = "List the catalog's GPUs."
+EXAMPLE = "simspec gpus"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """No arguments."""
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Print the GPU table."""
+    rows = []
+    for name in catalog.gpu_names():
+        g = catalog.get_gpu(name)
+        rows.append(
+            (
+                name,
+                g.display_name,
+                f"{g.memory_bytes / 1e9:.0f}",
+                f"{g.hbm_bytes_per_s / 1e12:.2f}",
+                f"{g.bf16_flops_per_s / 1e12:.0f}",
+                f"{g.l2_bytes / 2**20:.0f}",
+                g.num_sms,
+            )
+        )
+    print(table(("gpu", "name", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "L2 MiB", "SMs"), rows))
+    return 0
