@@ -16,7 +16,7 @@ from types import ModuleType
 from simspec.errors import InputError
 
 #: Subcommand modules under simspec.commands, in the order `simspec --help` lists them.
-COMMANDS = ("run", "validate", "models", "gpus")
+COMMANDS = ("run", "compare", "validate", "models", "gpus")
 
 
 class _Parser(argparse.ArgumentParser):

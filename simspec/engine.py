@@ -18,6 +18,7 @@ arrival order, so no set or dict order drives a decision.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -27,8 +28,9 @@ import numpy as np
 import simpy
 
 from simspec.costs import CostModel
+from simspec.marginal import StepPlan, UnionModel
 from simspec.models import kv_bytes_for_context
-from simspec.policies.base import BudgetPolicy, DecodeState
+from simspec.policies.base import BudgetPolicy, DecodeState, StepOutcome, initial_memory, observe
 from simspec.records import PrefillRecord, RequestRecord, StepRecord
 from simspec.reference import ReferenceSet
 from simspec.workload import WorkloadConfig
@@ -80,6 +82,7 @@ class EngineSetup:
     arrival_s: np.ndarray  # arrival time of each request (open loop)
     kv_capacity_bytes: float
     max_draft_tokens: int
+    draft_overlap: float  # lag-1 overlap of a draft with its predecessor (for cost estimates)
 
 
 def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Process:
@@ -95,34 +98,57 @@ def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> 
         queue.put(rid)
 
 
-def _decide(
+@dataclass(frozen=True)
+class _BatchView:
+    """What every policy call of one step shares."""
+
+    batch_size: int
+    batch_accepted_history: tuple[float, ...]
+    time_per_token_s: float
+    memory: Any
+    max_draft_tokens: int
+    cap: int
+
+
+def decide_step(
     policy: BudgetPolicy,
-    req: _Active,
-    confidences: np.ndarray,
-    cap: int,
-    batch_size: int,
-    max_draft_tokens: int,
-) -> int:
-    """Ask ``policy`` token by token how many drafts ``req`` makes this step."""
-    k = 0
-    acc, dra = tuple(req.accepted_history), tuple(req.drafted_history)
-    while k < cap:
-        state = DecodeState(
-            request_id=req.request_id,
-            position=req.position,
-            context_tokens=req.context_tokens,
-            drafted=k,
-            confidences=tuple(float(c) for c in confidences[:k]),
-            next_confidence=float(confidences[k]),
-            max_draft_tokens=max_draft_tokens,
-            batch_size=batch_size,
-            accepted_history=acc,
-            drafted_history=dra,
-        )
-        if not policy.continue_drafting(state):
-            break
-        k += 1
-    return k
+    active: list[_Active],
+    confidences: list[np.ndarray],
+    plan: StepPlan,
+    view: _BatchView,
+) -> np.ndarray:
+    """Ask ``policy`` token by token how many drafts each request makes this step.
+
+    Requests decide in batch order; ``plan`` records each decision, so a later request's
+    marginal cost sees the drafts already planned. Pure apart from updating ``plan``.
+    """
+    ks = np.zeros(len(active), dtype=np.int64)
+    for b, (req, conf) in enumerate(zip(active, confidences, strict=True)):
+        acc, dra = tuple(req.accepted_history), tuple(req.drafted_history)
+        k = 0
+        while k < view.cap:
+            state = DecodeState(
+                request_id=req.request_id,
+                position=req.position,
+                context_tokens=req.context_tokens,
+                drafted=k,
+                confidences=tuple(float(c) for c in conf[:k]),
+                next_confidence=float(conf[k]),
+                max_draft_tokens=view.max_draft_tokens,
+                batch_size=view.batch_size,
+                accepted_history=acc,
+                drafted_history=dra,
+                batch_accepted_history=view.batch_accepted_history,
+                time_per_token_s=view.time_per_token_s,
+                marginal_cost_s=functools.partial(plan.marginal_cost_s, b),
+                memory=view.memory,
+            )
+            if not policy.continue_drafting(state):
+                break
+            plan.add_draft(b)
+            k += 1
+        ks[b] = k
+    return ks
 
 
 def serve(
@@ -144,6 +170,13 @@ def serve(
     finished = 0
     waiting: deque[int] = deque()
     arrival_s = np.array(setup.arrival_s, dtype=float)  # closed loop: set when a request is queued
+    union_model = UnionModel(
+        shape.num_experts, shape.experts_per_token, shape.num_moe_layers, setup.draft_overlap
+    )
+    memory = initial_memory(policy)
+    recent_steps_s: deque[float] = deque(maxlen=HISTORY_STEPS)
+    recent_tokens: deque[int] = deque(maxlen=HISTORY_STEPS)
+    batch_history: deque[float] = deque(maxlen=HISTORY_STEPS)
     while finished < total:
         while queue.items:
             rid: int = yield queue.get()
@@ -177,21 +210,18 @@ def serve(
             active.extend(admitted)
         # One decode iteration over the whole batch.
         batch = len(active)
-        ks = np.array(
-            [
-                _decide(
-                    policy,
-                    a,
-                    refs.sequence(a.request_id).confidences[a.position],
-                    cap,
-                    batch,
-                    setup.max_draft_tokens,
-                )
-                for a in active
-            ],
-            dtype=np.int64,
-        )
         contexts = np.array([a.context_tokens for a in active], dtype=np.int64)
+        plan = StepPlan(costs, union_model, contexts)
+        if not recent_steps_s:  # no history yet: price a token at a plain decode pass / B
+            first = costs.verify_pass(np.ones(batch, dtype=np.int64), contexts, plan.union)
+            time_per_token = first.total_s / batch
+        else:
+            time_per_token = sum(recent_steps_s) / max(sum(recent_tokens), 1)
+        view = _BatchView(
+            batch, tuple(batch_history), time_per_token, memory, setup.max_draft_tokens, cap
+        )
+        confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
+        ks = decide_step(policy, active, confidences, plan, view)
         draft_s = sum(
             costs.draft_step(contexts[ks >= j] + (j - 1))
             for j in range(1, int(ks.max(initial=0)) + 1)
@@ -239,6 +269,11 @@ def serve(
             else:
                 still.append(a)
         active = still
+        step_s = draft_s + verify.total_s
+        recent_steps_s.append(step_s)
+        recent_tokens.append(accepted_total + batch)
+        batch_history.append(accepted_total / batch)
+        memory = observe(policy, memory, StepOutcome(batch, int(ks.sum()), accepted_total, step_s))
         log.steps.append(
             StepRecord(
                 start,

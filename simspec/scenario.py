@@ -152,10 +152,14 @@ _TOP_KEYS = (
 )
 
 
-def _label(name: str, params: Mapping[str, Any]) -> str:
-    if name == "fixed" and set(params) == {"draft_tokens"}:
+def _label(name: str, policy: Any) -> str:
+    """A short display label: the name and the parameters that differ from their defaults."""
+    params = to_dict(policy)
+    if name == "fixed":
         return f"fixed-{params['draft_tokens']}"
-    inner = ",".join(f"{k}={v}" for k, v in params.items())
+    defaults = to_dict(type(policy)())
+    changed = {k: v for k, v in params.items() if defaults.get(k) != v}
+    inner = ",".join(f"{k}={v}" for k, v in changed.items())
     return f"{name}({inner})" if inner else name
 
 
@@ -179,7 +183,7 @@ def _build_policies(raw: Any, source: str) -> tuple[PolicySpec, ...]:
             raise ScenarioError(source, f"{path}.label", "a string", describe(label))
         params = {k: v for k, v in entry.items() if k not in ("name", "label")}
         policy = build(POLICIES.get(name), params, source=source, path=path)
-        specs.append(PolicySpec(name, label or _label(name, to_dict(policy)), policy))
+        specs.append(PolicySpec(name, label or _label(name, policy), policy))
     if not specs:
         raise ScenarioError(source, "policies", "at least one policy", "an empty array")
     labels = [s.label for s in specs]

@@ -13,10 +13,20 @@ from simspec import __version__, rng
 from simspec.costs import RooflineCostModel
 from simspec.engine import EngineSetup, RunLog, run_policy
 from simspec.metrics import mean_tpot_s, summarize
+from simspec.models import ModelShape
 from simspec.policies import FixedPolicy
 from simspec.reference import ReferenceSet
+from simspec.routing import RoutingConfig
 from simspec.scenario import Scenario
 from simspec.workload import arrival_times
+
+
+def draft_overlap(routing: RoutingConfig, shape: ModelShape) -> float:
+    """Lag-1 overlap of a draft with its predecessor; chance level k_e/N when independent."""
+    rho = routing.rejected_overlap
+    if rho is None:
+        return shape.experts_per_token / shape.num_experts if shape.num_experts else 0.0
+    return float(rho)
 
 
 def build_setup(scenario: Scenario) -> EngineSetup:
@@ -51,6 +61,7 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
         kv_capacity_bytes=usable - weights,
         max_draft_tokens=drafter.max_draft_tokens,
+        draft_overlap=draft_overlap(s.routing, target.shape),
     )
 
 

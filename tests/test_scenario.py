@@ -308,9 +308,9 @@ BAD = {
     ),
     "unknown gpu": ([('gpu = "h100-sxm"', 'gpu = "b300"')], "hardware.gpu", "h200"),
     "unknown policy": (
-        [('name = "fixed"\ndraft_tokens = 2', 'name = "oracle"')],
+        [('name = "fixed"\ndraft_tokens = 2', 'name = "magic"')],
         "policies[1].name",
-        "expected one of fixed",
+        "expected one of adaptive_ema, batch_table, cost_aware, fixed, threshold",
     ),
     "policy name not a string": (
         [('name = "fixed"\ndraft_tokens = 2', "name = 3")],

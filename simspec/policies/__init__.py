@@ -1,7 +1,35 @@
 """Speculation-budget policies. Importing this package registers every implementation."""
 
-from simspec.policies import fixed
-from simspec.policies.base import POLICIES, BudgetPolicy, DecodeState
+from simspec.policies import adaptive_ema, batch_table, cost_aware, fixed, threshold
+from simspec.policies.adaptive_ema import AdaptiveEmaPolicy
+from simspec.policies.base import (
+    POLICIES,
+    BudgetPolicy,
+    DecodeState,
+    StepOutcome,
+    initial_memory,
+    observe,
+)
+from simspec.policies.batch_table import BatchTablePolicy
+from simspec.policies.cost_aware import CostAwarePolicy
 from simspec.policies.fixed import FixedPolicy
+from simspec.policies.threshold import ThresholdPolicy
 
-__all__ = ["POLICIES", "BudgetPolicy", "DecodeState", "FixedPolicy", "fixed"]
+__all__ = [
+    "POLICIES",
+    "AdaptiveEmaPolicy",
+    "BatchTablePolicy",
+    "BudgetPolicy",
+    "CostAwarePolicy",
+    "DecodeState",
+    "FixedPolicy",
+    "StepOutcome",
+    "ThresholdPolicy",
+    "adaptive_ema",
+    "batch_table",
+    "cost_aware",
+    "fixed",
+    "initial_memory",
+    "observe",
+    "threshold",
+]

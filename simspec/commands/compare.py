@@ -1,0 +1,79 @@
+"""`simspec compare`: every policy of a scenario against the k = 0 baseline and the oracle."""
+
+from __future__ import annotations
+
+import argparse
+
+from simspec.commands import add_set_option, check_writable, table, write_output
+
+NAME = "compare"
+HELP = "Compare a scenario's policies with no speculation and the hindsight oracle."
+EXAMPLE = "simspec compare scenarios/limits-of-speculation.toml --json cmp.json --plot figures/"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `simspec compare`."""
+    parser.add_argument(
+        "scenario", nargs="?", help="scenario TOML file (default: the embedded one)"
+    )
+    parser.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
+    parser.add_argument(
+        "--plot", metavar="DIR", help="write policies.png and delta-space.png into DIR"
+    )
+    add_set_option(parser)
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run the comparison, print the table, write JSON and figures."""
+    from simspec.compare import compare
+    from simspec.io import results_json
+    from simspec.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, args.set)
+    if args.json:
+        check_writable(args.json, "--json")
+    if args.plot:
+        check_writable(f"{args.plot.rstrip('/')}/policies.png", "--plot")
+    result = compare(scenario)
+    res = result.results
+    rows = [
+        (
+            p["label"],
+            f"{p['tokens_per_s']:.1f}",
+            f"{p['tpot_ms']:.3f}",
+            f"{p['acceptance_length']:.3f}",
+            f"{p['mean_k']:.2f}",
+            f"{p['speedup_vs_no_spec']:.3f}",
+            f"{p['gap_to_oracle_pct']:.1f}",
+        )
+        for p in res["policies"]
+    ]
+    print(f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}")
+    print(
+        table(
+            ("policy", "tokens/s", "TPOT ms", "accept len", "mean k", "speedup", "gap to oracle %"),
+            rows,
+        )
+    )
+    oracle = res["oracle"]
+    print(f"oracle: {'exact' if oracle['exact'] else 'approximate'} — {oracle['method']}")
+    d = oracle["delta"]
+    if d:
+        print(
+            f"delta space: {d['points']} extensions ({d['chosen']} chosen), fitted slope "
+            f"{d['fitted_slope_s_per_token'] * 1e3:.3f} ms/token vs oracle "
+            f"{d['oracle_time_per_token_s'] * 1e3:.3f} ms/token, {d['fit_violations']} off the "
+            f"line, local-condition violations {d['local_condition_violations']} of "
+            f"{d['binding_decisions']} binding decisions"
+        )
+    if args.json:
+        write_output(args.json, results_json(res), "--json")
+        print(f"wrote {args.json}")
+    if args.plot:
+        from simspec.plots.policies import delta_space, policy_bars
+
+        written = policy_bars(res, f"{args.plot}/policies.png")
+        if d:
+            written += delta_space(result.delta_points, d, f"{args.plot}/delta-space.png")
+        print("wrote " + ", ".join(str(p) for p in written))
+    return 0

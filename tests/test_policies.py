@@ -1,0 +1,212 @@
+"""Budget policies: their rules, their contracts, and the cost oracle behind cost_aware."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simspec import catalog
+from simspec.costs import RooflineCostModel
+from simspec.engine import run_policy
+from simspec.marginal import StepPlan, UnionModel
+from simspec.policies import (
+    POLICIES,
+    AdaptiveEmaPolicy,
+    BatchTablePolicy,
+    CostAwarePolicy,
+    DecodeState,
+    FixedPolicy,
+    StepOutcome,
+    ThresholdPolicy,
+)
+from simspec.simulate import build_setup
+from tests.helpers import tiny
+
+
+def _state(confidences, next_confidence, **kw):
+    base = {
+        "request_id": 0,
+        "position": 5,
+        "context_tokens": 100,
+        "drafted": len(confidences),
+        "confidences": tuple(confidences),
+        "next_confidence": next_confidence,
+        "max_draft_tokens": 8,
+        "batch_size": 1,
+        "accepted_history": (),
+        "drafted_history": (),
+    }
+    base.update(kw)
+    return DecodeState(**base)
+
+
+def _drafts(policy, confidences):
+    """Drafts a policy makes given a request's slot confidences (engine's decision loop)."""
+    k = 0
+    while k < len(confidences) and policy.continue_drafting(
+        _state(confidences[:k], confidences[k])
+    ):
+        k += 1
+    return k
+
+
+def test_per_token_threshold_stops_before_a_low_confidence_draft():
+    p = ThresholdPolicy(tau=0.5)
+    assert _drafts(p, [0.9, 0.8, 0.4, 0.9]) == 2
+    assert _drafts(p, [0.3, 0.9]) == 0
+
+
+def test_cumulative_threshold_uses_the_product():
+    p = ThresholdPolicy(tau=0.6, mode="cumulative")
+    # Products 0.9, 0.72, 0.648, then 0.583 < 0.6: three drafts; per-token would take all four.
+    assert _drafts(p, [0.9, 0.8, 0.9, 0.9]) == 3
+    assert _drafts(ThresholdPolicy(tau=0.6), [0.9, 0.8, 0.9, 0.9]) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(conf=st.lists(st.floats(0, 1), min_size=1, max_size=8), tau=st.floats(0, 1))
+def test_cumulative_never_drafts_more_than_per_token(conf, tau):
+    per_token = _drafts(ThresholdPolicy(tau=tau), conf)
+    cumulative = _drafts(ThresholdPolicy(tau=tau, mode="cumulative"), conf)
+    assert cumulative <= per_token
+    assert cumulative == sum(
+        1
+        for j in range(len(conf))
+        if math.prod(conf[: j + 1]) >= tau
+        and all(math.prod(conf[: i + 1]) >= tau for i in range(j))
+    )
+
+
+def test_threshold_tau_zero_equals_fixed_max_tokens_step_by_step():
+    setup = build_setup(tiny("workload.num_requests=3", "acceptance.alpha=0.6"))
+    a = run_policy(setup, ThresholdPolicy(tau=0.0, max_tokens=5))
+    b = run_policy(setup, FixedPolicy(draft_tokens=5))
+    assert a.steps == b.steps
+    assert a.requests == b.requests
+
+
+def test_cumulative_drafts_less_than_per_token_in_the_engine():
+    setup = build_setup(tiny("workload.num_requests=4", "acceptance.alpha=0.7"))
+    per = run_policy(setup, ThresholdPolicy(tau=0.5))
+    cum = run_policy(setup, ThresholdPolicy(tau=0.5, mode="cumulative"))
+    mean = lambda log: sum(s.drafted for s in log.steps) / sum(s.batch_size for s in log.steps)  # noqa: E731
+    assert mean(cum) < mean(per)
+
+
+def test_batch_table_lookup():
+    p = BatchTablePolicy(batch_sizes=(1, 8, 32), draft_tokens=(5, 3, 1))
+    assert [p.draft_length(b) for b in (1, 7, 8, 31, 32, 500)] == [5, 5, 3, 3, 1, 1]
+    assert _drafts(p, [0.9] * 8) == 5
+    assert p.budget_cap(8) == 5 and p.budget_cap(2) == 2
+
+
+def test_adaptive_ema_tiers_with_warmup_interval_and_hysteresis():
+    p = AdaptiveEmaPolicy(
+        tiers=(1, 3, 7),
+        initial_tier=3,
+        ema_weight=0.5,
+        warmup_steps=2,
+        update_interval=2,
+        down_hysteresis=0.25,
+    )
+    assert [p.tier_for(x) for x in (0.0, 0.4, 1.0, 1.6, 2.0, 5.0, 9.0)] == [1, 1, 3, 3, 3, 7, 7]
+    mem = p.initial_memory()
+    # Every request accepts 6 drafts: EMA 6 -> tier 7, but only at step 2 (warm-up).
+    mem = p.observe(mem, StepOutcome(batch_size=2, drafted=6, accepted=12, step_s=1.0))
+    assert (mem.ema, mem.steps, mem.tier) == (6.0, 1, 3)
+    mem = p.observe(mem, StepOutcome(2, 6, 12, 1.0))
+    assert (mem.steps, mem.tier) == (2, 7)
+    # Nothing accepted: EMA 3.0 at step 3 (no update allowed), 1.5 at step 4 -> round(1.5)+1 = 3.
+    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    assert (mem.ema, mem.tier) == (3.0, 7)
+    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    assert (mem.ema, mem.tier) == (1.5, 3)
+    assert p.continue_drafting(_state([0.5] * 2, 0.5, memory=mem))
+    assert not p.continue_drafting(_state([0.5] * 3, 0.5, memory=mem))
+
+
+def test_adaptive_ema_hysteresis_blocks_a_marginal_move_down():
+    p = AdaptiveEmaPolicy(
+        tiers=(1, 3),
+        initial_tier=3,
+        ema_weight=1.0,
+        warmup_steps=0,
+        update_interval=1,
+        down_hysteresis=0.25,
+    )
+    mem = p.initial_memory()
+    # EMA 0.4: round(0.4) + 1 = 1 -> tier 1 wanted, but round(0.4 + 0.25) + 1 = 2 -> tier 3 kept.
+    mem = p.observe(mem, StepOutcome(10, 30, 4, 1.0))
+    assert mem.tier == 3
+    mem = p.observe(mem, StepOutcome(10, 30, 1, 1.0))  # EMA 0.1 -> 0.35 rounds to 0 -> tier 1
+    assert mem.tier == 1
+
+
+def test_adaptive_ema_parameters_are_validated():
+    from simspec.errors import FieldError
+
+    with pytest.raises(FieldError):
+        AdaptiveEmaPolicy(tiers=(3, 1))
+    with pytest.raises(FieldError):
+        AdaptiveEmaPolicy(tiers=(1, 3), initial_tier=2)
+    with pytest.raises(FieldError):
+        BatchTablePolicy(batch_sizes=(1, 8), draft_tokens=(2,))
+
+
+def test_cost_aware_rule():
+    p = CostAwarePolicy()
+    cheap = _state([0.9], 0.9, time_per_token_s=1e-3, marginal_cost_s=lambda: 0.5e-3)
+    dear = _state([0.9], 0.9, time_per_token_s=1e-3, marginal_cost_s=lambda: 0.9e-3)
+    assert p.continue_drafting(cheap)  # 0.81 * 1 ms > 0.5 ms
+    assert not p.continue_drafting(dear)  # 0.81 ms < 0.9 ms
+    assert not p.continue_drafting(_state([], 0.9))  # no cost oracle: never drafts
+
+
+def test_union_model_closed_forms():
+    indep = UnionModel(128, 8, 2, overlap=8 / 128)
+    u = np.array([8.0, 64.0])
+    assert indep.added(u) == pytest.approx(8 * (128 - u) / 128)
+    assert indep.base(4) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 4))
+    sticky = UnionModel(128, 8, 2, overlap=1.0)
+    assert sticky.added(u) == pytest.approx([0.0, 0.0])
+    assert indep.added(np.array([128.0, 128.0])) == pytest.approx([0.0, 0.0])
+
+
+def test_marginal_cost_dense_is_a_draft_step_and_moe_adds_experts():
+    h100 = catalog.get_gpu("h100-sxm")
+    dense = RooflineCostModel(
+        target=catalog.get_model("qwen3-8b"),
+        drafter=catalog.get_drafter("eagle3-qwen3-8b"),
+        gpu=h100,
+    )
+    plan = StepPlan(dense, UnionModel(0, 0, 0, 0.0), np.array([512]))
+    step = dense.draft_step(np.array([512]))
+    assert plan.marginal_cost_s(0) == pytest.approx(step, rel=0.05)
+    moe_model = catalog.get_model("qwen3-30b-a3b")
+    moe = RooflineCostModel(
+        target=moe_model, drafter=catalog.get_drafter("eagle3-qwen3-30b-a3b"), gpu=h100
+    )
+    union = UnionModel(128, 8, 48, overlap=0.38)
+    plan = StepPlan(moe, union, np.array([512]))
+    assert plan.marginal_cost_s(0) > 2 * moe.draft_step(np.array([512]))
+    saturated = StepPlan(moe, union, np.full(256, 512))  # 256 tokens cover every expert
+    draft_alone = moe.draft_step(np.array([512]))
+    assert saturated.marginal_cost_s(0) < 1.5 * draft_alone
+    before = plan.union.copy()
+    plan.add_draft(0)
+    assert (plan.union > before).all() and plan.tokens[0] == 2
+
+
+@pytest.mark.parametrize("name", POLICIES.names())
+def test_every_policy_conserves_tokens_and_respects_its_cap(name):
+    policy = POLICIES.create(name)
+    setup = build_setup(tiny("workload.num_requests=3", "workload.concurrency=2"))
+    cap = min(policy.budget_cap(setup.max_draft_tokens), setup.max_draft_tokens)
+    log = run_policy(setup, policy)
+    assert all(0 <= s.drafted <= cap * s.batch_size for s in log.steps)
+    assert all(r.committed == r.output_tokens for r in log.requests)
+    assert all(0 <= r.accepted <= r.drafted for r in log.requests)
