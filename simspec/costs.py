@@ -30,7 +30,7 @@ import numpy as np
 
 from simspec.drafters import DrafterSpec
 from simspec.hardware import GpuSpec
-from simspec.models import ModelShape, ModelSpec
+from simspec.models import LayerGroup, ModelShape, ModelSpec
 from simspec.registry import Registry
 from simspec.schema import param
 
@@ -88,6 +88,7 @@ class PassCost:
     moe_s: float
     attention_s: float
     other_s: float
+    fallback_terms: int = 0  # calibrated model: terms taken from the roofline (outside its tables)
 
     @property
     def total_s(self) -> float:
@@ -97,6 +98,52 @@ class PassCost:
 
 def _roofline(nbytes: float | np.ndarray, flops: float | np.ndarray, bw: float, flops_per_s: float):
     return np.maximum(nbytes / bw, flops / flops_per_s)
+
+
+# Per-kernel terms, shared by the roofline model, the calibrated model's fallback and the
+# synthetic tables of simspec.calibrate.analytic (so all three agree to the last bit).
+
+
+def weights_s(
+    nbytes: float, tokens: float, weight_bytes_per_param: float, bw: float, flops_per_s: float
+):
+    """Roofline of a dense GEMM/GEMV that reads ``nbytes`` of weights for ``tokens`` tokens."""
+    return _roofline(nbytes, 2.0 * tokens * nbytes / weight_bytes_per_param, bw, flops_per_s)
+
+
+def routed_experts_s(
+    shape: ModelShape,
+    params: RooflineParams,
+    unique_experts: np.ndarray,
+    rows: float,
+    bw: float,
+    flops_per_s: float,
+) -> np.ndarray:
+    """Grouped routed-expert FFN per MoE layer: each distinct expert read once, ``rows`` rows.
+
+    ``rows`` is the number of (token, expert) pairs, n·k_e in a real pass.
+    """
+    u = np.asarray(unique_experts, dtype=float)
+    eta = params.moe_efficiency(np.maximum(u, 1.0), shape.expert_bytes)
+    routed_flops = 2.0 * rows * shape.expert_params
+    return np.maximum(u * shape.expert_bytes / (eta * bw), routed_flops / flops_per_s)
+
+
+def attention_core_s(
+    group: LayerGroup,
+    tokens: np.ndarray,
+    context_tokens: np.ndarray,
+    bw: float,
+    flops_per_s: float,
+):
+    """KV-cache (or linear-attention state) reads and score FLOPs of one layer of ``group``.
+
+    ``bw`` is the bandwidth already scaled by the KV efficiency.
+    """
+    seen = np.minimum(context_tokens + tokens, group.window_tokens)
+    kv_bytes = float(seen.sum()) * group.kv_bytes_per_token + len(tokens) * group.state_bytes
+    pair_flops = float((tokens * seen).sum()) * group.attention_flops_per_pair
+    return _roofline(kv_bytes, pair_flops, bw, flops_per_s)
 
 
 def target_pass_cost(
@@ -154,33 +201,22 @@ def target_pass_cost(
 
     moe = 0.0
     if shape.num_moe_layers:
-        u = np.asarray(unique_experts, dtype=float)
-        eta = params.moe_efficiency(np.maximum(u, 1.0), shape.expert_bytes)
-        routed_flops = 2.0 * n * shape.experts_per_token * shape.expert_params
-        routed = np.maximum(u * shape.expert_bytes / (eta * bw), routed_flops / flops_per_s)
+        rows = n * shape.experts_per_token
+        routed = routed_experts_s(shape, params, unique_experts, rows, bw, flops_per_s)
         fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
-        fixed = _roofline(fixed_bytes, 2.0 * n * fixed_bytes / wb, w_bw, flops_per_s)
+        fixed = weights_s(fixed_bytes, n, wb, w_bw, flops_per_s)
         moe = float(routed.sum()) + shape.num_moe_layers * float(fixed)
 
     attention = 0.0
     other = 0.0
     for g in shape.groups:
-        proj = _roofline(
-            g.attention_weight_bytes, 2.0 * n * g.attention_weight_bytes / wb, w_bw, flops_per_s
-        )
-        seen = np.minimum(ctx + tokens, g.window_tokens)
-        kv_bytes = float(seen.sum()) * g.kv_bytes_per_token + len(tokens) * g.state_bytes
-        pair_flops = float((tokens * seen).sum()) * g.attention_flops_per_pair
-        core = _roofline(kv_bytes, pair_flops, bw * params.kv_efficiency, flops_per_s)
+        proj = weights_s(g.attention_weight_bytes, n, wb, w_bw, flops_per_s)
+        core = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
         attention += g.count * float(proj + core)
         if g.ffn_weight_bytes:
-            ffn = _roofline(
-                g.ffn_weight_bytes, 2.0 * n * g.ffn_weight_bytes / wb, w_bw, flops_per_s
-            )
+            ffn = weights_s(g.ffn_weight_bytes, n, wb, w_bw, flops_per_s)
             other += g.count * float(ffn)
-    other += float(
-        _roofline(shape.lm_head_bytes, 2.0 * n * shape.lm_head_bytes / wb, w_bw, flops_per_s)
-    )
+    other += float(weights_s(shape.lm_head_bytes, n, wb, w_bw, flops_per_s))
     if num_gpus > 1:
         other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
