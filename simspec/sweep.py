@@ -7,6 +7,8 @@ names the axes:
 [sweep]
 replications = 3                       # seeds derived from the scenario seed
 grid = { "workload.concurrency" = [1, 4, 16], "routing.overlap" = [0.1, 0.38] }
+# an axis whose values are tables sets several keys together:
+# grid = { batch = [{ "workload.concurrency" = 1, "workload.num_requests" = 1 }, ...] }
 cases = [                              # optional: variants combined with every grid point
   { label = "30b", "model.target" = "qwen3-30b-a3b", "model.drafter" = "eagle3-qwen3-30b-a3b" },
   { label = "235b", "model.target" = "qwen3-235b-a22b", "model.drafter" = "qwen3-0.6b-draft" },
@@ -189,7 +191,10 @@ def expand(data: Mapping[str, Any], source: str, spec: SweepSpec) -> list[Point]
         label = str(case.get("label", ""))
         case_overrides = [_override(k, v) for k, v in case.items() if k != "label"]
         for combo in itertools.product(*(spec.grid[k] for k in keys)):
-            values = dict(zip(keys, combo, strict=True))
+            values: dict[str, Any] = {}
+            for key, value in zip(keys, combo, strict=True):
+                # A table value sets several keys together (a "zipped" axis).
+                values.update(dict(_flatten(value)) if isinstance(value, Mapping) else {key: value})
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             for r in range(spec.replications):
                 seeded = [*overrides, f"seed={replication_seed(int(seed), r)}"]

@@ -226,3 +226,42 @@ def test_sweep_and_plot_cli(tmp_path, capsys):
         assert (out / "figures" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
     capsys.readouterr()
     assert main(["plot", str(tmp_path)]) == 2
+
+
+def test_table_valued_axis_sets_keys_together():
+    data = _data(
+        '[sweep.grid]\nbatch = [{ "workload.concurrency" = 1, "workload.num_requests" = 1 },'
+        ' { "workload.concurrency" = 3, "workload.num_requests" = 3 }]\n'
+    )
+    points = expand(data, "sw.toml", read_spec(data, "sw.toml"))
+    assert [p.values for p in points] == [
+        {"workload.concurrency": 1, "workload.num_requests": 1},
+        {"workload.concurrency": 3, "workload.num_requests": 3},
+    ]
+    assert points[1].scenario.workload.num_requests == 3
+
+
+def test_plot_several_folders_side_by_side(tmp_path, capsys):
+    scenario = tmp_path / "sw.toml"
+    scenario.write_text(BASE)
+    outs = []
+    for name, overlap in (("a", "0.0"), ("b", "0.6")):
+        out = tmp_path / name
+        args = [
+            "sweep",
+            str(scenario),
+            "--out",
+            str(out),
+            "--grid",
+            "workload.concurrency=1,2",
+            "--set",
+            f"routing.overlap={overlap}",
+            "--workers",
+            "1",
+        ]
+        assert main(args) == 0
+        outs.append(str(out))
+    figs = tmp_path / "figs"
+    assert main(["plot", *outs, "--labels", "indep,overlap", "--out", str(figs)]) == 0
+    assert (figs / "speedup-vs-batch-by-model.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["plot", *outs, "--labels", "only-one"]) == 2

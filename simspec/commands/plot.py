@@ -1,4 +1,4 @@
-"""`simspec plot`: figures from a sweep folder."""
+"""`simspec plot`: figures from one sweep folder, or several set side by side."""
 
 from __future__ import annotations
 
@@ -8,26 +8,43 @@ from pathlib import Path
 from simspec.errors import InputError
 
 NAME = "plot"
-HELP = "Draw the figures of a sweep folder (PNG and SVG) into DIR/figures."
-EXAMPLE = "simspec plot runs/b"
+HELP = "Draw the figures of sweep folders (PNG and SVG)."
+EXAMPLE = "simspec plot runs/prior runs/full --labels 'prior work,simspec' --out figures/"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of `simspec plot`."""
-    parser.add_argument("folder", metavar="DIR", help="a folder written by `simspec sweep`")
-    parser.add_argument("--out", metavar="FIGDIR", help="where to write (default: DIR/figures)")
+    parser.add_argument(
+        "folders", nargs="+", metavar="DIR", help="folder(s) written by `simspec sweep`"
+    )
+    parser.add_argument(
+        "--labels",
+        metavar="A,B,...",
+        help="names of the folders in the legend (with several folders)",
+    )
+    parser.add_argument(
+        "--out", metavar="FIGDIR", help="where to write (default: DIR/figures of the first folder)"
+    )
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Read results.csv / summary.csv and draw every figure the sweep's axes allow."""
-    from simspec.plots.sweep import plot_folder
+    """One folder: every figure its axes allow. Several: speedup vs batch, one panel per case."""
+    from simspec.plots.sweep import plot_folder, speedup_by_case
 
-    folder = Path(args.folder)
-    if not (folder / "summary.csv").exists():
-        raise InputError(
-            args.folder, "summary.csv", "a folder written by `simspec sweep`", "no summary.csv"
-        )
-    written = plot_folder(folder, Path(args.out) if args.out else folder / "figures")
+    folders = [Path(f) for f in args.folders]
+    for folder in folders:
+        if not (folder / "summary.csv").exists():
+            raise InputError(
+                str(folder), "summary.csv", "a folder written by `simspec sweep`", "no summary.csv"
+            )
+    out = Path(args.out) if args.out else folders[0] / "figures"
+    if len(folders) == 1:
+        written = plot_folder(folders[0], out)
+    else:
+        labels = args.labels.split(",") if args.labels else [f.name for f in folders]
+        if len(labels) != len(folders):
+            raise InputError("--labels", args.labels, f"{len(folders)} names", str(len(labels)))
+        written = speedup_by_case(folders, labels, out / "speedup-vs-batch-by-model.png")
     if not written:
         print("no figure applies to this sweep's axes")
     for path in written:

@@ -150,3 +150,57 @@ def policy_comparison(rows: list[dict[str, str]], path: Path, max_points: int = 
     ax.set_ylabel("TPOT (ms, mean over replications, 95 % CI)")
     ax.legend(fontsize=7, ncol=2)
     return save(fig, path, svg=True)
+
+
+def speedup_by_case(folders: list[Path], labels: list[str], path: Path) -> list[Path]:
+    """One panel per case (model): speedup vs batch size, one line per sweep folder.
+
+    Used to set two variants of a study side by side, e.g. the prior-work prediction against the
+    full model. Needs ``workload.concurrency`` on the grid.
+    """
+    import matplotlib.pyplot as plt
+
+    tables = [_read(f / "summary.csv") for f in folders]
+    cases = list(dict.fromkeys(r["case"] for t in tables for r in t))
+    cols = min(5, len(cases))
+    nrows = math.ceil(len(cases) / cols)
+    new_figure()  # backend and style
+    plt.close("all")
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(3.0 * cols, 2.6 * nrows), dpi=120, sharex=True, squeeze=False
+    )
+    for ax, case in zip(axes.ravel(), cases, strict=False):
+        for n, (rows, label) in enumerate(zip(tables, labels, strict=True)):
+            pts = sorted(
+                (_num(r[BATCH]), _num(r["speedup_vs_no_spec"]))
+                for r in rows
+                if r["case"] == case and r["policy"] not in ("no-spec", "fixed-0")
+            )
+            if pts:
+                x, y = zip(*pts, strict=True)
+                ax.plot(
+                    x,
+                    y,
+                    marker="os^D"[n % 4],
+                    markersize=3,
+                    color=PALETTE[n % len(PALETTE)],
+                    linestyle="-" if n == 0 else "--",
+                    label=label,
+                )
+        ax.axhline(1.0, color="black", linewidth=0.6)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({_num(r[BATCH]) for t in tables for r in t})[::2]
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+        ax.set_title(case, fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(cases) :]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("batch size", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("speedup (x)", fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, path, svg=True)
