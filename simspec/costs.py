@@ -16,15 +16,20 @@ needs about S bytes in flight to reach its bandwidth plateau, so a handful of sm
 (Qwen3-30B-A3B: 9.4 MB) run far below peak while one Mixtral expert (352 MB) saturates the GPU.
 S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B (eta(8) ≈ 0.44, eta(22) ≈ 0.71),
 in line with reports that one-token MoE decode kernels reach only ~55-60 % of achievable
-bandwidth for lack of occupancy. Every efficiency below is an assumption, to be replaced by a
-calibration profile; the fixed per-pass overhead is what Cohere's 2026 analysis of speculative
-decoding on MoE models identifies as the batch-1 mechanism (amortised over the k+1 tokens).
+bandwidth for lack of occupancy. Every efficiency below is an assumption unless a calibration
+profile supplies it (``[costs] profile``, :mod:`simspec.profile`); the fixed per-pass overhead
+is what Cohere's 2026 analysis of speculative decoding on MoE models identifies as the batch-1
+mechanism (amortised over the k+1 tokens).
+
+Two cost models implement :class:`CostModel`: ``roofline`` (the formula above) and
+``calibrated`` (:func:`calibrated_pass_cost`: the same terms looked up in a profile's measured
+tables, falling back to the roofline with the profile's fitted parameters outside them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -33,6 +38,9 @@ from simspec.hardware import GpuSpec
 from simspec.models import LayerGroup, ModelShape, ModelSpec
 from simspec.registry import Registry
 from simspec.schema import param
+
+if TYPE_CHECKING:  # the profile module imports this one
+    from simspec.profile import CalibrationProfile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -324,3 +332,200 @@ class RooflineCostModel:
         )
         kv = float((ctx + 1).sum()) * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
         return overhead + weights + kv
+
+
+# -- calibrated --------------------------------------------------------------------------------
+
+
+def _is_linear(group: LayerGroup) -> bool:
+    """Linear-attention layers (Gated DeltaNet) keep a state instead of a KV cache."""
+    return group.kv_bytes_per_token == 0 and group.attention_flops_per_pair == 0
+
+
+def calibrated_pass_cost(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    profile: CalibrationProfile,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    num_gpus: int = 1,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """Time of one target pass looked up in a profile's measured tables.
+
+    The same terms as :func:`target_pass_cost`, each taken from a table of ``profile``:
+
+    - per MoE layer, ``moe(n, U_l)`` (router, top-k and the grouped experts) plus
+      ``shared_expert(n)``;
+    - per layer, ``attention_projections(n)`` (``linear_attention_projections`` for
+      linear-attention layers) plus ``attention(B, mean keys per request, mean query tokens)``,
+      where keys per request are ``min(context + tokens, window)``;
+    - per dense layer ``dense_ffn(n)``, once ``lm_head(n)``; the fixed overhead from ``params``.
+
+    A term whose point lies outside its table (or that the profile did not measure, such as
+    the linear-attention state update) comes from the roofline with ``params`` instead, never
+    below the table's edge: ``max(table(clamped point), roofline(point))``, which keeps the
+    cost monotone across the table's border. Each such term adds one to
+    ``PassCost.fallback_terms``. Table times are per GPU; ``num_gpus`` GPUs divide them, the
+    same idealisation (one device with summed rates) the roofline makes.
+
+    Parameters
+    ----------
+    shape, gpu, params, tokens_per_request, context_tokens, unique_experts, num_gpus, overhead_s
+        As in :func:`target_pass_cost`; ``gpu`` should carry the profile's peaks
+        (:meth:`CalibrationProfile.peak_gpu`) and ``params`` its fitted efficiencies.
+    profile : CalibrationProfile
+        The measured tables.
+
+    Returns
+    -------
+    PassCost
+        With ``fallback_terms`` counting the terms that came from the roofline.
+    """
+    bw = gpu.hbm_bytes_per_s * num_gpus
+    flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
+    tokens = np.asarray(tokens_per_request, dtype=float)
+    ctx = np.asarray(context_tokens, dtype=float)
+    n = float(tokens.sum())
+    wb = shape.weight_bytes_per_param
+    w_bw = bw * params.weight_efficiency
+    fallbacks = 0
+
+    def gemm(name: str, nbytes: float) -> float:
+        nonlocal fallbacks
+        table = profile.gemm.get(name)
+        if table is None:
+            fallbacks += 1
+            return float(weights_s(nbytes, n, wb, w_bw, flops_per_s))
+        value, inside = table.grid.value_at(n)
+        if inside:
+            return value / num_gpus
+        fallbacks += 1
+        return max(value / num_gpus, float(weights_s(nbytes, n, wb, w_bw, flops_per_s)))
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        u = np.asarray(unique_experts, dtype=float)
+        if profile.moe is None:
+            inside = np.zeros(len(u), dtype=bool)
+            value = np.zeros(len(u))
+        elif len(u) and u.min() == u.max():  # one lookup serves every layer
+            one, ok = profile.moe.grid.value_at(n, float(u[0]))
+            value, inside = np.full(len(u), one), np.full(len(u), ok)
+        else:
+            value, inside = profile.moe.grid.lookup(np.column_stack([np.full(len(u), n), u]))
+        per_layer = value / num_gpus
+        if not inside.all():
+            fallbacks += 1
+            rows = n * shape.experts_per_token
+            roof = routed_experts_s(shape, params, u, rows, bw, flops_per_s)
+            roof = roof + float(weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s))
+            per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
+        moe = float(per_layer.sum())
+        if shape.shared_expert_bytes:
+            moe += shape.num_moe_layers * gemm("shared_expert", shape.shared_expert_bytes)
+
+    attention = 0.0
+    other = 0.0
+    batch = len(tokens)
+    for g in shape.groups:
+        linear = _is_linear(g)
+        name = "linear_attention_projections" if linear else "attention_projections"
+        proj = gemm(name, g.attention_weight_bytes)
+        if linear or profile.attention is None or not batch:
+            fallbacks += int(bool(batch))
+            core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))
+        else:
+            seen = np.minimum(ctx + tokens, g.window_tokens)
+            measured, within = profile.attention.grid.value_at(
+                float(batch), float(seen.mean()), float(tokens.mean())
+            )
+            core = measured / num_gpus
+            if not within:
+                fallbacks += 1
+                roof = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
+                core = max(core, float(roof))
+        attention += g.count * (proj + core)
+        if g.ffn_weight_bytes:
+            other += g.count * gemm("dense_ffn", g.ffn_weight_bytes)
+    other += gemm("lm_head", shape.lm_head_bytes)
+    if num_gpus > 1:
+        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    return PassCost(
+        overhead_s=fixed_s,
+        moe_s=moe,
+        attention_s=attention,
+        other_s=other,
+        fallback_terms=fallbacks,
+    )
+
+
+@COST_MODELS.register("calibrated")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibratedCostModel:
+    """Target passes looked up in a measured profile (:func:`calibrated_pass_cost`).
+
+    Draft steps use the roofline with the same (fitted) parameters: the profile measures the
+    target model, not the drafter.
+    """
+
+    target: ModelSpec
+    drafter: DrafterSpec
+    gpu: GpuSpec
+    profile: CalibrationProfile
+    params: RooflineParams = RooflineParams()
+    num_gpus: int = 1
+    draft_model: ModelSpec | None = None
+    _drafts: RooflineCostModel = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        drafts = RooflineCostModel(
+            target=self.target,
+            drafter=self.drafter,
+            gpu=self.gpu,
+            params=self.params,
+            num_gpus=self.num_gpus,
+            draft_model=self.draft_model,
+        )
+        object.__setattr__(self, "_drafts", drafts)
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """See :func:`calibrated_pass_cost`."""
+        return calibrated_pass_cost(
+            self.target.shape,
+            self.gpu,
+            self.params,
+            self.profile,
+            tokens_per_request,
+            context_tokens,
+            unique_experts,
+            num_gpus=self.num_gpus,
+        )
+
+    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+        """Prefill of new prompts (routing of many tokens taken as independent, as the roofline)."""
+        prompts = np.asarray(prompt_tokens, dtype=float)
+        shape = self.target.shape
+        u = independent_unique_experts(
+            shape.num_experts, shape.experts_per_token, float(prompts.sum())
+        )
+        return calibrated_pass_cost(
+            shape,
+            self.gpu,
+            self.params,
+            self.profile,
+            prompts,
+            np.zeros_like(prompts),
+            np.full(shape.num_moe_layers, u),
+            num_gpus=self.num_gpus,
+        )
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """See :meth:`RooflineCostModel.draft_step`."""
+        return self._drafts.draft_step(context_tokens)

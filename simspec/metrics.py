@@ -6,6 +6,9 @@ tokens / makespan; acceptance length = mean tokens committed per request per ver
 (accepted drafts + 1); acceptance rate = accepted / drafted; verify_over_decode = total verify
 time / total time the same passes would take with k = 0 (same requests, same contexts);
 speedup_vs_no_spec = TPOT of the k = 0 run / TPOT of this run on the same reference sequences.
+cost_fallbacks = passes (verify and prefill) in which the calibrated cost model took a term
+from its fitted roofline because the point lay outside the profile's measured tables (0 for the
+roofline model).
 """
 
 from __future__ import annotations
@@ -60,4 +63,7 @@ def summarize(log: RunLog, baseline_tpot_s: float) -> dict[str, Any]:
         },
         "requests": len(reqs),
         "tokens": tokens,
+        # Passes (verify and prefill) with a term outside the calibrated profile's tables.
+        "cost_fallbacks": sum(1 for s in steps if s.verify.fallback_terms)
+        + sum(1 for c in prefill if c.fallback_terms),
     }

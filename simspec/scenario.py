@@ -31,6 +31,7 @@ from simspec.errors import ScenarioError, describe
 from simspec.hardware import GpuSpec
 from simspec.models import ModelSpec, kv_bytes_for_context
 from simspec.policies import POLICIES, BudgetPolicy
+from simspec.profile import fill_from_profile, from_profile, load_profile, profile_mismatch
 from simspec.routing import RoutingConfig
 from simspec.schema import build, param, to_dict
 from simspec.workload import WorkloadConfig
@@ -61,9 +62,34 @@ class HardwareConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CostsConfig(RooflineParams):
-    """The cost model and its parameters (scenario table ``[costs]``)."""
+    """The cost model and its parameters (scenario table ``[costs]``).
 
-    model: str = param("roofline", "cost model", choices=("roofline",))
+    With ``profile``, every roofline key the table leaves unset takes the profile's fitted
+    value (keys set in the scenario win); without one, the built-in defaults. The resolved
+    values are what ``to_dict`` (and so the results JSON) shows.
+    """
+
+    model: str = param(
+        "roofline",
+        "cost model: roofline, or calibrated (interpolates the profile's measured tables)",
+        choices=("roofline", "calibrated"),
+    )
+    profile: str = param(
+        "",
+        "calibration profile JSON (path relative to the working folder), e.g. "
+        "calibration/h100-sxm-analytic.json; its fitted values are the defaults of the keys below",
+    )
+    pass_overhead_s: float = from_profile("pass_overhead_s")
+    draft_step_overhead_s: float = from_profile("draft_step_overhead_s")
+    moe_efficiency_max: float = from_profile("moe_efficiency_max")
+    moe_saturation_bytes: float = from_profile("moe_saturation_bytes")
+    weight_efficiency: float = from_profile("weight_efficiency")
+    kv_efficiency: float = from_profile("kv_efficiency")
+    compute_efficiency: float = from_profile("compute_efficiency")
+    comm_s_per_layer: float = from_profile("comm_s_per_layer")
+
+    def __post_init__(self) -> None:
+        fill_from_profile(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +277,12 @@ def _check_catalog(s: Scenario, source: str) -> None:
                 describe(value),
                 "Run `simspec models` or `simspec gpus` to list them.",
             )
+    if s.costs.profile:
+        problem = profile_mismatch(
+            load_profile(s.costs.profile), s.costs.model, s.hardware.gpu, s.model.target
+        )
+        if problem:
+            raise ScenarioError(source, "costs.profile", *problem)
     usable = s.gpu.memory_bytes * s.hardware.num_gpus * s.hardware.memory_utilization
     weights = s.target.shape.total_weight_bytes
     if s.draft_model is not None:

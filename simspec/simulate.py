@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from simspec import __version__, rng
-from simspec.costs import RooflineCostModel
+from simspec.costs import CalibratedCostModel, CostModel, RooflineCostModel
 from simspec.engine import EngineSetup, RunLog, run_policy
 from simspec.metrics import mean_tpot_s, summarize
 from simspec.models import ModelShape
 from simspec.policies import FixedPolicy
+from simspec.profile import load_profile
 from simspec.reference import ReferenceSet
 from simspec.routing import RoutingConfig
 from simspec.scenario import Scenario
@@ -33,14 +34,22 @@ def build_setup(scenario: Scenario) -> EngineSetup:
     """Reference sequences, cost model and limits of ``scenario``."""
     s = scenario
     target, drafter = s.target, s.drafter
-    cost_model = RooflineCostModel(
-        target=target,
-        drafter=drafter,
-        gpu=s.gpu,
-        params=s.costs,
-        num_gpus=s.hardware.num_gpus,
-        draft_model=s.draft_model,
-    )
+    common: dict[str, Any] = {
+        "target": target,
+        "drafter": drafter,
+        "gpu": s.gpu,
+        "params": s.costs,
+        "num_gpus": s.hardware.num_gpus,
+        "draft_model": s.draft_model,
+    }
+    cost_model: CostModel
+    if s.costs.profile:  # efficiencies are fractions of the peaks the profile was fitted against
+        profile = load_profile(s.costs.profile)
+        common["gpu"] = profile.peak_gpu(s.gpu)
+    if s.costs.model == "calibrated":
+        cost_model = CalibratedCostModel(profile=profile, **common)
+    else:
+        cost_model = RooflineCostModel(**common)
     references = ReferenceSet(
         seed=s.seed,
         workload=s.workload,

@@ -1,0 +1,11 @@
+"""pytest configuration shared by the tests and the doctests of the package."""
+
+import importlib.util
+
+# The calibration benchmarks import torch (the optional `calibrate` extra); without it, their
+# doctests cannot be collected. Everything else runs without torch.
+collect_ignore_glob = (
+    []
+    if importlib.util.find_spec("torch")
+    else ["simspec/calibrate/bench.py", "simspec/calibrate/timing.py"]
+)

@@ -1,0 +1,112 @@
+"""Timers for the microbenchmarks (imports torch: only :mod:`simspec.calibrate.bench` uses it).
+
+On a GPU (:class:`CudaTimer`), each repetition is bracketed by two CUDA events recorded on the
+current stream; all repetitions are queued, then one ``torch.cuda.synchronize()`` waits for
+them, and ``start.elapsed_time(end)`` gives the GPU time of each. Warm-up calls (JIT, cuBLAS
+heuristics, allocator) run and are synchronised first. Before a flushed repetition the timer
+zeroes a buffer of twice the L2 size, which evicts whatever the previous repetition left in
+L2 (the approach of ``triton.testing.do_bench``), so weights come from HBM as they do in a
+real pass, where the other layers' weights pass through L2 in between. The median of the
+repetitions is the table value; every repetition goes to the raw CSV.
+
+If the CPU launches kernels more slowly than the GPU runs them (tiny kernels, eager mode), the
+events also capture the GPU idling between launches: that launch overhead is part of what an
+eager engine pays, and it is why the layer stack is also timed as a CUDA-graph replay.
+
+On a CPU (:class:`CpuTimer`) torch runs synchronously, so ``time.perf_counter`` around the call
+is the time; the flush buffer is smaller (the point is only to exercise the same code).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+CPU_FLUSH_BYTES = 8 << 20
+MIN_FLUSH_BYTES = 64 << 20
+
+
+class CudaTimer:
+    """CUDA-event timing with warm-up, optional L2 flush, and per-repetition samples."""
+
+    kind = "cuda events (median of repetitions after warm-up, synchronised)"
+
+    def __init__(self, device: torch.device, warmup: int, repetitions: int):
+        self.device = device
+        self.warmup = warmup
+        self.repetitions = repetitions
+        props = torch.cuda.get_device_properties(device)
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 50 << 20))
+        flush_bytes = max(2 * self.l2_bytes, MIN_FLUSH_BYTES)
+        self._flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+
+    def flush(self) -> None:
+        """Evict L2 by writing a buffer twice its size."""
+        self._flush.zero_()
+
+    def measure(self, fn: Callable[[], Any], *, flush: bool = True) -> list[float]:
+        """Seconds of each repetition of ``fn`` (GPU time between two events)."""
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize(self.device)
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(self.repetitions)
+        ]
+        for start, end in events:
+            if flush:
+                self.flush()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(self.device)
+        return [start.elapsed_time(end) * 1e-3 for start, end in events]
+
+
+class CpuTimer:
+    """``time.perf_counter`` timing of synchronous CPU torch calls (tests, tiny shapes)."""
+
+    kind = "time.perf_counter (CPU, median of repetitions after warm-up)"
+
+    def __init__(self, device: torch.device, warmup: int, repetitions: int):
+        self.device = device
+        self.warmup = warmup
+        self.repetitions = repetitions
+        self.l2_bytes = 0
+        self._flush = torch.empty(CPU_FLUSH_BYTES // 4, dtype=torch.int32)
+
+    def flush(self) -> None:
+        """Write a buffer larger than the per-core caches."""
+        self._flush.zero_()
+
+    def measure(self, fn: Callable[[], Any], *, flush: bool = True) -> list[float]:
+        """Seconds of each repetition of ``fn``."""
+        for _ in range(self.warmup):
+            fn()
+        samples = []
+        for _ in range(self.repetitions):
+            if flush:
+                self.flush()
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+        return samples
+
+
+def make_timer(device: torch.device, warmup: int, repetitions: int) -> CudaTimer | CpuTimer:
+    """The timer for ``device``."""
+    if device.type == "cuda":
+        return CudaTimer(device, warmup, repetitions)
+    return CpuTimer(device, warmup, repetitions)
+
+
+def median(samples: list[float]) -> float:
+    """Median of the samples (the table value)."""
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return 0.5 * (ordered[mid - 1] + ordered[mid])

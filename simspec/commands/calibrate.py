@@ -1,0 +1,236 @@
+"""`simspec calibrate`: measure a calibration profile with torch, or write an analytic one.
+
+``--device cuda|cpu`` runs the torch microbenchmarks of :mod:`simspec.calibrate` (torch is
+imported only then) and writes the measured profile; ``--analytic GPU`` writes the spec-sheet +
+assumed-efficiency profile of a catalog GPU (no torch; with ``--model``, synthetic tables too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from simspec.commands import check_writable, table, write_output
+
+NAME = "calibrate"
+HELP = "Measure a calibration profile on a GPU (torch), or write an analytic one."
+EXAMPLE = (
+    "simspec calibrate --device cuda --model qwen3-30b-a3b "
+    "--out calibration/h100-sxm-qwen3-30b-a3b.json"
+)
+DEFAULT_MODEL = "qwen3-30b-a3b"
+
+#: Device names (torch.cuda.get_device_name) -> catalog GPUs whose spec sheet is the peak.
+_DETECT = (
+    (("H200",), (), "h200"),
+    (("H100",), ("PCIE", "NVL"), "h100-sxm"),
+    (("A100", "80GB"), ("PCIE",), "a100-sxm-80gb"),
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `simspec calibrate`."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        help="run the torch microbenchmarks here (cpu: tiny shapes, to test the pipeline)",
+    )
+    source.add_argument(
+        "--analytic",
+        metavar="GPU",
+        help="write the analytic profile of catalog GPU (spec sheet + assumed efficiencies)",
+    )
+    parser.add_argument("--out", required=True, metavar="PROFILE.json", help="profile to write")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help=f"catalog model whose shapes are benchmarked (default with --device: {DEFAULT_MODEL};"
+        " with --analytic: none, or synthetic roofline tables for this model)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller grids (a GPU run in under a minute)"
+    )
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        help="catalog GPU the device is (default: detected from the device name; "
+        "none: efficiencies are fractions of the measured ceilings)",
+    )
+    parser.add_argument(
+        "--shapes",
+        choices=("full", "tiny"),
+        default=None,
+        help="model shapes to benchmark (default: full on cuda, tiny on cpu)",
+    )
+    parser.add_argument(
+        "--raw", metavar="DIR", help="also write every repetition as CSV files into DIR"
+    )
+
+
+def _git_sha() -> str:
+    """The source tree's commit, when simspec runs from a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _command(args: argparse.Namespace) -> str:
+    parts = ["simspec", "calibrate"]
+    if args.device:
+        parts += ["--device", args.device]
+    else:
+        parts += ["--analytic", args.analytic]
+    for flag in ("model", "gpu", "shapes"):
+        value = getattr(args, flag)
+        if value:
+            parts += [f"--{flag}", value]
+    if args.quick:
+        parts.append("--quick")
+    parts += ["--out", args.out]
+    return " ".join(parts)
+
+
+def _catalog_entry(kind: str, name: str, flag: str) -> Any:
+    from simspec import catalog
+    from simspec.errors import InputError
+
+    names = catalog.model_names() if kind == "model" else catalog.gpu_names()
+    if name not in names:
+        raise InputError(flag, name, "one of " + ", ".join(names), repr(name))
+    return catalog.get_model(name) if kind == "model" else catalog.get_gpu(name)
+
+
+def detect_gpu(device_name: str) -> str:
+    """The catalog GPU a CUDA device name stands for, or "" (see ``--gpu``).
+
+    >>> detect_gpu("NVIDIA H100 80GB HBM3"), detect_gpu("NVIDIA H100 PCIe"), detect_gpu("L4")
+    ('h100-sxm', '', '')
+    """
+    upper = device_name.upper()
+    for needed, excluded, name in _DETECT:
+        if all(n in upper for n in needed) and not any(x in upper for x in excluded):
+            return name
+    return ""
+
+
+def _torch(device: str) -> Any:
+    """torch, or an input error saying how to get it (or why the device is unusable)."""
+    from simspec.errors import InputError
+
+    try:
+        import torch
+    except ImportError:
+        raise InputError(
+            "--device",
+            device,
+            "torch installed (pip install 'simspec[calibrate]')",
+            "no module named torch",
+        ) from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            "--device",
+            "cuda",
+            "a CUDA GPU visible to torch",
+            f"torch {torch.__version__} with torch.cuda.is_available() = False "
+            "(use --device cpu to test the pipeline)",
+        )
+    return torch
+
+
+def _write_raw(folder: str, raw: dict[str, list[dict[str, Any]]]) -> None:
+    for name, rows in raw.items():
+        if not rows:
+            continue
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        write_output(str(Path(folder) / f"{name}.csv"), buffer.getvalue(), "--raw")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Measure (or write) the profile, print its fitted parameters, write it atomically."""
+    from simspec.calibrate import analytic_profile, measure_profile
+    from simspec.profile import profile_json
+
+    check_writable(args.out, "--out")
+    date = datetime.now(UTC).isoformat(timespec="seconds")
+    meta = {"date": date, "command": _command(args), "git_sha": _git_sha()}
+    started = time.perf_counter()
+    if args.analytic:
+        gpu = _catalog_entry("gpu", args.analytic, "--analytic")
+        model = _catalog_entry("model", args.model, "--model") if args.model else None
+        data = analytic_profile(
+            gpu,
+            model=model,
+            quick=args.quick,
+            date=meta["date"],
+            command=meta["command"],
+            git_sha=meta["git_sha"],
+        )
+        raw: dict[str, list[dict[str, Any]]] = {}
+    else:
+        model = _catalog_entry("model", args.model or DEFAULT_MODEL, "--model")
+        torch = _torch(args.device)
+        gpu = None
+        if args.gpu:
+            gpu = _catalog_entry("gpu", args.gpu, "--gpu")
+        elif args.device == "cuda":
+            detected = detect_gpu(torch.cuda.get_device_name())
+            gpu = _catalog_entry("gpu", detected, "--gpu") if detected else None
+        shapes = args.shapes or ("full" if args.device == "cuda" else "tiny")
+        data, raw = measure_profile(
+            device=args.device,
+            model=model,
+            quick=args.quick,
+            shapes=shapes,
+            gpu=gpu,
+            metadata=meta,
+            progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+        )
+    write_output(args.out, profile_json(data), "--out")
+    if args.raw:
+        _write_raw(args.raw, raw)
+    elapsed = time.perf_counter() - started
+    m = data["metadata"]
+    print(
+        f"{m['kind']} profile of {m['device']} ({m['gpu'] or 'not in the catalog'}), "
+        f"model {m['model'] or '-'} ({m['shapes'] or 'no tables'}), {elapsed:.1f} s"
+    )
+    fitted = data["fitted"]
+    rows = [(k, f"{v:.6g}", data["provenance"].get(k, "")) for k, v in fitted.items()]
+    print(table(("parameter", "value", "provenance"), rows))
+    if data["validation"]:
+        print()
+        vrows = [
+            (
+                f"B={v['batch']} x {v['tokens_per_request']} tok",
+                v["mode"],
+                v["use"],
+                f"{v['measured_s'] * 1e3:.3f}",
+                f"{v['predicted_s'] * 1e3:.3f}",
+                f"{v['relative_error'] * 100:+.1f}%",
+            )
+            for v in data["validation"]
+        ]
+        headers = ("stack point", "mode", "use", "measured ms", "predicted ms", "error")
+        print(table(headers, vrows))
+    print(f"wrote {args.out}")
+    return 0
