@@ -175,6 +175,7 @@ _TOP_KEYS = (
     "acceptance",
     "workload",
     "policies",
+    "sweep",  # read by `simspec sweep` (simspec.sweep), ignored by everything else
 )
 
 
