@@ -57,6 +57,7 @@ SCALARS = (
     "verify_over_decode",
     "unique_experts_per_layer",
     "speedup_vs_no_spec",
+    "cost_fallbacks",
 )
 SWEEP_KEYS = ("replications", "grid", "cases", "oracle")
 
