@@ -16,7 +16,7 @@ from types import ModuleType
 from simspec.errors import InputError
 
 #: Subcommand modules under simspec.commands, in the order `simspec --help` lists them.
-COMMANDS = ("run", "compare", "sweep", "plot", "validate", "models", "gpus", "calibrate")
+COMMANDS = ("run", "compare", "sweep", "plot", "validate", "models", "gpus", "routing", "calibrate")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -15,7 +15,14 @@ A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+
 the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_routing`. Every policy, and the oracle,
 reads the same numbers. Each quantity comes from its own named stream (``simspec.rng``); routing
 is generated in blocks of requests, lazily, and rejected depth r has its own stream, so asking for
-deeper drafts never changes shallower ones.
+deeper drafts never changes shallower ones. With a multi-lag overlap profile a rejected draft
+conditions on the D tokens before it (true tokens up to y_{i+m_i}, then shallower rejected
+drafts).
+
+In ``routing.mode = "analytic"`` nothing is sampled for costs: the unique experts of a pass are
+the max-entropy expectation of :class:`simspec.ipf.UniqueExpertPredictor` for its B sequences of
+k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
+overlap profiles) the Monte-Carlo sampler realises.
 """
 
 from __future__ import annotations
@@ -26,10 +33,15 @@ import numpy as np
 
 from simspec import rng as rngs
 from simspec.acceptance import AcceptanceConfig, draw_acceptance
+from simspec.errors import InputError
+from simspec.ipf import UniqueExpertPredictor
 from simspec.models import ModelShape
 from simspec.routing import (
     ExpertSampler,
+    MaxEntSampler,
     RoutingConfig,
+    history_bits,
+    inclusion_popularity,
     popularity_weights,
     sample_sequences,
     union_sizes,
@@ -76,11 +88,61 @@ class ReferenceSet:
         self.num_layers = shape.num_moe_layers
         self.num_experts = shape.num_experts
         self._sampler: ExpertSampler | None = None
+        self._maxent: MaxEntSampler | None = None
+        self._predictor: UniqueExpertPredictor | None = None
+        #: Inclusion probability of each expert per MoE layer, (layers, N).
+        self.popularity = np.zeros((self.num_layers, self.num_experts))
         if self.num_layers:
-            weights = popularity_weights(
-                routing, self.num_layers, self.num_experts, rngs.stream(seed, "popularity")
-            )
-            self._sampler = ExpertSampler(weights, shape.experts_per_token)
+            k = shape.experts_per_token
+            stream = rngs.stream(seed, "popularity")
+            if routing.uses_reuse_sampler():
+                weights = popularity_weights(routing, self.num_layers, self.num_experts, stream)
+                self._sampler = ExpertSampler(weights, k)
+                self.popularity = np.full((self.num_layers, self.num_experts), k / self.num_experts)
+            else:
+                self.popularity = inclusion_popularity(
+                    routing, self.num_layers, self.num_experts, k, stream
+                )
+            if routing.mode == "analytic":
+                self._predictor = self._build_predictor()
+            elif self._sampler is None:
+                self._maxent = self._build_maxent()
+
+    # -- statistics -> models -----------------------------------------------------------------
+    def _profiles(self) -> tuple[np.ndarray, np.ndarray | None]:
+        true, draft = self.routing.layer_profiles(self.num_layers)
+        if self.routing.layer_overlap_scale is None:  # pooled statistics: one row
+            return true[0], None if draft is None else draft[0]
+        return true, draft
+
+    def _statistics_error(self, err: ValueError) -> InputError:
+        key = "overlaps" if self.routing.overlaps is not None else "overlap"
+        return InputError(
+            "", f"routing.{key}", "overlap statistics that a top-k router can have", str(err)
+        )
+
+    def _build_predictor(self) -> UniqueExpertPredictor:
+        true, draft = self._profiles()
+        try:
+            predictor = UniqueExpertPredictor(self.popularity, true, draft)
+            predictor.log_silent(self.max_draft_tokens + 1)  # fails now if inconsistent
+        except ValueError as err:
+            raise self._statistics_error(err) from None
+        return predictor
+
+    def _build_maxent(self) -> MaxEntSampler:
+        true, draft = self.routing.layer_profiles(self.num_layers)
+        try:
+            return MaxEntSampler(self.popularity, true, draft)
+        except ValueError as err:
+            raise self._statistics_error(err) from None
+
+    @property
+    def predictor(self) -> UniqueExpertPredictor:
+        """The analytic unique-expert predictor of these statistics (built on first use)."""
+        if self._predictor is None:
+            self._predictor = self._build_predictor()
+        return self._predictor
 
     def __len__(self) -> int:
         return self.workload.num_requests
@@ -106,27 +168,41 @@ class ReferenceSet:
         return seq
 
     # -- routing -----------------------------------------------------------------------------
+    def _ensure_sampler(self) -> None:
+        if self._sampler is None and self._maxent is None:
+            self._maxent = self._build_maxent()
+
     def _block_true(self, block: int) -> np.ndarray:
         masks = self._true.get(block)
         if masks is None:
-            assert self._sampler is not None
+            self._ensure_sampler()
             ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
             length = max(self.sequence(r).output_tokens for r in ids)
-            masks = sample_sequences(
-                self._sampler,
-                rngs.stream(self.seed, "routing", block),
-                len(ids),
-                length,
-                self.routing.overlap,
-            )
+            rng = rngs.stream(self.seed, "routing", block)
+            if self._maxent is not None:
+                masks = self._maxent.sample_sequences(rng, len(ids), length)
+            else:
+                assert self._sampler is not None
+                masks = sample_sequences(
+                    self._sampler, rng, len(ids), length, self._reuse_overlap(true=True)
+                )
             self._true[block] = masks
         return masks
+
+    def _reuse_overlap(self, *, true: bool) -> float | np.ndarray | None:
+        """Overlap of the reuse sampler: a number, or one per chain with a per-layer scale."""
+        value = self.routing.true_profile[0] if self.routing.true_profile else None
+        if not true:
+            value = self.routing.rejected_overlap
+        scale = self.routing.layer_scale(self.num_layers)
+        if value is None or scale is None:
+            return value
+        return np.minimum(value * scale, 1.0)
 
     def _block_rejected(self, block: int, depth: int) -> list[np.ndarray]:
         levels = self._rejected.setdefault(block, [])
         if len(levels) >= depth:
             return levels
-        assert self._sampler is not None
         true = self._block_true(block)
         nseq, length = true.shape[:2]
         first = block * BLOCK_REQUESTS
@@ -138,6 +214,9 @@ class ReferenceSet:
             anchor[q, :n] = np.arange(n) + seq.match_lengths
         for level in range(len(levels), depth):
             rng = rngs.stream(self.seed, "rejected_routing", block, level)
+            if self._maxent is not None:
+                levels.append(self._continue_maxent(true, anchor, levels, rng))
+                continue
             if level == 0:
                 previous = np.take_along_axis(true, anchor[:, :, None, None], axis=1)
             else:
@@ -152,15 +231,45 @@ class ReferenceSet:
         flat = previous.reshape(-1, shape[-1])
         out = np.empty_like(flat)
         layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
+        overlap = self._reuse_overlap(true=False)
         for start in range(0, len(flat), CHUNK_CHAINS):
             stop = start + CHUNK_CHAINS
+            chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
             out[start:stop] = self._sampler.sample(
-                rng,
-                layers[start:stop],
-                flat[start:stop].astype(np.int64),
-                self.routing.rejected_overlap,
+                rng, layers[start:stop], flat[start:stop].astype(np.int64), chunk
             )
         return out.reshape(shape)
+
+    def _continue_maxent(
+        self,
+        true: np.ndarray,
+        anchor: np.ndarray,
+        levels: list[np.ndarray],
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Rejected drafts of the next level r, each conditioned on the D tokens before it."""
+        assert self._maxent is not None
+        nseq, length, layers, k = true.shape
+        r = len(levels) + 1
+        out = np.empty((nseq * length * layers, k), dtype=true.dtype)
+        flat_levels = [lv.reshape(-1, k) for lv in levels]
+        for start in range(0, len(out), CHUNK_CHAINS):
+            chain = np.arange(start, min(start + CHUNK_CHAINS, len(out)))
+            q, rest = np.divmod(chain, length * layers)
+            i, layer = np.divmod(rest, layers)
+            previous = []
+            for d in range(1, self._maxent.depth + 1):
+                if d < r:
+                    previous.append(flat_levels[r - d - 1][chain])
+                    continue
+                index = anchor[q, i] - (d - r)
+                ids = true[q, np.maximum(index, 0), layer].astype(np.int64)
+                previous.append(np.where(index[:, None] >= 0, ids, -1))
+            history = history_bits(previous, self.num_experts)
+            out[chain] = self._maxent.step(
+                rng, layer, history, anchor[q, i] + r, draft=True
+            ).astype(true.dtype)
+        return out.reshape(nseq, length, layers, k)
 
     def fed_routing(self, request_id: int, state: int, draft_tokens: int) -> np.ndarray:
         """Expert ids of the k + 1 tokens fed at ``state`` with k = ``draft_tokens``.
@@ -185,9 +294,17 @@ class ReferenceSet:
 
         ``fed`` lists, for every request in the pass, (request id, state, draft tokens). The
         pass loads, per layer, the union of the experts of all the tokens it feeds. Returns a
-        float array (num_moe_layers,); empty for a dense model.
+        float array (num_moe_layers,); empty for a dense model. In analytic routing mode it is the
+        max-entropy expectation (read-only, cached per batch composition).
         """
         if not self.num_layers:
             return np.zeros(0)
+        if self.routing.mode == "analytic":
+            tokens = [k + 1 for _, _, k in fed]
+            true = [min(k, int(self.sequence(r).match_lengths[i])) + 1 for r, i, k in fed]
+            try:
+                return self.predictor.expected_unique(tokens, true)
+            except ValueError as err:
+                raise self._statistics_error(err) from None
         routing = np.concatenate([self.fed_routing(r, i, k) for r, i, k in fed])
         return union_sizes(routing, self.num_experts).astype(float)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from simspec import reference
 from simspec.reference import ReferenceSet
@@ -59,3 +60,92 @@ def test_requests_beyond_one_block(monkeypatch):
 def test_dense_model_has_no_routing():
     refs = _refs('model.target="qwen3-8b"', 'model.drafter="eagle3-qwen3-8b"')
     assert refs.fed_routing(0, 1, 3).shape == (4, 0, 0)
+
+
+# -- multi-lag routing and the analytic mode ---------------------------------------------------
+def test_sampler_choice():
+    assert _refs()._sampler is not None  # uniform, lag-1: the reuse sampler, streams unchanged
+    assert _refs()._maxent is None
+    assert _refs("routing.overlaps=[0.38, 0.3]")._maxent is not None
+    assert _refs('routing.popularity="zipf"')._maxent is not None
+    analytic = _refs('routing.mode="analytic"')
+    assert analytic._maxent is None and analytic._predictor is not None
+
+
+def test_multi_lag_rejected_drafts_continue_the_history():
+    # Overlap 1 at every lag: each token repeats the previous set, rejected drafts included.
+    refs = _refs("acceptance.alpha=0.0", "routing.overlap=1.0", "routing.overlaps=[1.0, 1.0, 1.0]")
+    sets = to_sets(refs.fed_routing(1, 5, 3), 128)
+    assert all(np.array_equal(sets[j], sets[0]) for j in range(1, 4))
+
+
+def test_multi_lag_deeper_requests_do_not_change_shallower_routing():
+    over = (
+        "acceptance.alpha=0.3",
+        "routing.overlaps=[0.38, 0.34, 0.3]",
+        'routing.popularity="zipf"',
+    )
+    a, b = _refs(*over), _refs(*over)
+    shallow = a.fed_routing(2, 4, 2)
+    b.fed_routing(2, 4, 6)
+    assert np.array_equal(b.fed_routing(2, 4, 2), shallow)
+    assert (to_sets(shallow, 128).sum(axis=-1) == 8).all()
+
+
+def test_analytic_mode_serves_the_ipf_expectation_cached():
+    refs = _refs('routing.mode="analytic"', "routing.overlaps=[0.38, 0.32, 0.29]")
+    u = refs.pass_unique_experts([(0, 3, 2)])
+    assert u.shape == (48,) and u.dtype == float
+    assert u == pytest.approx(refs.predictor.expected_unique([3]))
+    assert refs.pass_unique_experts([(0, 3, 2)]) is u  # the oracle's single-request query: cached
+    batch = refs.pass_unique_experts([(0, 3, 2), (1, 5, 0), (2, 1, 4)])
+    assert batch == pytest.approx(refs.predictor.expected_unique([3, 1, 5]))
+
+
+def test_analytic_mode_splits_true_and_rejected_tokens_with_a_draft_profile():
+    refs = _refs(
+        'routing.mode="analytic"', "routing.overlaps=[0.38, 0.3]", "routing.draft_overlaps=[0.1]"
+    )
+    seq = refs.sequence(0)
+    state = next(i for i in range(1, seq.output_tokens - 5) if seq.match_lengths[i] < 4)
+    m = int(seq.match_lengths[state])
+    u = refs.pass_unique_experts([(0, state, 4)])
+    assert u == pytest.approx(refs.predictor.expected_unique([5], [m + 1]))
+    assert u.mean() > refs.predictor.expected_unique([5], [5]).mean()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("routing.overlap=0.38",),
+        ("routing.overlaps=[0.38, 0.34, 0.31]", 'routing.popularity="zipf"'),
+    ],
+)
+def test_analytic_mode_matches_monte_carlo_in_the_engine(overrides):
+    from simspec.simulate import simulate
+    from tests.helpers import tiny
+
+    common = (
+        *overrides,
+        "workload.concurrency=4",
+        "workload.num_requests=8",
+        "workload.output_tokens=120",
+    )
+    policies = [{"name": "fixed", "draft_tokens": 0}, {"name": "fixed", "draft_tokens": 4}]
+    mc = simulate(tiny(*common, policies=policies))["policies"]
+    an = simulate(tiny(*common, 'routing.mode="analytic"', policies=policies))["policies"]
+    for a, b in zip(mc, an, strict=True):
+        assert b["unique_experts_per_layer"] == pytest.approx(
+            a["unique_experts_per_layer"], rel=0.02
+        )
+        assert b["tpot_ms"] == pytest.approx(a["tpot_ms"], rel=0.01)
+
+
+def test_impossible_overlaps_are_input_errors():
+    from simspec.errors import InputError
+
+    for mode in ("monte_carlo", "analytic"):
+        with pytest.raises(InputError) as err:
+            _refs(f'routing.mode="{mode}"', "routing.overlap=0.99", "routing.overlaps=[0.99, 0.0]")
+        assert err.value.key_path == "routing.overlaps"
+        assert "cannot be matched" in str(err.value)

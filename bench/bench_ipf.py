@@ -1,0 +1,115 @@
+"""Benchmark: analytic-mode unique-expert queries (simspec.ipf), milliseconds per query.
+
+For each model (48 MoE layers x 128 experts; 48 x 512) and overlap profile, with Zipf(0.8)
+popularity drawn per layer, times:
+
+* the first query: fitting the odds ratios and the IPF tables for T = 1..9 (K_max + 1);
+* repeated single-request queries (what the oracle asks, cached);
+* new batch compositions: 32 requests with random T in 1..9 (tables fitted, answer not cached);
+* ``ReferenceSet.pass_unique_experts`` in ``routing.mode = "analytic"`` for a batch of 32
+  requests at random states (includes the per-request match-length lookups).
+
+Target (issue 4): < 1 ms per query after the first.
+
+    python bench/bench_ipf.py [--repeats 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+
+import numpy as np
+
+import simspec
+from simspec.commands import table
+from simspec.ipf import UniqueExpertPredictor
+from simspec.routing import RoutingConfig, inclusion_popularity
+from simspec.simulate import build_setup
+
+PROFILES = {
+    "Markov 0.38": (0.38,),
+    "slow, 4 lags": (0.38, 0.32, 0.29, 0.27),
+    "slow, 8 lags": (0.38, 0.32, 0.29, 0.27, 0.26, 0.25, 0.245, 0.24),
+}
+
+
+def per_query_ms(fn, items) -> float:
+    start = time.perf_counter()
+    for item in items:
+        fn(item)
+    return 1e3 * (time.perf_counter() - start) / len(items)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2000)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for layers, experts, k in ((48, 128, 8), (48, 512, 10)):
+        for name, profile in PROFILES.items():
+            config = RoutingConfig(popularity="zipf", overlaps=profile)
+            p = inclusion_popularity(config, layers, experts, k, np.random.default_rng(1))
+            start = time.perf_counter()
+            pred = UniqueExpertPredictor(p, profile)
+            pred.expected_unique(list(range(1, 10)))
+            first = 1e3 * (time.perf_counter() - start)
+            single = per_query_ms(pred.expected_unique, [[4]] * args.repeats)
+            batches = [[int(t) for t in rng.integers(1, 10, size=32)] for _ in range(args.repeats)]
+            fresh = per_query_ms(pred.expected_unique, batches)
+            rows.append(
+                (
+                    f"{layers} x {experts}, top-{k}",
+                    name,
+                    f"{first:.0f}",
+                    f"{single:.4f}",
+                    f"{fresh:.3f}",
+                )
+            )
+    # Through the simulator's seam, on the default scenario (Qwen3-30B-A3B, 48 x 128).
+    scenario = simspec.load_scenario(
+        None, ['routing.mode="analytic"', "routing.overlaps=[0.38, 0.32, 0.29, 0.27]"]
+    )
+    refs = build_setup(scenario).references
+    states = []
+    for _ in range(args.repeats):
+        fed = []
+        for r in range(32):
+            seq = refs.sequence(r)
+            fed.append((r, int(rng.integers(1, seq.output_tokens - 9)), int(rng.integers(0, 9))))
+        states.append(fed)
+    refs.pass_unique_experts([(0, 1, 3)])  # first query: fits the tables
+    fresh_seam = per_query_ms(refs.pass_unique_experts, states)  # new batch compositions
+    cached_seam = per_query_ms(refs.pass_unique_experts, states)  # the same ones again
+
+    print(
+        f"machine: {platform.platform()}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, simspec {simspec.__version__}"
+    )
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print()
+    print(
+        table(
+            (
+                "model shape",
+                "overlaps",
+                "first query ms",
+                "cached single ms",
+                "new batch of 32 ms",
+            ),
+            rows,
+        )
+    )
+    print()
+    print(
+        "ReferenceSet.pass_unique_experts (analytic, default scenario + slow 4-lag overlaps, "
+        f"batches of 32 at random states): {fresh_seam:.3f} ms per new batch, "
+        f"{cached_seam:.3f} ms per repeated batch"
+    )
+
+
+if __name__ == "__main__":
+    main()

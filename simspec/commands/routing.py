@@ -1,0 +1,296 @@
+"""`simspec routing`: routing statistics of a trace, and unique-expert predictions.
+
+``simspec routing stats TRACE.npz`` estimates per-layer popularity and lag overlaps from a routing
+trace (format: :mod:`simspec.routing_trace`) and compares the trace's unique-experts curve U(T)
+with three predictions from those statistics. ``simspec routing predict`` prints U(T) for a
+catalog model and an overlap profile (optionally checked against the Monte-Carlo sampler).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from simspec.commands import check_writable, table
+from simspec.errors import InputError
+
+NAME = "routing"
+HELP = "Routing statistics of a trace (stats) and unique-expert predictions (predict)."
+EXAMPLE = "simspec routing predict --model qwen3-30b-a3b --overlap 0.38 0.32 0.29 0.27 --tokens 8"
+STATS_EXAMPLE = "simspec routing stats tests/data/routing_trace.npz --lags 4 --plot u.png"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `simspec routing stats` and `simspec routing predict`."""
+    sub = parser.add_subparsers(dest="routing_command", required=True, metavar="{stats,predict}")
+    stats = sub.add_parser(
+        "stats",
+        help="estimate popularity, lag overlaps and U(T) of a routing trace",
+        description="Estimate per-layer expert popularity, lag-d overlaps rho_d and the "
+        "unique-experts curve U(T) of a routing trace (.npz), and compare U(T) with the "
+        "independent, Markov (rho_1) and multi-lag IPF (rho_1..rho_D) predictions.",
+        epilog=f"example: {STATS_EXAMPLE}\ntrace format: see `python -m pydoc "
+        "simspec.routing_trace`",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stats.add_argument("trace", help="routing trace (.npz)")
+    stats.add_argument("--lags", type=int, default=4, help="largest lag D to estimate (1-12)")
+    stats.add_argument("--max-tokens", type=int, default=16, help="largest window T of U(T) (1-16)")
+    stats.add_argument("--per-layer", action="store_true", help="also print a row per layer")
+    stats.add_argument("--plot", metavar="OUT.png", help="write the U(T) figure")
+    stats.set_defaults(_routing=_stats)
+
+    predict = sub.add_parser(
+        "predict",
+        help="expected unique experts U(T) for a model and an overlap profile",
+        description="Expected unique routed experts per layer for B sequences of T tokens, "
+        "from the model's popularity and lag overlaps rho_1..rho_D (max-entropy IPF).",
+        epilog=f"example: {EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    predict.add_argument("--model", required=True, help="target model (see `simspec models`)")
+    predict.add_argument(
+        "--overlap",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="RHO",
+        help="lag-1..D overlaps rho_1 rho_2 ... (default: independent routing)",
+    )
+    predict.add_argument("--tokens", type=int, default=8, help="largest T to print (1-16)")
+    predict.add_argument("--batch", type=int, default=1, help="sequences per pass B")
+    predict.add_argument(
+        "--popularity",
+        choices=("uniform", "zipf", "dirichlet"),
+        default="uniform",
+        help="expert popularity weights per layer, as in a scenario's [routing] table",
+    )
+    predict.add_argument(
+        "--zipf-exponent", type=float, default=0.8, help="Zipf exponent s (rank^-s)"
+    )
+    predict.add_argument(
+        "--dirichlet-concentration", type=float, default=0.3, help="Dirichlet concentration"
+    )
+    predict.add_argument("--seed", type=int, default=0, help="seed of the popularity draw")
+    predict.add_argument(
+        "--samples",
+        type=int,
+        default=0,
+        help="also sample this many sequences per layer with the Monte-Carlo sampler",
+    )
+    predict.add_argument("--plot", metavar="OUT.png", help="write the U(T) figure")
+    predict.set_defaults(_routing=_predict)
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run the chosen subcommand."""
+    return int(args._routing(args))
+
+
+def _check_range(flag: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise InputError("command line", flag, f"an integer in [{low}, {high}]", str(value))
+
+
+def _pct(value: float) -> str:
+    return f"{100.0 * value:+.1f}%"
+
+
+def _predictions(
+    popularity: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
+) -> dict[str, np.ndarray]:
+    """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers."""
+    from simspec.ipf import UniqueExpertPredictor, independent_unique_experts
+
+    out = {
+        "independent": np.array(
+            [independent_unique_experts(popularity, float(batch * t)) for t in range(1, tokens + 1)]
+        )
+    }
+    try:
+        if overlaps.shape[-1] >= 1:
+            markov = UniqueExpertPredictor(popularity, overlaps[..., :1])
+            out["Markov (rho_1)"] = markov.unique_curve(tokens, batch)
+        if overlaps.shape[-1] >= 2:
+            full = UniqueExpertPredictor(popularity, overlaps)
+            out[f"IPF (rho_1..rho_{overlaps.shape[-1]})"] = full.unique_curve(tokens, batch)
+    except ValueError as err:
+        raise InputError(
+            "command line", flag, "overlaps a top-k router can have", str(err)
+        ) from None
+    return {label: values.mean(axis=1) for label, values in out.items()}
+
+
+def _plot(
+    path: str, tokens: np.ndarray, predicted: dict[str, np.ndarray], k: int, **kw: Any
+) -> None:
+    from simspec.plots.routing import plot_unique_experts
+
+    for written in plot_unique_experts(path, tokens, predicted, k, **kw):
+        print(f"wrote {written}")
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from simspec.routing_trace import estimate_statistics, fit_zipf_exponent, load_trace
+
+    _check_range("--lags", args.lags, 1, 12)
+    _check_range("--max-tokens", args.max_tokens, 1, 16)
+    if args.plot:
+        check_writable(args.plot, "--plot")
+    trace = load_trace(args.trace)
+    try:
+        st = estimate_statistics(trace, args.lags, args.max_tokens)
+    except ValueError as err:
+        raise InputError(args.trace, "sequence_starts", "sequences long enough", str(err)) from None
+    k, n = st.experts_per_token, st.num_experts
+    print(
+        f"trace {args.trace}: {trace.model or 'unnamed model'}, {st.num_tokens} tokens in "
+        f"{st.num_sequences} sequences, {trace.num_layers} MoE layers, top-{k} of {n} experts"
+    )
+    hottest = st.popularity.max(axis=1)
+    effective = k * k / (st.popularity**2).sum(axis=1)
+    print(
+        f"popularity: hottest expert used by {np.median(hottest):.3f} of tokens (median layer; "
+        f"max {hottest.max():.3f}), effective experts k^2/sum p^2 = {np.median(effective):.1f} "
+        f"of {n}, Zipf exponent fit {fit_zipf_exponent(st.popularity, k):.2f}"
+    )
+    print()
+    chance = st.chance
+    lag_rows = [
+        (
+            d + 1,
+            f"{st.pooled_overlaps[d]:.4f}",
+            f"{st.overlaps[:, d].min():.4f}",
+            f"{st.overlaps[:, d].max():.4f}",
+            f"{chance.mean():.4f}",
+        )
+        for d in range(args.lags)
+    ]
+    print(table(("lag d", "rho_d", "layer min", "layer max", "chance"), lag_rows))
+    print()
+    predicted = _predictions(st.popularity, st.overlaps, args.max_tokens, 1, "--lags")
+    measured = st.pooled_unique
+    headers = ["T", "windows", "trace U(T)"]
+    for label in predicted:
+        headers += [label, "err"]
+    rows = []
+    for i in range(args.max_tokens):
+        row: list[Any] = [i + 1, int(st.windows[i]), f"{measured[i]:.2f}"]
+        for values in predicted.values():
+            row += [f"{values[i]:.2f}", _pct(values[i] / measured[i] - 1.0)]
+        rows.append(row)
+    print("unique experts per layer (mean over layers), predictions from per-layer statistics")
+    print(table(headers, rows))
+    for label, values in predicted.items():
+        miss = np.abs(values / measured - 1.0).mean()
+        print(f"  {label}: mean |relative error| {100 * miss:.2f}% over T = 1..{args.max_tokens}")
+    if args.per_layer:
+        print()
+        t4 = min(4, args.max_tokens)
+        lrows = [
+            (
+                int(trace.layers[i]) if trace.layers is not None else i,
+                f"{hottest[i]:.3f}",
+                f"{chance[i]:.4f}",
+                *(f"{st.overlaps[i, d]:.4f}" for d in range(args.lags)),
+                f"{st.unique[i, t4 - 1]:.2f}",
+            )
+            for i in range(trace.num_layers)
+        ]
+        lag_headers = [f"rho_{d + 1}" for d in range(args.lags)]
+        print(table(("layer", "hottest p", "chance", *lag_headers, f"U({t4})"), lrows))
+    pooled_1 = st.pooled_overlaps[0]
+    scale = st.overlaps[:, 0] / pooled_1 if pooled_1 > 0 else np.ones(trace.num_layers)
+    print()
+    print("# scenario [routing] keys with these statistics (popularity as a Zipf fit):")
+    print('popularity = "zipf"')
+    print(f"zipf_exponent = {fit_zipf_exponent(st.popularity, k):.3f}")
+    print("overlaps = [" + ", ".join(f"{v:.4f}" for v in st.pooled_overlaps) + "]")
+    print("layer_overlap_scale = [" + ", ".join(f"{v:.3f}" for v in scale) + "]")
+    if args.plot:
+        _plot(
+            args.plot,
+            np.arange(1, args.max_tokens + 1),
+            predicted,
+            k,
+            measured={"trace": measured},
+            title=f"{trace.model or args.trace}: top-{k} of {n}",
+        )
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from simspec import catalog
+    from simspec import rng as rngs
+    from simspec.routing import MaxEntSampler, RoutingConfig, inclusion_popularity, to_sets
+
+    _check_range("--tokens", args.tokens, 1, 16)
+    _check_range("--batch", args.batch, 1, 4096)
+    _check_range("--samples", args.samples, 0, 1_000_000)
+    if args.model not in catalog.model_names():
+        raise InputError(
+            "command line", "--model", "one of " + ", ".join(catalog.model_names()), args.model
+        )
+    shape = catalog.get_model(args.model).shape
+    if not shape.num_moe_layers:
+        raise InputError("command line", "--model", "a Mixture-of-Experts model", args.model)
+    overlaps = np.asarray(args.overlap, dtype=float)
+    if len(overlaps) > 12 or not ((overlaps >= 0) & (overlaps <= 1)).all():
+        raise InputError(
+            "command line", "--overlap", "at most 12 overlaps in [0, 1]", str(args.overlap)
+        )
+    for flag, value in (
+        ("--zipf-exponent", args.zipf_exponent),
+        ("--dirichlet-concentration", args.dirichlet_concentration),
+    ):
+        if not (np.isfinite(value) and value > 0):
+            raise InputError("command line", flag, "a positive number", str(value))
+    if args.plot:
+        check_writable(args.plot, "--plot")
+    config = RoutingConfig(
+        popularity=args.popularity,
+        zipf_exponent=args.zipf_exponent,
+        dirichlet_concentration=args.dirichlet_concentration,
+    )
+    layers, n, k = shape.num_moe_layers, shape.num_experts, shape.experts_per_token
+    p = inclusion_popularity(config, layers, n, k, rngs.stream(args.seed, "popularity"))
+    chance = float((p * p).sum(axis=1).mean() / k)
+    profile = " ".join(f"{v:g}" for v in overlaps) if len(overlaps) else "independent"
+    print(
+        f"{args.model}: top-{k} of {n} routed experts, {layers} MoE layers, {args.popularity} "
+        f"popularity (chance overlap {chance:.4f}); overlaps {profile}; batch {args.batch}"
+    )
+    predicted = _predictions(p, overlaps, args.tokens, args.batch, "--overlap")
+    measured: dict[str, np.ndarray] = {}
+    if args.samples:
+        sampler = MaxEntSampler(p, np.tile(overlaps, (layers, 1)))
+        ids = sampler.sample_sequences(
+            rngs.stream(args.seed, "routing", 0), args.samples * args.batch, args.tokens
+        )
+        member = to_sets(ids, n).reshape(args.samples, args.batch, args.tokens, layers, n)
+        union = np.logical_or.accumulate(member.any(axis=1), axis=1)
+        measured["sampled"] = union.sum(axis=-1).mean(axis=(0, 2))
+    best = list(predicted)[-1]
+    headers = ["T", *predicted, "/ k_e", "vs independent", *measured]
+    rows = []
+    for i in range(args.tokens):
+        row: list[Any] = [i + 1, *(f"{v[i]:.2f}" for v in predicted.values())]
+        row += [
+            f"{predicted[best][i] / k:.2f}",
+            _pct(predicted[best][i] / predicted["independent"][i] - 1.0),
+        ]
+        row += [f"{v[i]:.2f}" for v in measured.values()]
+        rows.append(row)
+    print(table(headers, rows))
+    if args.plot:
+        _plot(
+            args.plot,
+            np.arange(1, args.tokens + 1),
+            predicted,
+            k,
+            measured=measured,
+            title=f"{args.model}: top-{k} of {n}, overlaps {profile}, B = {args.batch}",
+        )
+    return 0
