@@ -13,7 +13,6 @@ from simspec import __version__, rng
 from simspec.costs import CalibratedCostModel, CostModel, RooflineCostModel
 from simspec.engine import EngineSetup, RunLog, run_policy
 from simspec.metrics import mean_tpot_s, summarize
-from simspec.models import ModelShape
 from simspec.policies import FixedPolicy
 from simspec.profile import load_profile
 from simspec.reference import ReferenceSet
@@ -22,12 +21,20 @@ from simspec.scenario import Scenario
 from simspec.workload import arrival_times
 
 
-def draft_overlap(routing: RoutingConfig, shape: ModelShape) -> float:
-    """Lag-1 overlap of a draft with its predecessor; chance level k_e/N when independent."""
-    rho = routing.rejected_overlap
-    if rho is None:
-        return shape.experts_per_token / shape.num_experts if shape.num_experts else 0.0
-    return float(rho)
+def draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
+    """Mean lag-1 overlap of a draft with its predecessor, for the policies' cost estimates.
+
+    With independent routing this is the chance level Σ_e p_e² / k_e (k_e/N when popularity is
+    uniform), p_e being each expert's usage.
+    """
+    if not references.num_experts:
+        return 0.0
+    true, draft = routing.layer_profiles(references.num_layers)
+    profile = draft if draft is not None else true
+    if profile.shape[1] == 0:
+        p = references.popularity
+        return float((p * p).sum(axis=1).mean() / references.shape.experts_per_token)
+    return float(profile[:, 0].mean())
 
 
 def build_setup(scenario: Scenario) -> EngineSetup:
@@ -70,7 +77,7 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
         kv_capacity_bytes=usable - weights,
         max_draft_tokens=drafter.max_draft_tokens,
-        draft_overlap=draft_overlap(s.routing, target.shape),
+        draft_overlap=draft_overlap(s.routing, references),
     )
 
 
