@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 
+def file_mode() -> int:
+    """Permissions of a new file under the process umask (temporary files start at 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
     target = Path(path)
@@ -19,6 +26,7 @@ def write_atomic(path: str | Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, file_mode())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

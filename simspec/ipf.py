@@ -610,3 +610,30 @@ def predict_unique_experts(
     3.64
     """
     return UniqueExpertPredictor(popularity, overlaps).expected_unique(tokens_per_sequence)
+
+
+def unique_curves(
+    popularity: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int = 1
+) -> dict[str, np.ndarray]:
+    """Predicted U(T), T = 1..tokens, averaged over layers: independent, Markov and multi-lag.
+
+    ``popularity`` is (layers, N) expert usage; ``overlaps`` the lag profile rho_1..rho_D
+    (shape (D,) or (layers, D); empty for independent routing). Raises ValueError for overlaps
+    no top-k router can have.
+    """
+    overlaps = np.asarray(overlaps, dtype=float)
+    if overlaps.ndim == 1:
+        overlaps = np.tile(overlaps, (popularity.shape[0], 1))
+    out = {
+        "independent": np.array(
+            [independent_unique_experts(popularity, float(batch * t)) for t in range(1, tokens + 1)]
+        )
+    }
+    if overlaps.shape[-1] >= 1:
+        out["Markov (rho_1)"] = UniqueExpertPredictor(popularity, overlaps[:, :1]).unique_curve(
+            tokens, batch
+        )
+    if overlaps.shape[-1] >= 2:
+        full = UniqueExpertPredictor(popularity, overlaps)
+        out[f"IPF (rho_1..rho_{overlaps.shape[-1]})"] = full.unique_curve(tokens, batch)
+    return {label: values.mean(axis=1) for label, values in out.items()}

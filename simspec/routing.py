@@ -577,3 +577,23 @@ def union_sizes(ids: np.ndarray, num_experts: int) -> np.ndarray:
     layer_index = np.broadcast_to(np.arange(layers)[None, :, None], ids.shape)
     member[layer_index, ids] = True
     return member.sum(axis=1)
+
+
+def sampled_unique_curve(
+    popularity: np.ndarray,
+    overlaps: np.ndarray,
+    tokens: int,
+    batch: int,
+    samples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Measured U(T), T = 1..tokens, averaged over layers: ``samples`` passes of ``batch``
+    sequences drawn by the max-entropy sampler (``overlaps``: (D,) or (layers, D))."""
+    layers, n = popularity.shape
+    profile = np.asarray(overlaps, dtype=float)
+    if profile.ndim == 1:
+        profile = np.tile(profile, (layers, 1))
+    ids = MaxEntSampler(popularity, profile).sample_sequences(rng, samples * batch, tokens)
+    member = to_sets(ids, n).reshape(samples, batch, tokens, layers, n)
+    union = np.logical_or.accumulate(member.any(axis=1), axis=1)
+    return union.sum(axis=-1).mean(axis=(0, 2))

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from simspec.errors import InputError, ScenarioError, describe
-from simspec.io import results_json, write_atomic
+from simspec.io import file_mode, results_json, write_atomic
 from simspec.scenario import PolicySpec, Scenario, apply_overrides, scenario_from_dict
 
 SCALARS = (
@@ -250,6 +250,7 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     os.close(fd)
     try:
         np.savez_compressed(tmp, **dict(arrays))  # type: ignore[arg-type]
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

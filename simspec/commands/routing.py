@@ -102,25 +102,14 @@ def _predictions(
     popularity: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
 ) -> dict[str, np.ndarray]:
     """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers."""
-    from simspec.ipf import UniqueExpertPredictor, independent_unique_experts
+    from simspec.ipf import unique_curves
 
-    out = {
-        "independent": np.array(
-            [independent_unique_experts(popularity, float(batch * t)) for t in range(1, tokens + 1)]
-        )
-    }
     try:
-        if overlaps.shape[-1] >= 1:
-            markov = UniqueExpertPredictor(popularity, overlaps[..., :1])
-            out["Markov (rho_1)"] = markov.unique_curve(tokens, batch)
-        if overlaps.shape[-1] >= 2:
-            full = UniqueExpertPredictor(popularity, overlaps)
-            out[f"IPF (rho_1..rho_{overlaps.shape[-1]})"] = full.unique_curve(tokens, batch)
+        return unique_curves(popularity, overlaps, tokens, batch)
     except ValueError as err:
         raise InputError(
             "command line", flag, "overlaps a top-k router can have", str(err)
         ) from None
-    return {label: values.mean(axis=1) for label, values in out.items()}
 
 
 def _plot(
@@ -224,7 +213,7 @@ def _stats(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from simspec import catalog
     from simspec import rng as rngs
-    from simspec.routing import MaxEntSampler, RoutingConfig, inclusion_popularity, to_sets
+    from simspec.routing import RoutingConfig, inclusion_popularity, sampled_unique_curve
 
     _check_range("--tokens", args.tokens, 1, 16)
     _check_range("--batch", args.batch, 1, 4096)
@@ -265,13 +254,14 @@ def _predict(args: argparse.Namespace) -> int:
     predicted = _predictions(p, overlaps, args.tokens, args.batch, "--overlap")
     measured: dict[str, np.ndarray] = {}
     if args.samples:
-        sampler = MaxEntSampler(p, np.tile(overlaps, (layers, 1)))
-        ids = sampler.sample_sequences(
-            rngs.stream(args.seed, "routing", 0), args.samples * args.batch, args.tokens
+        measured["sampled"] = sampled_unique_curve(
+            p,
+            overlaps,
+            args.tokens,
+            args.batch,
+            args.samples,
+            rngs.stream(args.seed, "routing", 0),
         )
-        member = to_sets(ids, n).reshape(args.samples, args.batch, args.tokens, layers, n)
-        union = np.logical_or.accumulate(member.any(axis=1), axis=1)
-        measured["sampled"] = union.sum(axis=-1).mean(axis=(0, 2))
     best = list(predicted)[-1]
     headers = ["T", *predicted, "/ k_e", "vs independent", *measured]
     rows = []

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from simspec.io import file_mode
+
 #: Okabe-Ito colour-blind-safe palette.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
@@ -43,6 +45,7 @@ def save(fig: Any, path: str | Path, *, svg: bool = False) -> list[Path]:
         os.close(fd)
         try:
             fig.savefig(tmp, bbox_inches="tight")
+            os.chmod(tmp, file_mode())
             os.replace(tmp, out)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -5,6 +5,8 @@ Each figure is drawn when the sweep's axes allow it:
 * ``speedup-vs-batch``: mean speedup over plain decoding against the batch size
   (``workload.concurrency``), one line per case/model and policy, with 95 % CIs;
 * ``policies``: mean TPOT per policy at each point, with 95 % CIs and the oracle's bar hatched;
+* ``unique-experts``: U(T) of the first model: independent routing vs the overlap predictions
+  (Markov, multi-lag IPF) vs the Monte-Carlo sampler;
 * ``delta-space``: the oracle's Delta-space points of the first point that has them.
 """
 
@@ -48,6 +50,7 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
         written += speedup_vs_batch(rows, out / "speedup-vs-batch.png")
     if rows:
         written += policy_comparison(rows, out / "policies.png")
+    written += unique_experts_of_sweep(folder, rows, out / "unique-experts.png")
     deltas = sorted((folder / "delta").glob("*.npz")) if (folder / "delta").exists() else []
     if deltas:
         from simspec.delta import DeltaPoints
@@ -58,6 +61,47 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
         slope = _slope(points)
         written += delta_space(points, slope, out / "delta-space.png", svg=True)
     return written
+
+
+def unique_experts_of_sweep(folder: Path, rows: list[dict[str, str]], path: Path) -> list[Path]:
+    """U(T) of the sweep's first model: independent vs overlap predictions vs sampled."""
+    import json
+
+    from simspec import rng
+    from simspec.ipf import unique_curves
+    from simspec.plots.routing import plot_unique_experts
+    from simspec.routing import sampled_unique_curve
+    from simspec.scenario import scenario_from_dict
+    from simspec.simulate import build_setup
+
+    first_case = rows[0]["case"] if rows else ""
+    records = [
+        json.loads(p.read_text(encoding="utf-8")) for p in (folder / "points").glob("*.json")
+    ]
+    records = [r for r in records if r["case"] == first_case and r["replication"] == 0]
+    if not records:
+        return []
+    records.sort(key=lambda r: json.dumps(r["values"], sort_keys=True))
+    scenario = scenario_from_dict(records[0]["results"]["scenario"], str(folder))
+    refs = build_setup(scenario).references
+    if not refs.num_experts:
+        return []
+    tokens = 12
+    true, _ = scenario.routing.layer_profiles(refs.num_layers)
+    predicted = unique_curves(refs.popularity, true, tokens)
+    sampled = sampled_unique_curve(
+        refs.popularity, true, tokens, 1, 200, rng.stream(scenario.seed, "routing", 10**6)
+    )
+    title = f"{scenario.model.target}: unique experts per layer vs tokens per sequence"
+    return plot_unique_experts(
+        path,
+        np.arange(1, tokens + 1),
+        predicted,
+        refs.shape.experts_per_token,
+        measured={"sampled": sampled},
+        title=title,
+        svg=True,
+    )
 
 
 def _slope(points: Any) -> dict[str, Any]:
