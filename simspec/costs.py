@@ -238,6 +238,18 @@ def independent_unique_experts(num_experts: int, experts_per_token: int, tokens:
     return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
 
 
+def prefill_unique_experts(shape: ModelShape, prompt_tokens: np.ndarray) -> np.ndarray:
+    """Distinct experts per MoE layer of a prefill pass.
+
+    A prefill feeds hundreds of tokens, which touch nearly every expert whatever their overlap,
+    so the independent-routing expectation is used.
+    """
+    u = independent_unique_experts(
+        shape.num_experts, shape.experts_per_token, float(np.sum(prompt_tokens))
+    )
+    return np.full(shape.num_moe_layers, u)
+
+
 class CostModel(Protocol):
     """What the engine asks of a cost model. All methods are pure."""
 
@@ -286,19 +298,16 @@ class RooflineCostModel:
         )
 
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
-        """Prefill of new prompts; routing of many tokens is taken as independent (near N)."""
+        """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         shape = self.target.shape
-        u = independent_unique_experts(
-            shape.num_experts, shape.experts_per_token, float(prompts.sum())
-        )
         return target_pass_cost(
             shape,
             self.gpu,
             self.params,
             prompts,
             np.zeros_like(prompts),
-            np.full(shape.num_moe_layers, u),
+            prefill_unique_experts(shape, prompts),
             num_gpus=self.num_gpus,
         )
 
@@ -509,12 +518,9 @@ class CalibratedCostModel:
         )
 
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
-        """Prefill of new prompts (routing of many tokens taken as independent, as the roofline)."""
+        """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         shape = self.target.shape
-        u = independent_unique_experts(
-            shape.num_experts, shape.experts_per_token, float(prompts.sum())
-        )
         return calibrated_pass_cost(
             shape,
             self.gpu,
@@ -522,7 +528,7 @@ class CalibratedCostModel:
             self.profile,
             prompts,
             np.zeros_like(prompts),
-            np.full(shape.num_moe_layers, u),
+            prefill_unique_experts(shape, prompts),
             num_gpus=self.num_gpus,
         )
 

@@ -234,7 +234,7 @@ def exact_plan(setup: EngineSetup, kmax: int) -> OracleResult:
     tables = {rid: request_tables(setup, rid, kmax) for rid in range(setup.workload.num_requests)}
     policy = _policy_from_tables(tables, kmax)
     return OracleResult(
-        policy, True, "backward DP per request (exact at B = 1)", tables, run_policy(setup, policy)
+        policy, True, "backward DP per request (B = 1)", tables, run_policy(setup, policy)
     )
 
 
@@ -272,8 +272,8 @@ def batched_plan(setup: EngineSetup, kmax: int, rounds: int = 2) -> OracleResult
         assert isinstance(winner, OraclePolicy)
         policy = winner
     method = (
-        "approximate (B > 1): marginal-cost attribution DP with coordinate descent, "
-        f"best of {len(candidates)} engine-evaluated plans incl. every fixed k; chosen: {how}"
+        "marginal-cost attribution DP with coordinate descent (B > 1), best of "
+        f"{len(candidates)} engine-evaluated plans incl. every fixed k; chosen: {how}"
     )
     return OracleResult(policy, False, method, tables, log)
 
