@@ -250,6 +250,23 @@ def prefill_unique_experts(shape: ModelShape, prompt_tokens: np.ndarray) -> np.n
     return np.full(shape.num_moe_layers, u)
 
 
+def draft_phase_s(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray
+) -> float:
+    """Time of one step's draft phase: draft step j runs for every request with k_b ≥ j.
+
+    The j-th step of request b sees its context plus the j − 1 drafts before it.
+    """
+    ks = np.asarray(draft_tokens)
+    ctx = np.asarray(context_tokens)
+    return float(
+        sum(
+            cost_model.draft_step(ctx[ks >= j] + (j - 1))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+    )
+
+
 class CostModel(Protocol):
     """What the engine asks of a cost model. All methods are pure."""
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simspec.costs import CostModel
+from simspec.costs import CostModel, draft_phase_s
 from simspec.marginal import StepPlan, UnionModel
 from simspec.models import kv_bytes_for_context
 from simspec.policies.base import BudgetPolicy, DecodeState, StepOutcome, initial_memory, observe
@@ -222,10 +222,7 @@ def serve(
         )
         confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
         ks = decide_step(policy, active, confidences, plan, view)
-        draft_s = sum(
-            costs.draft_step(contexts[ks >= j] + (j - 1))
-            for j in range(1, int(ks.max(initial=0)) + 1)
-        )
+        draft_s = draft_phase_s(costs, contexts, ks)
         fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
         unique = refs.pass_unique_experts(fed)
         verify = costs.verify_pass(ks + 1, contexts, unique)
