@@ -18,12 +18,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Load the scenario (raising InputError if it is bad) and print a one-line summary."""
-    from simspec.scenario import load_scenario
+    """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
+    from simspec.scenario import apply_overrides, load_scenario, read_scenario_data
+    from simspec.sweep import expand, read_spec
 
     s = load_scenario(args.scenario, args.set)
+    data, source = read_scenario_data(args.scenario)
+    points = None
+    if "sweep" in data:
+        if args.set:
+            data = apply_overrides(data, args.set)
+        points = expand(data, source, read_spec(data, source))
     print(
         f"{args.scenario}: ok — {s.name} ({s.digest()}), {len(s.policies)} policies, "
         f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"
     )
+    if points is not None:
+        print(f"sweep: {len(points)} points, all valid")
     return 0
