@@ -3,7 +3,7 @@
 Runs the embedded default scenario at batch 32 (closed loop, fixed k = 0..4) several times in
 this process and reports the median wall time and simulated tokens per wall second, counting
 every policy's tokens (the reference sequences are built once per scenario, inside the timing).
-Also times `simspec run` with no argument as a fresh process (the issue's < 30 s target).
+Also times `simspec run` with no argument as a fresh process (target: < 30 s).
 
     python bench/bench_engine.py [--repeats 5] [--concurrency 32]
 """

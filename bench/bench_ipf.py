@@ -9,7 +9,7 @@ popularity drawn per layer, times:
 * ``ReferenceSet.pass_unique_experts`` in ``routing.mode = "analytic"`` for a batch of 32
   requests at random states (includes the per-request match-length lookups).
 
-Target (issue 4): < 1 ms per query after the first.
+Target: < 1 ms per query after the first.
 
     python bench/bench_ipf.py [--repeats 2000]
 """

@@ -1,4 +1,4 @@
-"""IPF prediction vs the Monte-Carlo sampler over issue 4's full grid.
+"""IPF prediction vs the Monte-Carlo sampler over the full validation grid.
 
 For every (N, k_e) in {(8, 2), (64, 8), (128, 8), (256, 8), (512, 10)}, uniform and Zipf(0.8)
 popularity, Markov (one lag) and slowly decaying (six lags) overlaps, the max-entropy sampler
@@ -7,8 +7,9 @@ popularity, Markov (one lag) and slowly decaying (six lags) overlaps, the max-en
 T = 1..12 tokens. Prints one row per statistics setting (mean and max |relative error| over the
 36 (B, T) cells) and the grand mean; ``--cells`` prints every cell.
 
-The overlap profiles carry the correlation of physics §7.4's profile (0.38, 0.32, 0.29, 0.27,
-0.26, 0.25 at k_e/N = 1/16) to each setting's chance level Σp²/k_e:
+The overlap profiles carry the correlation of a slowly decaying profile (0.38, 0.32, 0.29,
+0.27, 0.26, 0.25 at k_e/N = 1/16; 0.38 adjacent overlap as Cohere reports) to each setting's
+chance level Σp²/k_e:
 rho_d = chance + r_d (1 − chance), r_d = (rho_d(1/16) − 1/16) / (1 − 1/16).
 Windows start at token 16 of each sequence (the stationary regime); ``--offset 0`` measures
 the first tokens of sequences instead.

@@ -9,7 +9,7 @@ X_{e,t} = 1{token t routes to expert e},
 for B independent sequences of T_b tokens (MoESD, arXiv 2505.19645, gives the independent case
 E[U] = N(1 − (1 − k_e/N)^{BT})). Locatelli et al. (arXiv 2610.38981) model routing overlap
 with a maximum-entropy IPF framework and report < 4 % error on unique-expert counts; their text
-is not available, so this is a reconstruction (physics brief §7).
+is not available, so this is our reconstruction from those two facts.
 
 What is known about a router is usually just a few statistics per layer: the inclusion
 probabilities p_e (Σ_e p_e = k_e) and the lag-d overlaps rho_d = E|S_t ∩ S_{t+d}| / k_e for
@@ -180,7 +180,7 @@ def independent_unique_experts(popularity: np.ndarray, tokens: float) -> np.ndar
 
 # -- Markov closed form (D = 1) -------------------------------------------------------------------
 def markov_log_silent(p: np.ndarray, pair_q: Sequence[np.ndarray]) -> np.ndarray:
-    """log P(silent over T tokens) of the max-entropy Markov chain (physics §7.3).
+    """log P(silent over T tokens) of the max-entropy Markov chain (the closed form, D = 1).
 
     ``pair_q[j]`` is P(x_{j+1} = 1, x_{j+2} = 1) for transition j (T − 1 entries, each shaped
     like ``p``): P(silent) = (1 − p)·Π_j (1 − b_j), b_j = (p − q_j)/(1 − p).
@@ -463,7 +463,7 @@ class UniqueExpertPredictor:
     Examples
     --------
     >>> pred = UniqueExpertPredictor(np.full((1, 128), 8 / 128), [0.38])
-    >>> round(float(pred.expected_unique([4])[0]) / 8, 2)  # physics §7.3: U(4) = 2.78 k_e
+    >>> round(float(pred.expected_unique([4])[0]) / 8, 2)  # Markov closed form: U(4) = 2.78 k_e
     2.78
     """
 

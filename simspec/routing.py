@@ -27,9 +27,9 @@ Two samplers, both exact top-k_e:
   sampling with probability proportional to size": the k_e smallest odds(U_e)/odds(g_e), close
   to Hájek's conditional-Poisson design). Marginals and lag overlaps match the targets to
   sampling accuracy (forcing exactly k_e of very few experts, N = 8, raises the overlap by
-  ~0.01) and unique-expert counts match the IPF prediction to 0.3 % on average over issue 4's
-  grid (bench/ipf_vs_sampler.py). With D = 1 the per-expert law is the Markov chain of the
-  closed form.
+  ~0.01) and unique-expert counts match the IPF prediction to 0.3 % on average over the
+  validation grid of bench/ipf_vs_sampler.py. With D = 1 the per-expert law is the Markov
+  chain of the closed form.
 * The reuse sampler (:class:`ExpertSampler`, uniform popularity with lag-1 overlap only, the
   original one, kept so those scenarios reproduce byte for byte): token t reuses
   R ~ Binomial(k_e, rho_1) experts chosen uniformly from S_{t−1} and fills the other k_e − R

@@ -10,7 +10,7 @@ import pytest
 from simspec import ipf
 from simspec.routing import MaxEntSampler, to_sets
 
-SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25)  # physics §7.4 / §9.2: slowly decaying overlaps
+SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25)  # slowly decaying overlaps, 0.38 adjacent (Cohere)
 
 
 def uniform(n: int, k: int, layers: int = 1) -> np.ndarray:
@@ -85,7 +85,7 @@ def test_inconsistent_lag_overlaps_are_a_value_error():
     ],
 )
 def test_classical_ipf_with_lag1_equals_markov_closed_form(p, rho):
-    """Issue 4: with D = 1, IPF over the 2^T patterns equals the closed form to 1e-6."""
+    """With D = 1, IPF over the 2^T patterns equals the closed form to 1e-6."""
     q = float(ipf.pair_probability(np.array(p), ipf.fit_log_odds_ratio(np.array([p]), [rho])[0]))
     for tokens in range(2, 9):
         table = ipf.classical_ipf(p, [q], tokens)
@@ -108,15 +108,15 @@ def test_product_form_ipf_equals_classical_ipf(tokens):
 @pytest.mark.parametrize(("n", "k"), [(8, 2), (64, 8), (128, 8), (512, 10)])
 @pytest.mark.parametrize("batch", [1, 4, 16])
 def test_chance_overlap_gives_moesd_independent_formula(n, k, batch):
-    """Issue 4: rho_d at chance level, uniform popularity: N(1 − (1 − k/N)^(B·T)) to 1e-6."""
+    """rho_d at chance level, uniform popularity: N(1 − (1 − k/N)^(B·T)) to 1e-6."""
     pred = ipf.UniqueExpertPredictor(uniform(n, k), [k / n] * 3)
     for tokens in (1, 2, 3, 5, 8, 12):
         expected = n * (1 - (1 - k / n) ** (batch * tokens))
         assert pred.expected_unique([tokens] * batch)[0] == pytest.approx(expected, abs=1e-6)
 
 
-def test_physics_reference_values():
-    """Physics §7.3 (Markov, rho_1 = 0.38) and §7.4 (slowly decaying overlaps), N=128, k=8."""
+def test_reference_values_by_hand():
+    """Hand-computed Markov (rho_1 = 0.38) and slowly decaying values, N=128, k=8."""
     markov = ipf.UniqueExpertPredictor(uniform(128, 8), [0.38])
     for tokens, value in ((2, 1.62), (4, 2.78), (8, 4.84)):
         assert markov.expected_unique([tokens])[0] / 8 == pytest.approx(value, abs=0.005)
@@ -126,10 +126,10 @@ def test_physics_reference_values():
 
 
 def test_independent_u4_is_3_64_and_which_overlaps_give_31_percent():
-    """Issue 4 / Cohere: k/N = 1/16 independent gives U(4) = 3.64 k_e; 2.5 k_e is −31 %.
+    """Cohere: k/N = 1/16 independent gives U(4) = 3.64 k_e; 2.5 k_e is −31 %.
 
     Which overlap profiles reach it (max-entropy model): Markov needs rho_1 = 0.482; the
-    slowly decaying shape of physics §7.4 needs rho = (0.434, 0.364, 0.329); with the reported
+    slowly decaying shape (SLOW) needs rho = (0.434, 0.364, 0.329); with the reported
     rho_1 = 0.38 even flat persistence (rho_2 = rho_3 = 0.38) stops at 2.55 k_e (−30 %).
     """
     p = uniform(128, 8)
@@ -219,9 +219,9 @@ def sampled_unique(p, profile, tokens, batches, sequences, seed=0, offset=8):
 
 
 def test_ipf_matches_sampler_within_two_percent():
-    """Issue 4: IPF vs the sampler with the same statistics, mean |relative error| < 2 %.
+    """IPF vs the sampler with the same statistics, mean |relative error| < 2 %.
 
-    A subset of the issue's grid (bench/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
+    A subset of the validation grid (bench/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
     B in {1, 4}, (N, k_e) in {(8, 2), (128, 8)}, uniform and Zipf popularity, Markov and
     slowly decaying (6 lags) overlaps. Small N is the hardest case: forcing exactly k_e of 8
     experts per token raises the realised overlap by ~0.01-0.02.

@@ -41,7 +41,7 @@ def test_shipped_trace_is_small_and_well_formed(shipped):
 
 
 def test_estimator_recovers_lag_overlaps_within_0_02(shipped):
-    """Issue 4: rho_1..rho_4 of a sampled trace, per layer and pooled, within 0.02."""
+    """rho_1..rho_4 of a sampled trace, per layer and pooled, within 0.02."""
     _, st, _, overlaps = shipped
     assert np.abs(st.overlaps - overlaps).max() < 0.02
     assert np.abs(st.pooled_overlaps - overlaps.mean(axis=0)).max() < 0.02

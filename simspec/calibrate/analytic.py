@@ -2,7 +2,8 @@
 
 An analytic profile is what the simulator assumes when nothing was measured: the GPU's
 spec-sheet bandwidth and bf16 throughput (the catalog, which cites the data sheets) and the
-efficiencies of :class:`~simspec.costs.RooflineParams` (physics.md §6, marked [A] there). The
+efficiencies of :class:`~simspec.costs.RooflineParams` (assumptions, each with its rationale in
+``ASSUMPTION_SOURCES``). The
 shipped ``calibration/h100-sxm-analytic.json`` and ``calibration/h200-analytic.json`` are exactly
 this, so ``[costs] profile = "calibration/h100-sxm-analytic.json"`` reproduces the built-in
 defaults to the last bit.
@@ -38,7 +39,7 @@ from .plan import (
     stack_unique_experts,
 )
 
-#: Where the assumed efficiencies come from (physics.md §6 and the sources it cites).
+#: Where the assumed efficiencies come from.
 ASSUMPTION_SOURCES = (
     "simspec/costs.py RooflineParams: each default efficiency and overhead, and why it is assumed",
     "https://git.kokoham.com/sleepy/ds4-nvfp4-spark/issues/4 (one-token MoE decode reaches "
