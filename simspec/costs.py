@@ -317,16 +317,8 @@ class RooflineCostModel:
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
-        shape = self.target.shape
-        return target_pass_cost(
-            shape,
-            self.gpu,
-            self.params,
-            prompts,
-            np.zeros_like(prompts),
-            prefill_unique_experts(shape, prompts),
-            num_gpus=self.num_gpus,
-        )
+        unique = prefill_unique_experts(self.target.shape, prompts)
+        return self.verify_pass(prompts, np.zeros_like(prompts), unique)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """One draft token for each request in ``context_tokens`` (the drafting ones).
@@ -537,17 +529,8 @@ class CalibratedCostModel:
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
-        shape = self.target.shape
-        return calibrated_pass_cost(
-            shape,
-            self.gpu,
-            self.params,
-            self.profile,
-            prompts,
-            np.zeros_like(prompts),
-            prefill_unique_experts(shape, prompts),
-            num_gpus=self.num_gpus,
-        )
+        unique = prefill_unique_experts(self.target.shape, prompts)
+        return self.verify_pass(prompts, np.zeros_like(prompts), unique)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""
