@@ -1,4 +1,4 @@
-"""Benchmark: analytic-mode unique-expert queries (simspec.ipf), milliseconds per query.
+"""Benchmark: analytic-mode unique-expert queries (simspec.routing.ipf), milliseconds per query.
 
 For each model (48 MoE layers x 128 experts; 48 x 512) and overlap profile, with Zipf(0.8)
 popularity drawn per layer, times:
@@ -25,8 +25,8 @@ import numpy as np
 
 import simspec
 from simspec.commands import table
-from simspec.ipf import UniqueExpertPredictor
-from simspec.routing import RoutingConfig, inclusion_popularity
+from simspec.routing.ipf import UniqueExpertPredictor
+from simspec.routing.samplers import RoutingConfig, inclusion_popularity
 from simspec.simulate import build_setup
 
 PROFILES = {

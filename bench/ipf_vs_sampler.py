@@ -2,8 +2,8 @@
 
 For every (N, k_e) in {(8, 2), (64, 8), (128, 8), (256, 8), (512, 10)}, uniform and Zipf(0.8)
 popularity, Markov (one lag) and slowly decaying (six lags) overlaps, the max-entropy sampler
-(simspec.routing.MaxEntSampler) draws sequences with the given statistics and the IPF predictor
-(simspec.ipf.UniqueExpertPredictor) predicts E[unique experts] for B in {1, 4, 16} sequences of
+(routing MaxEntSampler) draws sequences with the given statistics and the IPF predictor
+(routing.ipf UniqueExpertPredictor) predicts E[unique experts] for B in {1, 4, 16} sequences of
 T = 1..12 tokens. Prints one row per statistics setting (mean and max |relative error| over the
 36 (B, T) cells) and the grand mean; ``--cells`` prints every cell.
 
@@ -27,8 +27,8 @@ import time
 import numpy as np
 
 from simspec.commands import table
-from simspec.ipf import UniqueExpertPredictor, chance_overlap, inclusion_probabilities
-from simspec.routing import MaxEntSampler, to_sets
+from simspec.routing.ipf import UniqueExpertPredictor, chance_overlap, inclusion_probabilities
+from simspec.routing.samplers import MaxEntSampler, to_sets
 
 SLOW = np.array([0.38, 0.32, 0.29, 0.27, 0.26, 0.25])
 CONFIGS = ((8, 2), (64, 8), (128, 8), (256, 8), (512, 10))

@@ -6,7 +6,7 @@ python examples/compare_policies.py
 from pathlib import Path
 
 from simspec.compare import compare
-from simspec.scenario import load_scenario
+from simspec.config.scenario import load_scenario
 
 path = Path(__file__).resolve().parents[1] / "scenarios" / "limits-of-speculation.toml"
 scenario = load_scenario(path, ["workload.num_requests=2", "workload.output_tokens=200"])

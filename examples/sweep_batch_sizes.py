@@ -4,7 +4,7 @@ python examples/sweep_batch_sizes.py
 """
 
 import simspec
-from simspec.scenario import with_overrides
+from simspec.config.scenario import with_overrides
 
 base = simspec.load_scenario(
     None,

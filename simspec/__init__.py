@@ -15,8 +15,8 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
+from simspec.config.scenario import Scenario, apply_overrides, load_scenario, scenario_from_dict
 from simspec.errors import InputError, ScenarioError
-from simspec.scenario import Scenario, apply_overrides, load_scenario, scenario_from_dict
 from simspec.simulate import build_setup, simulate
 
 __all__ = [

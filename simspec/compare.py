@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec import __version__
-from simspec.delta import DeltaPoints, analyse
-from simspec.engine import RunLog, run_policy
-from simspec.metrics import mean_tpot_s, summarize
-from simspec.oracle import oracle_plan
+from simspec.analysis.delta import DeltaPoints, analyse
+from simspec.analysis.metrics import mean_tpot_s, summarize
+from simspec.analysis.oracle import oracle_plan
+from simspec.config.scenario import Scenario
 from simspec.policies import FixedPolicy
-from simspec.scenario import Scenario
+from simspec.sim.engine import RunLog, run_policy
 from simspec.simulate import build_setup
 
 

@@ -3,11 +3,17 @@
 An implementation module registers itself with one decorator (``@POLICIES.register("fixed")``);
 :meth:`Registry.create` builds an instance from a name and keyword parameters, and its errors
 list the valid names or the valid parameters, so a typo in a scenario file explains itself.
+
+A registry made with ``package="simspec.policies"`` imports every module of that package the
+first time it is asked for a name, so adding an implementation is one new module with the
+decorator: no list to update, and no import cycle through a package ``__init__``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
@@ -17,9 +23,20 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Map registry names to dataclass types of one family (policies, cost models, ...)."""
 
-    def __init__(self, family: str):
+    def __init__(self, family: str, *, package: str | None = None):
         self.family = family
+        self.package = package
         self._types: dict[str, type[T]] = {}
+        self._discovered = package is None
+
+    def _discover(self) -> None:
+        """Import every module of ``package`` once, so their decorators run."""
+        if self._discovered:
+            return
+        self._discovered = True
+        root = importlib.import_module(self.package or "")
+        for info in sorted(pkgutil.iter_modules(root.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{self.package}.{info.name}")
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         """Class decorator adding ``cls`` under ``name``; a duplicate name raises."""
@@ -36,10 +53,12 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
+        self._discover()
         return sorted(self._types)
 
     def get(self, name: str) -> type[T]:
         """The type registered under ``name``; KeyError lists the valid names."""
+        self._discover()
         try:
             return self._types[name]
         except KeyError:
@@ -65,4 +84,5 @@ class Registry(Generic[T]):
 
     def items(self) -> Mapping[str, type[T]]:
         """A read-only view of name -> type."""
+        self._discover()
         return dict(sorted(self._types.items()))

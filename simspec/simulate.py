@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from simspec import __version__, rng
-from simspec.costs import CalibratedCostModel, CostModel, RooflineCostModel
-from simspec.engine import EngineSetup, RunLog, run_policy
-from simspec.metrics import mean_tpot_s, summarize
+from simspec.analysis.metrics import mean_tpot_s, summarize
+from simspec.config.scenario import Scenario
+from simspec.costs.base import COST_MODELS, CostModel
 from simspec.policies import FixedPolicy
 from simspec.profile import load_profile
-from simspec.reference import ReferenceSet
-from simspec.routing import RoutingConfig
-from simspec.scenario import Scenario
-from simspec.workload import arrival_times
+from simspec.routing.samplers import RoutingConfig
+from simspec.sim.engine import EngineSetup, RunLog, run_policy
+from simspec.text.reference import ReferenceSet
+from simspec.text.workload import arrival_times
 
 
 def draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -49,14 +49,11 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         "num_gpus": s.hardware.num_gpus,
         "draft_model": s.draft_model,
     }
-    cost_model: CostModel
     if s.costs.profile:  # efficiencies are fractions of the peaks the profile was fitted against
         profile = load_profile(s.costs.profile)
         common["gpu"] = profile.peak_gpu(s.gpu)
-    if s.costs.model == "calibrated":
-        cost_model = CalibratedCostModel(profile=profile, **common)
-    else:
-        cost_model = RooflineCostModel(**common)
+        common["profile"] = profile
+    cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
     references = ReferenceSet(
         seed=s.seed,
         workload=s.workload,

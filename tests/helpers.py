@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simspec.scenario import Scenario, apply_overrides, scenario_from_dict
+from simspec.config.scenario import Scenario, apply_overrides, scenario_from_dict
 
 
 def tiny(*overrides: str, policies: list[dict[str, Any]] | None = None) -> Scenario:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.acceptance import AcceptanceConfig, draw_acceptance, match_lengths, slot_alphas
+from simspec.text.acceptance import AcceptanceConfig, draw_acceptance, match_lengths, slot_alphas
 
 
 def test_confidences_are_calibrated():
     rng = np.random.default_rng(0)
     cfg = AcceptanceConfig(alpha=0.6, confidence_concentration=4.0)
     alpha = slot_alphas(cfg, 200_000, 1, rng)
-    from simspec.acceptance import draw_confidences
+    from simspec.text.acceptance import draw_confidences
 
     conf = draw_confidences(alpha, cfg.confidence_concentration, rng)[:, 0]
     accepted = rng.random(len(conf)) < conf

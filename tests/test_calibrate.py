@@ -23,14 +23,11 @@ from simspec.calibrate.plan import (
     unique_experts_grid,
 )
 from simspec.cli import main
-from simspec.costs import (
-    CalibratedCostModel,
-    RooflineCostModel,
-    RooflineParams,
-    calibrated_pass_cost,
-    target_pass_cost,
-)
-from simspec.models import attention_params
+from simspec.costs.calibrated import CalibratedCostModel, calibrated_pass_cost
+from simspec.costs.kernels import target_pass_cost
+from simspec.costs.params import RooflineParams
+from simspec.costs.roofline import RooflineCostModel
+from simspec.physics.models import attention_params
 from simspec.profile import load_profile, profile_from_dict, profile_json
 from simspec.simulate import simulate
 from tests.helpers import tiny

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simspec import catalog
-from simspec.models import ModelShape
+from simspec.physics.models import ModelShape
 
 MOE_MODELS = [
     "qwen3-30b-a3b",

@@ -9,7 +9,7 @@ import pytest
 
 from simspec.cli import main
 from simspec.compare import compare
-from simspec.scenario import load_scenario
+from simspec.config.scenario import load_scenario
 from tests.helpers import tiny
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simspec import catalog
-from simspec.costs import (
-    RooflineCostModel,
-    RooflineParams,
-    independent_unique_experts,
-    target_pass_cost,
-)
+from simspec.costs.kernels import target_pass_cost
+from simspec.costs.params import RooflineParams
+from simspec.costs.roofline import RooflineCostModel
+from simspec.physics.experts import independent_union as independent_unique_experts
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN_MOE = catalog.get_model("qwen3-30b-a3b")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec import delta, oracle
+from simspec.analysis import delta, oracle
 from simspec.simulate import build_setup
 from tests.helpers import tiny
 

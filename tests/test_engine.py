@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from simspec.engine import run_policy
 from simspec.policies import POLICIES, FixedPolicy
-from simspec.routing import union_sizes
+from simspec.routing.samplers import union_sizes
+from simspec.sim.engine import run_policy
 from simspec.simulate import build_setup, simulate
 from tests.helpers import tiny
 
@@ -153,7 +153,7 @@ def test_open_loop_respects_kv_capacity():
         "workload.output_tokens=50",
     )
     setup = build_setup(s)
-    from simspec.models import kv_bytes_for_context
+    from simspec.physics.models import kv_bytes_for_context
 
     per_request = kv_bytes_for_context(setup.references.shape, 4000 + 50 + setup.max_draft_tokens)
     fits = int(setup.kv_capacity_bytes // per_request)

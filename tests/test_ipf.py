@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from simspec import ipf
-from simspec.routing import MaxEntSampler, to_sets
+from simspec.routing import ipf
+from simspec.routing.samplers import MaxEntSampler, to_sets
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25)  # slowly decaying overlaps, 0.38 adjacent (Cohere)
 

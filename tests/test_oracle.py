@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simspec import oracle
-from simspec.engine import run_policy
-from simspec.metrics import mean_tpot_s
+from simspec.analysis import oracle
+from simspec.analysis.metrics import mean_tpot_s
 from simspec.policies import POLICIES, FixedPolicy
+from simspec.sim.engine import run_policy
 from simspec.simulate import build_setup
 from tests.helpers import tiny
 

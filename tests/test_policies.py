@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simspec import catalog
-from simspec.costs import RooflineCostModel
-from simspec.engine import run_policy
-from simspec.marginal import StepPlan, UnionModel
+from simspec.costs.roofline import RooflineCostModel
 from simspec.policies import (
     POLICIES,
     AdaptiveEmaPolicy,
@@ -23,6 +21,8 @@ from simspec.policies import (
     StepOutcome,
     ThresholdPolicy,
 )
+from simspec.sim.engine import run_policy
+from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.simulate import build_setup
 from tests.helpers import tiny
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from simspec import catalog
 from simspec.calibrate import analytic_profile
 from simspec.cli import main
-from simspec.costs import RooflineParams
+from simspec.costs.params import RooflineParams
 from simspec.errors import InputError, ScenarioError
 from simspec.profile import GridTable, ProfileError, load_profile, profile_from_dict, profile_json
 from simspec.schema import to_dict

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec import reference
-from simspec.reference import ReferenceSet
-from simspec.routing import to_sets
+from simspec.routing.samplers import to_sets
 from simspec.simulate import build_setup
+from simspec.text import reference
+from simspec.text.reference import ReferenceSet
 from tests.helpers import tiny
 
 

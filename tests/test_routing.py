@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.routing import (
+from simspec.routing.samplers import (
     ExpertSampler,
     RoutingConfig,
     popularity_weights,
@@ -132,8 +132,8 @@ def test_profiles_and_which_sampler():
 
 
 def test_max_entropy_sampler_exact_top_k_marginals_and_lag_overlaps():
-    from simspec.ipf import inclusion_probabilities
-    from simspec.routing import MaxEntSampler
+    from simspec.routing.ipf import inclusion_probabilities
+    from simspec.routing.samplers import MaxEntSampler
 
     rng = np.random.default_rng(4)
     weights = np.stack([rng.permutation(np.arange(1, 129.0) ** -0.8) for _ in range(2)])
@@ -150,8 +150,8 @@ def test_max_entropy_sampler_exact_top_k_marginals_and_lag_overlaps():
 
 
 def test_max_entropy_sampler_is_deterministic_and_handles_pinned_experts():
-    from simspec.ipf import inclusion_probabilities
-    from simspec.routing import MaxEntSampler
+    from simspec.routing.ipf import inclusion_probabilities
+    from simspec.routing.samplers import MaxEntSampler
 
     p = inclusion_probabilities(np.array([[50.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]]), 2)
     assert p[0, 0] == 1.0 and p[0, 1] == 0.0
@@ -164,7 +164,7 @@ def test_max_entropy_sampler_is_deterministic_and_handles_pinned_experts():
 
 
 def test_history_bits():
-    from simspec.routing import history_bits
+    from simspec.routing.samplers import history_bits
 
     bits = history_bits([np.array([[0, 2]]), np.array([[2, 3]]), np.array([[-1, -1]])], 5)
     assert bits.tolist() == [[1, 0, 3, 2, 0]]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from simspec.errors import InputError
-from simspec.ipf import UniqueExpertPredictor
-from simspec.routing_trace import (
+from simspec.routing.ipf import UniqueExpertPredictor
+from simspec.routing.trace import (
     RoutingTrace,
     estimate_statistics,
     fit_zipf_exponent,

@@ -12,12 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simspec.acceptance import AcceptanceConfig
-from simspec.costs import RooflineParams
-from simspec.errors import ScenarioError
-from simspec.policies import FixedPolicy
-from simspec.routing import RoutingConfig
-from simspec.scenario import (
+from simspec.config.scenario import (
     CostsConfig,
     HardwareConfig,
     ModelConfig,
@@ -27,7 +22,12 @@ from simspec.scenario import (
     scenario_from_dict,
     with_overrides,
 )
-from simspec.workload import WorkloadConfig
+from simspec.costs.params import RooflineParams
+from simspec.errors import ScenarioError
+from simspec.policies import FixedPolicy
+from simspec.routing.samplers import RoutingConfig
+from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.workload import WorkloadConfig
 
 # A small valid scenario; bad ones below are this text plus or minus a few lines.
 HEAD = """\

@@ -14,7 +14,7 @@ import pytest
 
 from simspec.cli import main
 from simspec.errors import InputError, ScenarioError
-from simspec.sweep import (
+from simspec.sweep.run import (
     expand,
     paired_ci,
     read_spec,

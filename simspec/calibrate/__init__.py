@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs import RooflineParams, calibrated_pass_cost
-from simspec.hardware import GpuSpec
-from simspec.models import ModelSpec
+from simspec.costs.calibrated import calibrated_pass_cost
+from simspec.costs.params import RooflineParams
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelSpec
 from simspec.profile import SCHEMA, SCHEMA_VERSION, profile_from_dict
 from simspec.schema import to_dict
 

@@ -2,15 +2,15 @@
 
 An analytic profile is what the simulator assumes when nothing was measured: the GPU's
 spec-sheet bandwidth and bf16 throughput (the catalog, which cites the data sheets) and the
-efficiencies of :class:`~simspec.costs.RooflineParams` (assumptions, each with its rationale in
+efficiencies of :class:`RooflineParams` (assumptions, each with its rationale in
 ``ASSUMPTION_SOURCES``). The
 shipped ``calibration/h100-sxm-analytic.json`` and ``calibration/h200-analytic.json`` are exactly
 this, so ``[costs] profile = "calibration/h100-sxm-analytic.json"`` reproduces the built-in
 defaults to the last bit.
 
 With a model, :func:`synthetic_tables` also fills the tables a measured run would write, each
-cell computed by the roofline terms of :mod:`simspec.costs` (the same functions the cost model
-uses). That is how the tests check that the fit recovers known parameters and that the
+cell computed by the roofline terms of :mod:`~simspec.costs.kernels` (the same functions the
+cost model uses). That is how the tests check that the fit recovers known parameters and that the
 calibrated model reproduces the roofline on its own grid.
 """
 
@@ -20,15 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs import (
-    RooflineParams,
-    attention_core_s,
-    routed_experts_s,
-    target_pass_cost,
-    weights_s,
-)
-from simspec.hardware import GpuSpec
-from simspec.models import ModelSpec
+from simspec.costs.kernels import attention_core_s, routed_experts_s, target_pass_cost, weights_s
+from simspec.costs.params import RooflineParams
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelSpec
 from simspec.schema import help_of
 
 from .plan import (

@@ -47,7 +47,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from simspec.models import LayerGroup, ModelSpec
+from simspec.physics.models import LayerGroup, ModelSpec, is_linear_attention
 
 from .plan import (
     CalibrationPlan,
@@ -394,10 +394,6 @@ def bench_gemm(spec, plan, timer, rand, progress):
 # -- layer stack -------------------------------------------------------------------------------
 
 
-def _is_linear(group: LayerGroup) -> bool:
-    return group.kv_bytes_per_token == 0 and group.attention_flops_per_pair == 0
-
-
 @dataclass
 class _LayerWeights:
     norms: tuple[torch.Tensor, torch.Tensor]
@@ -409,7 +405,9 @@ class _LayerWeights:
 def _layer_weights(spec: ModelSpec, group: LayerGroup, rand: _Random) -> _LayerWeights:
     mats = gemm_matrices(spec)
     h = spec.hidden_size
-    proj = mats["linear_attention_projections" if _is_linear(group) else "attention_projections"]
+    proj = mats[
+        "linear_attention_projections" if is_linear_attention(group) else "attention_projections"
+    ]
     ffn_name = "shared_expert" if group.is_moe else "dense_ffn"
     ffn = [rand(i, o) for i, o in mats.get(ffn_name, [])]
     norm = torch.ones(h, dtype=DTYPE, device=rand.device)
@@ -450,7 +448,7 @@ def stack_call(spec, point, context_tokens, weights, copies, rand, grouped, bias
         for gi, group in enumerate(shape.groups):
             w = weights[copy, gi]
             inputs = {i: rand(n, i, scale=1.0) for i in {p.shape[0] for p in w.projections}}
-            if _is_linear(group):
+            if is_linear_attention(group):
                 state = torch.zeros(
                     batch,
                     a.linear_num_value_heads,
@@ -485,7 +483,7 @@ def stack_call(spec, point, context_tokens, weights, copies, rand, grouped, bias
             out = None
             for p in w.projections:
                 out = (y if p.shape[0] == h else inputs[p.shape[0]]) @ p
-            if _is_linear(group):
+            if is_linear_attention(group):
                 cache[0].mul_(0.99)  # the recurrent state: read and written once
             else:
                 F.scaled_dot_product_attention(

@@ -1,7 +1,7 @@
 """Fit the roofline's efficiencies to measured tables (pure numpy, no torch).
 
 Every table cell is one kernel (or one MoE layer) whose bytes and FLOPs are known from the
-shapes, so the roofline predicts it from the efficiencies (:mod:`simspec.costs`):
+shapes, so the roofline predicts it from the efficiencies (:mod:`simspec.costs.kernels`):
 
     GEMM cell        max(bytes / (eta_w·BW), flops / (eta_c·F))
     MoE cell (n, U)  max(U·bytes_expert / (eta_moe(U)·BW), 2·rows·P_expert / (eta_c·F))
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs import RooflineParams
+from simspec.costs.params import RooflineParams
 
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 EFFICIENCY_RANGE = (0.002, 1.0)

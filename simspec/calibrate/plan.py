@@ -5,7 +5,7 @@ run only has to prove the pipeline end to end in a few seconds, :func:`tiny_mode
 architecture down (hidden size 64, at most 32 experts, 4 layers, ...) while keeping its
 structure: the same layer pattern, GQA/MLA/linear attention kinds, shared experts and top-k
 ratio. Either way the benchmarks and the cost model derive every byte count from the same
-:class:`~simspec.models.ModelSpec`, so the fit divides measured times by the bytes that were
+:class:`~simspec.physics.models.ModelSpec`, so the fit divides measured times by the bytes that were
 actually read.
 
 Weights are benchmarked in bf16, so :func:`bench_model` sets both weight widths to 2 bytes;
@@ -18,8 +18,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from simspec.costs import independent_unique_experts
-from simspec.models import LayerGroup, ModelSpec
+from simspec.physics.experts import independent_union
+from simspec.physics.models import LayerGroup, ModelSpec, is_linear_attention
 
 BF16_BYTES = 2.0
 
@@ -125,7 +125,7 @@ def gemm_matrices(spec: ModelSpec) -> dict[str, list[tuple[int, int]]]:
     """
     h, a, m = spec.hidden_size, spec.attention, spec.moe
     shape = spec.shape
-    kinds = {"linear" if _is_linear(g) else "full" for g in shape.groups}
+    kinds = {"linear" if is_linear_attention(g) else "full" for g in shape.groups}
     tables: dict[str, list[tuple[int, int]]] = {}
     if "full" in kinds:
         if a.kind == "mla":
@@ -175,8 +175,10 @@ def gemm_counts(spec: ModelSpec) -> dict[str, int]:
     """How many times each GEMM table's kernels run in one pass (layers of that kind)."""
     shape = spec.shape
     counts = {
-        "attention_projections": sum(g.count for g in shape.groups if not _is_linear(g)),
-        "linear_attention_projections": sum(g.count for g in shape.groups if _is_linear(g)),
+        "attention_projections": sum(g.count for g in shape.groups if not is_linear_attention(g)),
+        "linear_attention_projections": sum(
+            g.count for g in shape.groups if is_linear_attention(g)
+        ),
         "shared_expert": shape.num_moe_layers,
         "dense_ffn": sum(g.count for g in shape.groups if g.ffn_weight_bytes),
         "lm_head": 1,
@@ -184,13 +186,9 @@ def gemm_counts(spec: ModelSpec) -> dict[str, int]:
     return {name: counts[name] for name in gemm_matrices(spec)}
 
 
-def _is_linear(group: LayerGroup) -> bool:
-    return group.kv_bytes_per_token == 0 and group.attention_flops_per_pair == 0
-
-
 def attention_layer(spec: ModelSpec) -> LayerGroup | None:
     """The layer group whose attention kernel is benchmarked (full attention if there is one)."""
-    groups = [g for g in spec.shape.groups if not _is_linear(g)]
+    groups = [g for g in spec.shape.groups if not is_linear_attention(g)]
     if not groups:
         return None
     return min(groups, key=lambda g: (g.window_tokens != math.inf, -g.count))
@@ -216,7 +214,7 @@ def stack_unique_experts(spec: ModelSpec, tokens: int) -> float:
     m = spec.moe
     if not m.num_experts:
         return 0.0
-    u = round(independent_unique_experts(m.num_experts, m.experts_per_token, tokens))
+    u = round(independent_union(m.num_experts, m.experts_per_token, tokens))
     return float(min(max(u, m.experts_per_token), m.num_experts, tokens * m.experts_per_token))
 
 

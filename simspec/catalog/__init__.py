@@ -11,10 +11,10 @@ import tomllib
 from importlib import resources
 from typing import Any
 
-from simspec.drafters import DrafterSpec
 from simspec.errors import InputError
-from simspec.hardware import GpuSpec
-from simspec.models import ModelSpec
+from simspec.physics.drafters import DrafterSpec
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelSpec
 from simspec.schema import build
 
 _KINDS: dict[str, type] = {"models": ModelSpec, "drafters": DrafterSpec, "gpus": GpuSpec}

@@ -26,8 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Run the comparison, print the table, write JSON and figures."""
     from simspec.compare import compare
+    from simspec.config.scenario import load_scenario
     from simspec.io import results_json
-    from simspec.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.set)
     if args.json:

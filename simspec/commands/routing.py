@@ -1,7 +1,7 @@
 """`simspec routing`: routing statistics of a trace, and unique-expert predictions.
 
 ``simspec routing stats TRACE.npz`` estimates per-layer popularity and lag overlaps from a routing
-trace (format: :mod:`simspec.routing_trace`) and compares the trace's unique-experts curve U(T)
+trace (format: :mod:`simspec.routing.trace`) and compares the trace's unique-experts curve U(T)
 with three predictions from those statistics. ``simspec routing predict`` prints U(T) for a
 catalog model and an overlap profile (optionally checked against the Monte-Carlo sampler).
 """
@@ -32,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "unique-experts curve U(T) of a routing trace (.npz), and compare U(T) with the "
         "independent, Markov (rho_1) and multi-lag IPF (rho_1..rho_D) predictions.",
         epilog=f"example: {STATS_EXAMPLE}\ntrace format: see `python -m pydoc "
-        "simspec.routing_trace`",
+        "simspec.routing.trace`",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     stats.add_argument("trace", help="routing trace (.npz)")
@@ -102,7 +102,7 @@ def _predictions(
     popularity: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
 ) -> dict[str, np.ndarray]:
     """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers."""
-    from simspec.ipf import unique_curves
+    from simspec.routing.ipf import unique_curves
 
     try:
         return unique_curves(popularity, overlaps, tokens, batch)
@@ -122,7 +122,7 @@ def _plot(
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from simspec.routing_trace import estimate_statistics, fit_zipf_exponent, load_trace
+    from simspec.routing.trace import estimate_statistics, fit_zipf_exponent, load_trace
 
     _check_range("--lags", args.lags, 1, 12)
     _check_range("--max-tokens", args.max_tokens, 1, 16)
@@ -213,7 +213,7 @@ def _stats(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from simspec import catalog
     from simspec import rng as rngs
-    from simspec.routing import RoutingConfig, inclusion_popularity, sampled_unique_curve
+    from simspec.routing.samplers import RoutingConfig, inclusion_popularity, sampled_unique_curve
 
     _check_range("--tokens", args.tokens, 1, 16)
     _check_range("--batch", args.batch, 1, 4096)

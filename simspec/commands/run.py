@@ -24,8 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load, simulate, print, and optionally write the results JSON."""
+    from simspec.config.scenario import load_scenario
     from simspec.io import results_json
-    from simspec.scenario import load_scenario
     from simspec.simulate import simulate
 
     scenario = load_scenario(args.scenario, args.set)

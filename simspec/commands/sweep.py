@@ -95,8 +95,8 @@ class _Progress:
 
 def execute(args: argparse.Namespace) -> int:
     """Expand the grid, validate every point, run the unfinished ones, write the tables."""
-    from simspec.scenario import apply_overrides, read_scenario_data
-    from simspec.sweep import expand, read_spec, run_sweep
+    from simspec.config.scenario import apply_overrides, read_scenario_data
+    from simspec.sweep.run import expand, read_spec, run_sweep
 
     if args.workers < 1:
         raise InputError("--workers", str(args.workers), "an integer >= 1", str(args.workers))

@@ -19,8 +19,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
-    from simspec.scenario import apply_overrides, load_scenario, read_scenario_data
-    from simspec.sweep import expand, read_spec
+    from simspec.config.scenario import apply_overrides, load_scenario, read_scenario_data
+    from simspec.sweep.run import expand, read_spec
 
     s = load_scenario(args.scenario, args.set)
     data, source = read_scenario_data(args.scenario)

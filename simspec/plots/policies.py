@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.delta import DeltaPoints
+from simspec.analysis.delta import DeltaPoints
 from simspec.plots import PALETTE, new_figure, save
 
 

@@ -53,7 +53,7 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     written += unique_experts_of_sweep(folder, rows, out / "unique-experts.png")
     deltas = sorted((folder / "delta").glob("*.npz")) if (folder / "delta").exists() else []
     if deltas:
-        from simspec.delta import DeltaPoints
+        from simspec.analysis.delta import DeltaPoints
         from simspec.plots.policies import delta_space
 
         with np.load(deltas[0]) as data:
@@ -68,10 +68,10 @@ def unique_experts_of_sweep(folder: Path, rows: list[dict[str, str]], path: Path
     import json
 
     from simspec import rng
-    from simspec.ipf import unique_curves
+    from simspec.config.scenario import scenario_from_dict
     from simspec.plots.routing import plot_unique_experts
-    from simspec.routing import sampled_unique_curve
-    from simspec.scenario import scenario_from_dict
+    from simspec.routing.ipf import unique_curves
+    from simspec.routing.samplers import sampled_unique_curve
     from simspec.simulate import build_setup
 
     first_case = rows[0]["case"] if rows else ""
@@ -105,7 +105,7 @@ def unique_experts_of_sweep(folder: Path, rows: list[dict[str, str]], path: Path
 
 
 def _slope(points: Any) -> dict[str, Any]:
-    from simspec.delta import fit_slope
+    from simspec.analysis.delta import fit_slope
 
     slope, violations = fit_slope(points.delta_a_expected, points.delta_cost_s, points.chosen)
     return {"fitted_slope_s_per_token": slope, "fit_violations": violations}

@@ -80,4 +80,4 @@ def observe(policy: BudgetPolicy, memory: Any, outcome: StepOutcome) -> Any:
     return update(memory, outcome) if update is not None else memory
 
 
-POLICIES: Registry[BudgetPolicy] = Registry("policy")
+POLICIES: Registry[BudgetPolicy] = Registry("policy", package="simspec.policies")

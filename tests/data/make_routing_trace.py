@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.routing import RoutingConfig, inclusion_popularity
-from simspec.routing_trace import sample_trace, save_trace
+from simspec.routing.samplers import RoutingConfig, inclusion_popularity
+from simspec.routing.trace import sample_trace, save_trace
 
 PARAMS = {
-    "generator": "simspec.routing_trace.sample_trace",
+    "generator": "simspec.routing.trace.sample_trace",
     "seed": 2026,
     "num_layers": 8,
     "num_experts": 128,

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.engine import EngineSetup, RunLog, run_policy
-from simspec.metrics import mean_tpot_s
+from simspec.analysis.metrics import mean_tpot_s
 from simspec.policies.base import BudgetPolicy, DecodeState
 from simspec.policies.fixed import FixedPolicy
-from simspec.routing import to_sets
+from simspec.routing.samplers import to_sets
+from simspec.sim.engine import EngineSetup, RunLog, run_policy
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.oracle import RequestTables
+from simspec.analysis.oracle import RequestTables
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.engine import RunLog
+from simspec.sim.engine import RunLog
 
 
 def mean_tpot_s(log: RunLog) -> float:

@@ -5,7 +5,8 @@ real routers matter for verification cost:
 
 * **popularity**: some experts are chosen more often. A scenario gives per-layer weights w_e
   (uniform, Zipf or Dirichlet, a different hot set per layer); expert e is then used by a
-  fraction p_e = k_e·w_e of tokens (capped at 1: :func:`simspec.ipf.inclusion_probabilities`).
+  fraction p_e = k_e·w_e of tokens (capped at 1:
+  :func:`simspec.routing.ipf.inclusion_probabilities`).
 * **temporal overlap**: tokens of one sequence reuse experts. The lag-d overlap is
   rho_d = E|S_t ∩ S_{t−d}| / k_e. Independent routing has rho_d = Σ p_e² / k_e (= k_e/N when
   uniform); real routers are far above: Cohere (2026) reports 38 % overlap between adjacent
@@ -19,7 +20,7 @@ before it); ``layer_overlap_scale`` lets overlap vary with depth.
 Two samplers, both exact top-k_e:
 
 * :class:`MaxEntSampler` (any popularity, any profile). Each expert's on/off sequence should
-  follow the maximum-entropy law given p_e and rho_1..rho_D — the law :mod:`simspec.ipf`
+  follow the maximum-entropy law given p_e and rho_1..rho_D — the law :mod:`simspec.routing.ipf`
   predicts from. The sampler fits that law on a window of D + 1 tokens (IPF, once per
   popularity node) and reads off P(expert e is used now | its use over the last D tokens)
   (the window's own conditionals for the first D tokens of a sequence). Token t then takes
@@ -46,8 +47,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec import ipf
 from simspec.errors import FieldError
+from simspec.routing import ipf
 from simspec.schema import param
 
 #: Most lags an overlap profile may have (the sampler tracks 2^D history patterns per expert).
@@ -61,7 +62,7 @@ class RoutingConfig:
     mode: str = param(
         "monte_carlo",
         "monte_carlo: sample expert sets; analytic: expected unique experts from the "
-        "max-entropy IPF model (simspec.ipf), no sampling",
+        "max-entropy IPF model (simspec.routing.ipf), no sampling",
         choices=("monte_carlo", "analytic"),
     )
     popularity: str = param(

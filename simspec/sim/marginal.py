@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs import CostModel
+from simspec.costs.base import CostModel
 
 
 @dataclass(frozen=True, slots=True)

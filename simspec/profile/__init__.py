@@ -11,7 +11,8 @@ device) or describes spec-sheet numbers with assumed efficiencies (``kind = "ana
     the bandwidth and bf16 FLOP/s every efficiency is a fraction of: the catalog's spec sheet
     for a catalog GPU, the measured copy bandwidth and matmul throughput otherwise.
 ``fitted``
-    every :class:`~simspec.costs.RooflineParams` field; ``provenance`` says, per field, whether
+    every :class:`~simspec.costs.params.RooflineParams` field; ``provenance`` says, per field,
+    whether
     it was fitted to the tables, measured, or assumed (and why).
 ``tables``
     the measured medians on grids: MoE layer time over (tokens in the pass, unique experts),
@@ -46,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs import RooflineParams
+from simspec.costs.params import RooflineParams
 from simspec.errors import FieldError, InputError, describe
-from simspec.hardware import GpuSpec
+from simspec.physics.hardware import GpuSpec
 from simspec.schema import build
 
 SCHEMA = "simspec-calibration-profile"

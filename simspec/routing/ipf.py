@@ -346,7 +346,7 @@ def pattern_distribution(p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarra
     """The max-entropy law of (x_1..x_T) as a dense table (M, 2^T), fitted by IPF.
 
     Index bit T − j holds x_j (so x_1 is the most significant bit). Used by the Monte-Carlo
-    sampler (:mod:`simspec.routing`) to read conditional laws of the next token.
+    sampler (:mod:`simspec.routing.samplers`) to read conditional laws of the next token.
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float).reshape(len(p), -1)

@@ -128,6 +128,11 @@ class LayerGroup:
     is_moe: bool
 
 
+def is_linear_attention(group: LayerGroup) -> bool:
+    """Linear-attention layers (Gated DeltaNet) keep a state instead of a KV cache."""
+    return group.kv_bytes_per_token == 0 and group.attention_flops_per_pair == 0
+
+
 @dataclass(frozen=True, slots=True)
 class ModelShape:
     """What a cost model needs from an architecture (see the module docstring)."""
@@ -145,11 +150,6 @@ class ModelShape:
     weight_bytes_per_param: float
     kv_bytes_per_token: float  # all layers, per request (full-attention layers only)
     total_weight_bytes: float
-
-    @property
-    def total_weight_params_estimate(self) -> float:
-        """Weight bytes divided by bf16 width (a rough parameter count for sanity checks)."""
-        return self.total_weight_bytes / self.weight_bytes_per_param
 
 
 def attention_params(spec: ModelSpec, layer_kind: str) -> float:

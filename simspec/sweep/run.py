@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from simspec.config.scenario import PolicySpec, Scenario, apply_overrides, scenario_from_dict
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.io import file_mode, results_json, write_atomic
-from simspec.scenario import PolicySpec, Scenario, apply_overrides, scenario_from_dict
 
 SCALARS = (
     "tokens_per_s",
@@ -97,7 +97,7 @@ def replication_seed(seed: int, replication: int) -> int:
 
 
 def _parse_grid_flag(item: str) -> tuple[str, list[Any]]:
-    from simspec.scenario import _parse_value
+    from simspec.config.scenario import _parse_value
 
     if "=" not in item:
         raise InputError("--grid", item, "key=v1,v2,...", describe(item))

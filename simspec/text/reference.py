@@ -20,7 +20,8 @@ conditions on the D tokens before it (true tokens up to y_{i+m_i}, then shallowe
 drafts).
 
 In ``routing.mode = "analytic"`` nothing is sampled for costs: the unique experts of a pass are
-the max-entropy expectation of :class:`simspec.ipf.UniqueExpertPredictor` for its B sequences of
+the max-entropy expectation of :class:`~simspec.routing.ipf.UniqueExpertPredictor` for its B
+sequences of
 k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
 overlap profiles) the Monte-Carlo sampler realises.
 """
@@ -32,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.errors import InputError
-from simspec.ipf import UniqueExpertPredictor
-from simspec.models import ModelShape
-from simspec.routing import (
+from simspec.physics.models import ModelShape
+from simspec.routing.ipf import UniqueExpertPredictor
+from simspec.routing.samplers import (
     ExpertSampler,
     MaxEntSampler,
     RoutingConfig,
@@ -46,7 +46,8 @@ from simspec.routing import (
     sample_sequences,
     union_sizes,
 )
-from simspec.workload import WorkloadConfig, draw_lengths
+from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
+from simspec.text.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
 CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simspec.costs import CostModel, draft_phase_s
-from simspec.marginal import StepPlan, UnionModel
-from simspec.models import kv_bytes_for_context
+from simspec.costs.base import CostModel, draft_phase_s
+from simspec.physics.models import kv_bytes_for_context
 from simspec.policies.base import BudgetPolicy, DecodeState, StepOutcome, initial_memory, observe
-from simspec.records import PrefillRecord, RequestRecord, StepRecord
-from simspec.reference import ReferenceSet
-from simspec.workload import WorkloadConfig
+from simspec.sim.marginal import StepPlan, UnionModel
+from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
+from simspec.text.reference import ReferenceSet
+from simspec.text.workload import WorkloadConfig
 
 #: What a SimPy process generator yields (events) and is sent back (their values).
 Process = Generator[simpy.Event, Any, None]

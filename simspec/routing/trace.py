@@ -25,7 +25,7 @@ included, they route the same way). Shared experts are not listed: they are alwa
 the lag-d overlaps rho_d = mean |S_t ∩ S_{t+d}| / k_e over token pairs d apart in the same
 sequence, and the empirical unique-experts curve U(T) = mean |S_t ∪ … ∪ S_{t+T−1}| over every
 window of T consecutive tokens of a sequence. Those are the inputs and the check of
-:mod:`simspec.ipf`. Sets are bitsets (N/64 words per token and layer), so unions and
+:mod:`simspec.routing.ipf`. Sets are bitsets (N/64 words per token and layer), so unions and
 intersections are word-wise ORs/ANDs and popcounts.
 """
 
@@ -317,7 +317,7 @@ def fit_zipf_exponent(popularity: np.ndarray, experts_per_token: int) -> float:
     Least squares over the rank-ordered p_e of every layer, by golden-section search on
     s in [0, 4]; a summary for scenario files, which take a Zipf exponent, not a list.
     """
-    from simspec.ipf import inclusion_probabilities
+    from simspec.routing.ipf import inclusion_probabilities
 
     p = np.sort(np.atleast_2d(popularity), axis=1)[:, ::-1].mean(axis=0)
     ranks = np.arange(1, len(p) + 1, dtype=float)
@@ -347,12 +347,12 @@ def sample_trace(
     model: str = "",
     source: str = "",
 ) -> RoutingTrace:
-    """A synthetic trace from the max-entropy sampler (:class:`simspec.routing.MaxEntSampler`).
+    """A synthetic trace from the max-entropy sampler (:class:`MaxEntSampler`).
 
     ``popularity`` (L, N) are inclusion probabilities, ``overlaps`` (L, D) or (D,) the lag
     profile per layer.
     """
-    from simspec.routing import MaxEntSampler
+    from simspec.routing.samplers import MaxEntSampler
 
     p = np.atleast_2d(np.asarray(popularity, dtype=float))
     profile = np.asarray(overlaps, dtype=float)

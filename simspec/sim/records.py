@@ -1,10 +1,10 @@
-"""Flat records the engine appends while it runs; :mod:`simspec.metrics` summarises them."""
+"""Flat records the engine appends while it runs; the analysis summarises them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simspec.costs import PassCost
+from simspec.costs.params import PassCost
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,17 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
-from simspec.acceptance import AcceptanceConfig
-from simspec.costs import RooflineParams
-from simspec.drafters import DrafterSpec
+from simspec.costs.base import COST_MODELS
+from simspec.costs.params import RooflineParams
 from simspec.errors import ScenarioError, describe
-from simspec.hardware import GpuSpec
-from simspec.models import ModelSpec, kv_bytes_for_context
+from simspec.physics.drafters import DrafterSpec
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelSpec, kv_bytes_for_context
 from simspec.policies import POLICIES, BudgetPolicy
 from simspec.profile import fill_from_profile, from_profile, load_profile, profile_mismatch
-from simspec.routing import RoutingConfig
+from simspec.routing.samplers import RoutingConfig
 from simspec.schema import build, param, to_dict
-from simspec.workload import WorkloadConfig
+from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.workload import WorkloadConfig
 
 DEFAULT_SCENARIO = "default_scenario.toml"
 
@@ -72,7 +73,7 @@ class CostsConfig(RooflineParams):
     model: str = param(
         "roofline",
         "cost model: roofline, or calibrated (interpolates the profile's measured tables)",
-        choices=("roofline", "calibrated"),
+        choices=tuple(COST_MODELS.names()),
     )
     profile: str = param(
         "",
@@ -175,7 +176,7 @@ _TOP_KEYS = (
     "acceptance",
     "workload",
     "policies",
-    "sweep",  # read by `simspec sweep` (simspec.sweep), ignored by everything else
+    "sweep",  # read by `simspec sweep` (simspec.sweep.run), ignored by everything else
 )
 
 
@@ -383,7 +384,9 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 def read_scenario_data(path: str | Path | None) -> tuple[dict[str, Any], str]:
     """Parse a scenario file (or the embedded default when ``path`` is None) into plain data."""
     if path is None:
-        text = resources.files("simspec").joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
+        text = (
+            resources.files("simspec.config").joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
+        )
         source = "<default scenario>"
     else:
         source = str(path)

@@ -1,0 +1,66 @@
+"""What the engine asks of a cost model, and the registry of cost models.
+
+A cost model is a frozen dataclass registered with ``@COST_MODELS.register("name")`` in its own
+module under :mod:`simspec.costs` (the registry finds every module of the package); the
+scenario key ``costs.model`` picks one by name. All its methods are pure functions of the
+tokens, contexts and unique experts of a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from simspec.costs.params import PassCost
+from simspec.physics.experts import independent_union
+from simspec.physics.models import ModelShape
+from simspec.registry import Registry
+
+
+class CostModel(Protocol):
+    """What the engine asks of a cost model. All methods are pure."""
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """Time of one target pass (verify, or plain decode when every request feeds 1 token)."""
+        ...
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """Time of one draft step for the requests still drafting (their contexts)."""
+        ...
+
+    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+        """Time of a prefill pass over newly admitted prompts."""
+        ...
+
+
+COST_MODELS: Registry[CostModel] = Registry("cost model", package="simspec.costs")
+
+
+def prefill_unique_experts(shape: ModelShape, prompt_tokens: np.ndarray) -> np.ndarray:
+    """Distinct experts per MoE layer of a prefill pass.
+
+    A prefill feeds hundreds of tokens, which touch nearly every expert whatever their overlap,
+    so the independent-routing expectation is used.
+    """
+    u = independent_union(shape.num_experts, shape.experts_per_token, float(np.sum(prompt_tokens)))
+    return np.full(shape.num_moe_layers, u)
+
+
+def draft_phase_s(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray
+) -> float:
+    """Time of one step's draft phase: draft step j runs for every request with k_b ≥ j.
+
+    The j-th step of request b sees its context plus the j − 1 drafts before it.
+    """
+    ks = np.asarray(draft_tokens)
+    ctx = np.asarray(context_tokens)
+    return float(
+        sum(
+            cost_model.draft_step(ctx[ks >= j] + (j - 1))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+    )

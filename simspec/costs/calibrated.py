@@ -1,0 +1,197 @@
+"""The calibrated cost model: target passes looked up in a measured profile's tables.
+
+Outside the tables (or for terms the profile did not measure) it falls back to the roofline
+with the profile's fitted parameters, never below the table's edge, and counts the fallback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simspec.costs.base import COST_MODELS, prefill_unique_experts
+from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
+from simspec.costs.params import PassCost, RooflineParams
+from simspec.costs.roofline import RooflineCostModel
+from simspec.physics.drafters import DrafterSpec
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelShape, ModelSpec, is_linear_attention
+from simspec.profile import CalibrationProfile
+
+
+def calibrated_pass_cost(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    profile: CalibrationProfile,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    num_gpus: int = 1,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """Time of one target pass looked up in a profile's measured tables.
+
+    The same terms as :func:`target_pass_cost`, each taken from a table of ``profile``:
+
+    - per MoE layer, ``moe(n, U_l)`` (router, top-k and the grouped experts) plus
+      ``shared_expert(n)``;
+    - per layer, ``attention_projections(n)`` (``linear_attention_projections`` for
+      linear-attention layers) plus ``attention(B, mean keys per request, mean query tokens)``,
+      where keys per request are ``min(context + tokens, window)``;
+    - per dense layer ``dense_ffn(n)``, once ``lm_head(n)``; the fixed overhead from ``params``.
+
+    A term whose point lies outside its table (or that the profile did not measure, such as
+    the linear-attention state update) comes from the roofline with ``params`` instead, never
+    below the table's edge: ``max(table(clamped point), roofline(point))``, which keeps the
+    cost monotone across the table's border. Each such term adds one to
+    ``PassCost.fallback_terms``. Table times are per GPU; ``num_gpus`` GPUs divide them, the
+    same idealisation (one device with summed rates) the roofline makes.
+
+    Parameters
+    ----------
+    shape, gpu, params, tokens_per_request, context_tokens, unique_experts, num_gpus, overhead_s
+        As in :func:`target_pass_cost`; ``gpu`` should carry the profile's peaks
+        (:meth:`CalibrationProfile.peak_gpu`) and ``params`` its fitted efficiencies.
+    profile : CalibrationProfile
+        The measured tables.
+
+    Returns
+    -------
+    PassCost
+        With ``fallback_terms`` counting the terms that came from the roofline.
+    """
+    bw = gpu.hbm_bytes_per_s * num_gpus
+    flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
+    tokens = np.asarray(tokens_per_request, dtype=float)
+    ctx = np.asarray(context_tokens, dtype=float)
+    n = float(tokens.sum())
+    wb = shape.weight_bytes_per_param
+    w_bw = bw * params.weight_efficiency
+    fallbacks = 0
+
+    def gemm(name: str, nbytes: float) -> float:
+        nonlocal fallbacks
+        table = profile.gemm.get(name)
+        if table is None:
+            fallbacks += 1
+            return float(weights_s(nbytes, n, wb, w_bw, flops_per_s))
+        value, inside = table.grid.value_at(n)
+        if inside:
+            return value / num_gpus
+        fallbacks += 1
+        return max(value / num_gpus, float(weights_s(nbytes, n, wb, w_bw, flops_per_s)))
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        u = np.asarray(unique_experts, dtype=float)
+        if profile.moe is None:
+            inside = np.zeros(len(u), dtype=bool)
+            value = np.zeros(len(u))
+        elif len(u) and u.min() == u.max():  # one lookup serves every layer
+            one, ok = profile.moe.grid.value_at(n, float(u[0]))
+            value, inside = np.full(len(u), one), np.full(len(u), ok)
+        else:
+            value, inside = profile.moe.grid.lookup(np.column_stack([np.full(len(u), n), u]))
+        per_layer = value / num_gpus
+        if not inside.all():
+            fallbacks += 1
+            rows = n * shape.experts_per_token
+            roof = routed_experts_s(shape, params, u, rows, bw, flops_per_s)
+            roof = roof + float(weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s))
+            per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
+        moe = float(per_layer.sum())
+        if shape.shared_expert_bytes:
+            moe += shape.num_moe_layers * gemm("shared_expert", shape.shared_expert_bytes)
+
+    attention = 0.0
+    other = 0.0
+    batch = len(tokens)
+    for g in shape.groups:
+        linear = is_linear_attention(g)
+        name = "linear_attention_projections" if linear else "attention_projections"
+        proj = gemm(name, g.attention_weight_bytes)
+        if linear or profile.attention is None or not batch:
+            fallbacks += int(bool(batch))
+            core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))
+        else:
+            seen = np.minimum(ctx + tokens, g.window_tokens)
+            measured, within = profile.attention.grid.value_at(
+                float(batch), float(seen.mean()), float(tokens.mean())
+            )
+            core = measured / num_gpus
+            if not within:
+                fallbacks += 1
+                roof = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
+                core = max(core, float(roof))
+        attention += g.count * (proj + core)
+        if g.ffn_weight_bytes:
+            other += g.count * gemm("dense_ffn", g.ffn_weight_bytes)
+    other += gemm("lm_head", shape.lm_head_bytes)
+    if num_gpus > 1:
+        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    return PassCost(
+        overhead_s=fixed_s,
+        moe_s=moe,
+        attention_s=attention,
+        other_s=other,
+        fallback_terms=fallbacks,
+    )
+
+
+@COST_MODELS.register("calibrated")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibratedCostModel:
+    """Target passes looked up in a measured profile (:func:`calibrated_pass_cost`).
+
+    Draft steps use the roofline with the same (fitted) parameters: the profile measures the
+    target model, not the drafter.
+    """
+
+    target: ModelSpec
+    drafter: DrafterSpec
+    gpu: GpuSpec
+    profile: CalibrationProfile
+    params: RooflineParams = RooflineParams()
+    num_gpus: int = 1
+    draft_model: ModelSpec | None = None
+    _drafts: RooflineCostModel = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        drafts = RooflineCostModel(
+            target=self.target,
+            drafter=self.drafter,
+            gpu=self.gpu,
+            params=self.params,
+            num_gpus=self.num_gpus,
+            draft_model=self.draft_model,
+        )
+        object.__setattr__(self, "_drafts", drafts)
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """See :func:`calibrated_pass_cost`."""
+        return calibrated_pass_cost(
+            self.target.shape,
+            self.gpu,
+            self.params,
+            self.profile,
+            tokens_per_request,
+            context_tokens,
+            unique_experts,
+            num_gpus=self.num_gpus,
+        )
+
+    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+        """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
+        prompts = np.asarray(prompt_tokens, dtype=float)
+        unique = prefill_unique_experts(self.target.shape, prompts)
+        return self.verify_pass(prompts, np.zeros_like(prompts), unique)
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """See :meth:`RooflineCostModel.draft_step`."""
+        return self._drafts.draft_step(context_tokens)

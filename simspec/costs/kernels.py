@@ -1,0 +1,158 @@
+"""Time of a forward pass (kernel terms): a per-kernel roofline with named efficiencies.
+
+A target pass over n tokens (from B requests, T_b tokens each, with C_b tokens already in the KV
+cache) that touches U_l distinct routed experts in MoE layer l costs (every term is the roofline
+max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one kernel, and kernels run one after another, so
+the terms add):
+
+    t = t_fixed
+      + Σ_l max(U_l·bytes_expert / (eta_moe(U_l)·BW), 2·n·k_e·P_expert / (eta_c·F))   routed experts
+      + Σ_l roofline(shared experts + router)                                          (MoE part)
+      + Σ_l roofline(attention projections) + roofline(KV reads, attention FLOPs)   (attention)
+      + Σ_l roofline(dense FFN) + roofline(LM head over all n tokens)                  (other)
+
+eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) models occupancy: a grouped MoE kernel
+needs about S bytes in flight to reach its bandwidth plateau, so a handful of small experts
+(Qwen3-30B-A3B: 9.4 MB) run far below peak while one Mixtral expert (352 MB) saturates the GPU.
+S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B (eta(8) ≈ 0.44, eta(22) ≈ 0.71),
+in line with reports that one-token MoE decode kernels reach only ~55-60 % of achievable
+bandwidth for lack of occupancy. Every efficiency below is an assumption unless a calibration
+profile supplies it (``[costs] profile``, :mod:`simspec.profile`); the fixed per-pass overhead
+is what Cohere's 2026 analysis of speculative decoding on MoE models identifies as the batch-1
+mechanism (amortised over the k+1 tokens).
+
+The per-kernel terms here are shared by the roofline model (:mod:`simspec.costs.roofline`), the
+calibrated model's fallback (:mod:`simspec.costs.calibrated`) and the synthetic tables of
+:mod:`simspec.calibrate.analytic`, so all three agree to the last bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.costs.params import PassCost, RooflineParams
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import LayerGroup, ModelShape
+
+
+def _roofline(nbytes: float | np.ndarray, flops: float | np.ndarray, bw: float, flops_per_s: float):
+    return np.maximum(nbytes / bw, flops / flops_per_s)
+
+
+def weights_s(
+    nbytes: float, tokens: float, weight_bytes_per_param: float, bw: float, flops_per_s: float
+):
+    """Roofline of a dense GEMM/GEMV that reads ``nbytes`` of weights for ``tokens`` tokens."""
+    return _roofline(nbytes, 2.0 * tokens * nbytes / weight_bytes_per_param, bw, flops_per_s)
+
+
+def routed_experts_s(
+    shape: ModelShape,
+    params: RooflineParams,
+    unique_experts: np.ndarray,
+    rows: float,
+    bw: float,
+    flops_per_s: float,
+) -> np.ndarray:
+    """Grouped routed-expert FFN per MoE layer: each distinct expert read once, ``rows`` rows.
+
+    ``rows`` is the number of (token, expert) pairs, n·k_e in a real pass.
+    """
+    u = np.asarray(unique_experts, dtype=float)
+    eta = params.moe_efficiency(np.maximum(u, 1.0), shape.expert_bytes)
+    routed_flops = 2.0 * rows * shape.expert_params
+    return np.maximum(u * shape.expert_bytes / (eta * bw), routed_flops / flops_per_s)
+
+
+def attention_core_s(
+    group: LayerGroup,
+    tokens: np.ndarray,
+    context_tokens: np.ndarray,
+    bw: float,
+    flops_per_s: float,
+):
+    """KV-cache (or linear-attention state) reads and score FLOPs of one layer of ``group``.
+
+    ``bw`` is the bandwidth already scaled by the KV efficiency.
+    """
+    seen = np.minimum(context_tokens + tokens, group.window_tokens)
+    kv_bytes = float(seen.sum()) * group.kv_bytes_per_token + len(tokens) * group.state_bytes
+    pair_flops = float((tokens * seen).sum()) * group.attention_flops_per_pair
+    return _roofline(kv_bytes, pair_flops, bw, flops_per_s)
+
+
+def target_pass_cost(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    num_gpus: int = 1,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """Roofline time of one target pass (module docstring formula).
+
+    Parameters
+    ----------
+    shape : ModelShape
+        Derived architecture (``ModelSpec.shape``).
+    gpu : GpuSpec
+        Peak numbers; ``num_gpus`` of them act as one device with summed bandwidth and FLOP/s.
+    params : RooflineParams
+        Efficiencies and overheads.
+    tokens_per_request : array of int, shape (B,)
+        Tokens each request feeds in this pass (k_b + 1 for a verify pass).
+    context_tokens : array of int, shape (B,)
+        Tokens each request already holds in its KV cache.
+    unique_experts : array, shape (num_moe_layers,)
+        Distinct routed experts touched per MoE layer (the union over all tokens).
+    overhead_s : float, optional
+        Fixed time of the pass; defaults to ``params.pass_overhead_s``.
+
+    Returns
+    -------
+    PassCost
+
+    Examples
+    --------
+    A pass with no tokens of work left costs only its overhead:
+
+    >>> from simspec import catalog
+    >>> m = catalog.get_model("llama-3.1-8b")
+    >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
+    ...                      np.array([1]), np.array([0]), np.zeros(0))
+    >>> round(c.overhead_s, 6)
+    0.0008
+    """
+    bw = gpu.hbm_bytes_per_s * num_gpus
+    flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
+    tokens = np.asarray(tokens_per_request, dtype=float)
+    ctx = np.asarray(context_tokens, dtype=float)
+    n = float(tokens.sum())
+    wb = shape.weight_bytes_per_param
+    w_bw = bw * params.weight_efficiency
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        rows = n * shape.experts_per_token
+        routed = routed_experts_s(shape, params, unique_experts, rows, bw, flops_per_s)
+        fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
+        fixed = weights_s(fixed_bytes, n, wb, w_bw, flops_per_s)
+        moe = float(routed.sum()) + shape.num_moe_layers * float(fixed)
+
+    attention = 0.0
+    other = 0.0
+    for g in shape.groups:
+        proj = weights_s(g.attention_weight_bytes, n, wb, w_bw, flops_per_s)
+        core = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
+        attention += g.count * float(proj + core)
+        if g.ffn_weight_bytes:
+            ffn = weights_s(g.ffn_weight_bytes, n, wb, w_bw, flops_per_s)
+            other += g.count * float(ffn)
+    other += float(weights_s(shape.lm_head_bytes, n, wb, w_bw, flops_per_s))
+    if num_gpus > 1:
+        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)

@@ -1,0 +1,89 @@
+"""The cost model's named parameters: efficiencies and overheads (calibrated or assumed).
+
+Every efficiency is a fraction of a spec-sheet peak (HBM bandwidth, bf16 FLOP/s). The MoE
+kernel's efficiency rises with the bytes of distinct experts it has in flight (occupancy):
+
+    eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S))
+
+— :func:`moe_efficiency` is its one definition, used by the roofline, the calibrated model's
+fallback and the calibration fit alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simspec.schema import param
+
+
+def moe_efficiency(
+    unique_experts: np.ndarray | float,
+    expert_bytes: float,
+    efficiency_max: float,
+    saturation_bytes: float,
+) -> np.ndarray:
+    """eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) (see the module docstring)."""
+    return efficiency_max * -np.expm1(-np.asarray(unique_experts) * expert_bytes / saturation_bytes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RooflineParams:
+    """Assumed efficiencies and overheads of the roofline cost model (to be calibrated)."""
+
+    pass_overhead_s: float = param(
+        8e-4,
+        "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
+        "(assumed 0.8 ms; plausible range 0.3-2 ms)",
+        ge=0,
+    )
+    draft_step_overhead_s: float = param(
+        1e-4, "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)", ge=0
+    )
+    moe_efficiency_max: float = param(
+        0.80,
+        "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (assumed)",
+        gt=0,
+        le=1,
+    )
+    moe_saturation_bytes: float = param(
+        94e6,
+        "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
+        "(U0 = 10 experts of Qwen3-30B-A3B; assumed)",
+        gt=0,
+    )
+    weight_efficiency: float = param(
+        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (assumed)", gt=0, le=1
+    )
+    kv_efficiency: float = param(
+        0.50, "fraction of HBM bandwidth for decode attention KV reads (assumed)", gt=0, le=1
+    )
+    compute_efficiency: float = param(
+        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (assumed)", gt=0, le=1
+    )
+    comm_s_per_layer: float = param(
+        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0
+    )
+
+    def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:
+        """eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) (see module docstring)."""
+        return moe_efficiency(
+            unique_experts, expert_bytes, self.moe_efficiency_max, self.moe_saturation_bytes
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PassCost:
+    """Time of one forward pass, by component, in seconds."""
+
+    overhead_s: float
+    moe_s: float
+    attention_s: float
+    other_s: float
+    fallback_terms: int = 0  # calibrated model: terms taken from the roofline (outside its tables)
+
+    @property
+    def total_s(self) -> float:
+        """The whole pass."""
+        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
