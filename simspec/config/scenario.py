@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.config.profiles import fill_from_profile, from_profile, profile_mismatch
 from simspec.costs.base import COST_MODELS
 from simspec.costs.params import RooflineParams
 from simspec.errors import ScenarioError, describe
@@ -31,7 +32,7 @@ from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec, kv_bytes_for_context
 from simspec.policies import POLICIES, BudgetPolicy
-from simspec.profile import fill_from_profile, from_profile, load_profile, profile_mismatch
+from simspec.profile import load_profile
 from simspec.routing.samplers import RoutingConfig
 from simspec.schema import build, param, to_dict
 from simspec.text.acceptance import AcceptanceConfig
