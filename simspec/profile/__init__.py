@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from simspec.costs.params import RooflineParams
-from simspec.errors import FieldError, InputError, describe
+from simspec.errors import InputError, describe
 from simspec.physics.hardware import GpuSpec
 from simspec.schema import build
 
