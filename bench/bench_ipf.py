@@ -1,4 +1,4 @@
-"""Benchmark: analytic-mode unique-expert queries (simspec.routing.ipf), milliseconds per query.
+"""Benchmark: analytic-mode unique-expert queries (simspec.routing.predictor), ms per query.
 
 For each model (48 MoE layers x 128 experts; 48 x 512) and overlap profile, with Zipf(0.8)
 popularity drawn per layer, times:
@@ -25,9 +25,10 @@ import numpy as np
 
 import simspec
 from simspec.commands import table
-from simspec.routing.ipf import UniqueExpertPredictor
-from simspec.routing.samplers import RoutingConfig, inclusion_popularity
-from simspec.simulate import build_setup
+from simspec.routing.config import RoutingConfig
+from simspec.routing.popularity import draw_inclusion_probabilities
+from simspec.routing.predictor import UniqueExpertPredictor
+from simspec.sim.setup import build_setup
 
 PROFILES = {
     "Markov 0.38": (0.38,),
@@ -52,7 +53,7 @@ def main() -> None:
     for layers, experts, k in ((48, 128, 8), (48, 512, 10)):
         for name, profile in PROFILES.items():
             config = RoutingConfig(popularity="zipf", overlaps=profile)
-            p = inclusion_popularity(config, layers, experts, k, np.random.default_rng(1))
+            p = draw_inclusion_probabilities(config, layers, experts, k, np.random.default_rng(1))
             start = time.perf_counter()
             pred = UniqueExpertPredictor(p, profile)
             pred.expected_unique(list(range(1, 10)))

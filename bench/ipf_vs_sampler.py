@@ -2,10 +2,10 @@
 
 For every (N, k_e) in {(8, 2), (64, 8), (128, 8), (256, 8), (512, 10)}, uniform and Zipf(0.8)
 popularity, Markov (one lag) and slowly decaying (six lags) overlaps, the max-entropy sampler
-(routing MaxEntSampler) draws sequences with the given statistics and the IPF predictor
-(routing.ipf UniqueExpertPredictor) predicts E[unique experts] for B in {1, 4, 16} sequences of
-T = 1..12 tokens. Prints one row per statistics setting (mean and max |relative error| over the
-36 (B, T) cells) and the grand mean; ``--cells`` prints every cell.
+(routing.maxent.MaxEntSampler) draws sequences with the given statistics and the IPF predictor
+(routing.predictor.UniqueExpertPredictor) predicts E[unique experts] for B in {1, 4, 16}
+sequences of T = 1..12 tokens. Prints one row per statistics setting (mean and max |relative
+error| over the 36 (B, T) cells) and the grand mean; ``--cells`` prints every cell.
 
 The overlap profiles carry the correlation of a slowly decaying profile (0.38, 0.32, 0.29,
 0.27, 0.26, 0.25 at k_e/N = 1/16; 0.38 adjacent overlap as Cohere reports) to each setting's
@@ -27,8 +27,11 @@ import time
 import numpy as np
 
 from simspec.commands import table
-from simspec.routing.ipf import UniqueExpertPredictor, chance_overlap, inclusion_probabilities
-from simspec.routing.samplers import MaxEntSampler, to_sets
+from simspec.physics.experts import chance_overlap
+from simspec.routing.maxent import MaxEntSampler
+from simspec.routing.popularity import inclusion_probabilities
+from simspec.routing.predictor import UniqueExpertPredictor
+from simspec.routing.sets import to_sets
 
 SLOW = np.array([0.38, 0.32, 0.29, 0.27, 0.26, 0.25])
 CONFIGS = ((8, 2), (64, 8), (128, 8), (256, 8), (512, 10))
@@ -36,7 +39,7 @@ TOKENS = tuple(range(1, 13))
 BATCHES = (1, 4, 16)
 
 
-def popularity(n: int, k: int, kind: str, seed: int) -> np.ndarray:
+def inclusion(n: int, k: int, kind: str, seed: int) -> np.ndarray:
     if kind == "uniform":
         return np.full((1, n), k / n)
     ranks = np.arange(1, n + 1, dtype=float) ** -0.8
@@ -61,7 +64,7 @@ def main() -> None:
     rows, cells, all_errors = [], [], []
     for n, k in CONFIGS:
         for kind in ("uniform", "zipf"):
-            p = popularity(n, k, kind, args.seed)
+            p = inclusion(n, k, kind, args.seed)
             for name, lags in (("Markov", 1), ("slow-6", 6)):
                 rho = profile(p, lags)
                 sampler = MaxEntSampler(p, rho[None, :])

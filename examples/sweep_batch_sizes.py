@@ -4,7 +4,6 @@ python examples/sweep_batch_sizes.py
 """
 
 import simspec
-from simspec.config.scenario import with_overrides
 
 base = simspec.load_scenario(
     None,
@@ -13,14 +12,14 @@ base = simspec.load_scenario(
 print("batch  independent  overlap 0.38")
 for batch in (1, 4, 16, 64):
     row = []
-    for overlap in ("0.0625", "0.38"):  # 0.0625 = k_e/N: the chance level of Qwen3-30B-A3B
-        s = with_overrides(
+    for overlap in (0.0625, 0.38):  # 0.0625 = k_e/N: the chance level of Qwen3-30B-A3B
+        s = simspec.with_overrides(
             base,
-            [
-                f"workload.concurrency={batch}",
-                f"workload.num_requests={batch}",
-                f"routing.overlap={overlap}",
-            ],
+            {
+                "workload.concurrency": batch,
+                "workload.num_requests": batch,
+                "routing.overlap": overlap,
+            },
         )
-        row.append(simspec.simulate(s)["policies"][0]["speedup_vs_no_spec"])
+        row.append(simspec.run(s).get("fixed-3").speedup_vs_no_spec)
     print(f"{batch:>5}  {row[0]:>11.3f}  {row[1]:>12.3f}")

@@ -4,29 +4,43 @@ For a target model, a drafter, a GPU, a batch size and a workload, simspec answe
 tokens each request should speculate, what that buys, and how far a policy is from the best.
 
 >>> import simspec
->>> scenario = simspec.load_scenario()          # the embedded default scenario
->>> results = simspec.simulate(scenario)        # doctest: +SKIP
+>>> scenario = simspec.load_scenario()               # the embedded default scenario
+>>> small = simspec.with_overrides(scenario, {"workload.num_requests": 2})
+>>> result = simspec.run(small)                      # doctest: +SKIP
+>>> result.get("fixed-2").speedup_vs_no_spec         # doctest: +SKIP
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("simspec")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
-
-from simspec.config.scenario import Scenario, apply_overrides, load_scenario, scenario_from_dict
+from simspec._version import __version__
+from simspec.analysis.experiment import run_experiment
+from simspec.analysis.results import METRICS, PolicyResult, RunResult
+from simspec.config.load import apply_overrides, load_scenario, scenario_from_dict, with_overrides
+from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError
-from simspec.simulate import build_setup, simulate
+
+
+def run(scenario: Scenario) -> RunResult:
+    """Every policy of ``scenario`` and the k = 0 baseline on the same reference sequences."""
+    return run_experiment(scenario)
+
+
+def compare(scenario: Scenario) -> RunResult:
+    """:func:`run` plus the hindsight oracle, each row's gap to it and its Delta-space analysis."""
+    return run_experiment(scenario, oracle=True)
+
 
 __all__ = [
+    "METRICS",
     "InputError",
+    "PolicyResult",
+    "RunResult",
     "Scenario",
     "ScenarioError",
     "__version__",
     "apply_overrides",
-    "build_setup",
+    "compare",
     "load_scenario",
+    "run",
+    "run_experiment",
     "scenario_from_dict",
-    "simulate",
+    "with_overrides",
 ]

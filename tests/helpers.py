@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from simspec.config.scenario import Scenario, apply_overrides, scenario_from_dict
+from simspec.analysis.experiment import run_experiment
+from simspec.config.load import apply_overrides, scenario_from_dict
+from simspec.config.scenario import Scenario
 
 
 def tiny(*overrides: str, policies: list[dict[str, Any]] | None = None) -> Scenario:
@@ -27,3 +29,17 @@ def tiny(*overrides: str, policies: list[dict[str, Any]] | None = None) -> Scena
         else [{"name": "fixed", "draft_tokens": 0}, {"name": "fixed", "draft_tokens": 3}],
     }
     return scenario_from_dict(apply_overrides(data, overrides), "tiny.toml")
+
+
+def simulate(scenario: Scenario, *, oracle: bool = False) -> dict[str, Any]:
+    """The results JSON object of ``scenario`` (through the one experiment driver)."""
+    return run_experiment(scenario, oracle=oracle).to_dict()
+
+
+def declared(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the scenario's own policies (without an added baseline or the oracle)."""
+    return [
+        r
+        for r in results["policies"]
+        if not r["is_oracle"] and not (r["is_baseline"] and r["label"] == "no-spec")
+    ]

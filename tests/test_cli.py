@@ -347,11 +347,12 @@ def test_json_into_a_folder_is_exit_2(tmp_path, capsys):
 
 
 def test_internal_error_is_exit_1_with_traceback(capsys, monkeypatch):
-    def boom(_):
+    def boom(*_, **__):
         raise RuntimeError("boom")
 
-    # `simspec.simulate` is the function (re-exported by the package); patch the module.
-    monkeypatch.setattr(importlib.import_module("simspec.simulate"), "simulate", boom)
+    monkeypatch.setattr(
+        importlib.import_module("simspec.analysis.experiment"), "run_experiment", boom
+    )
     code, _, err = run_main(capsys, "run", *SMALL)
     assert code == 1
     assert "Traceback" in err and "RuntimeError: boom" in err

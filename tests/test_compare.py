@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from simspec.cli import main
-from simspec.compare import compare
-from simspec.config.scenario import load_scenario
-from tests.helpers import tiny
+from simspec.config.load import load_scenario
+from tests.helpers import simulate, tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_A = ROOT / "scenarios" / "limits-of-speculation.toml"
@@ -23,7 +22,7 @@ def test_compare_adds_baseline_and_oracle_rows():
         "workload.output_tokens=50",
         policies=[{"name": "fixed", "draft_tokens": 2}, {"name": "cost_aware"}],
     )
-    res = compare(s).results
+    res = simulate(s, oracle=True)
     labels = [p["label"] for p in res["policies"]]
     assert labels == ["no-spec", "fixed-2", "cost_aware", "oracle"]
     rows = {p["label"]: p for p in res["policies"]}
@@ -35,9 +34,10 @@ def test_compare_adds_baseline_and_oracle_rows():
     assert res["oracle"]["delta"]["local_condition_violations"] == 0
 
 
+@pytest.mark.slow
 def test_paper_a_cost_aware_beats_best_fixed_k():
     s = load_scenario(PAPER_A, ["workload.num_requests=3"])
-    rows = {p["label"]: p for p in compare(s).results["policies"]}
+    rows = {p["label"]: p for p in simulate(s, oracle=True)["policies"]}
     best_fixed = min(p["tpot_ms"] for p in rows.values() if p["name"] == "fixed")
     assert rows["cost_aware"]["tpot_ms"] < best_fixed
     assert rows["oracle"]["tpot_ms"] <= min(p["tpot_ms"] for p in rows.values())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simspec.analysis import delta, oracle
-from simspec.simulate import build_setup
+from simspec.sim.setup import build_setup
 from tests.helpers import tiny
 
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
 import pytest
 
+from simspec.analysis.metrics import summarize
 from simspec.policies import POLICIES, FixedPolicy
-from simspec.routing.samplers import union_sizes
+from simspec.routing.sets import union_sizes
 from simspec.sim.engine import run_policy
-from simspec.simulate import build_setup, simulate
-from tests.helpers import tiny
+from simspec.sim.setup import build_setup
+from tests.helpers import simulate, tiny
 
 DENSE = ('model.target="qwen3-8b"', 'model.drafter="eagle3-qwen3-8b"')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "k"), [(0.5, 1), (0.6, 3), (0.8, 4), (0.9, 6)])
 def test_tokens_per_verify_match_leviathan(alpha, k):
     """Mean committed tokens per verify = (1 - a^(k+1)) / (1 - a), within 3 standard errors."""
@@ -118,7 +121,7 @@ def test_routing_overlap_lowers_unique_experts_in_the_engine():
             "workload.output_tokens=200",
             policies=[{"name": "fixed", "draft_tokens": 4}],
         )
-        rows[name] = simulate(s)["policies"][0]
+        rows[name] = simulate(s)["policies"][1]
     # overlap=0.0 is below chance (k/N = 0.0625), so it is a conservative independent stand-in.
     assert (
         rows["overlap"]["unique_experts_per_layer"]
@@ -135,8 +138,8 @@ def test_moe_speedup_at_batch_one_is_below_dense_speedup():
         "workload.output_tokens=300",
     )
     pol = [{"name": "fixed", "draft_tokens": 3}]
-    moe = simulate(tiny(*common, policies=pol))["policies"][0]
-    dense = simulate(tiny(*common, *DENSE, policies=pol))["policies"][0]
+    moe = simulate(tiny(*common, policies=pol))["policies"][1]
+    dense = simulate(tiny(*common, *DENSE, policies=pol))["policies"][1]
     assert dense["verify_over_decode"] == pytest.approx(1.0, abs=0.1)
     assert moe["verify_over_decode"] > 1.3
     assert moe["speedup_vs_no_spec"] < dense["speedup_vs_no_spec"]
@@ -178,10 +181,21 @@ def test_open_loop_respects_kv_capacity():
 
 
 def test_open_loop_ttft_includes_queueing():
-    s = tiny('workload.loop="open"', "workload.arrival_rate_per_s=0.5", "workload.num_requests=6")
-    log = run_policy(build_setup(s), FixedPolicy(draft_tokens=0))
-    arrivals = sorted(r.arrival_s for r in log.requests)
-    assert arrivals[0] == 0.0 and arrivals[-1] > 1.0  # spread out by the Poisson process
+    """With one request at a time, a request's first token waits for the previous request."""
+    common = ('workload.loop="open"', "workload.num_requests=5", "workload.max_batch_size=1")
+    burst = tiny(*common, "workload.arrival_rate_per_s=1000.0")
+    log = run_policy(build_setup(burst), FixedPolicy(draft_tokens=0))
+    done = sorted(log.requests, key=lambda r: r.arrival_s)
+    for prev, cur in itertools.pairwise(done):
+        assert cur.first_token_s >= prev.finish_s  # queued behind the previous request
+    ttft = [r.first_token_s - r.arrival_s for r in done]
+    assert ttft[-1] > 3 * (done[0].finish_s - done[0].first_token_s)  # four requests ahead
+    result = summarize(log, log.mean_tpot_s(), name="fixed", label="fixed-0", params={})
+    assert result.ttft_ms == pytest.approx(1e3 * sum(ttft) / len(ttft))
+    # Arrivals far apart: nobody queues, TTFT is the prefill alone and far smaller.
+    sparse = tiny(*common, "workload.arrival_rate_per_s=0.01")
+    calm = run_policy(build_setup(sparse), FixedPolicy(draft_tokens=0))
+    assert max(r.first_token_s - r.arrival_s for r in calm.requests) < min(ttft[1:])
 
 
 @pytest.mark.parametrize("name", POLICIES.names())

@@ -8,10 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simspec.analysis import oracle
-from simspec.analysis.metrics import mean_tpot_s
 from simspec.policies import POLICIES, FixedPolicy
 from simspec.sim.engine import run_policy
-from simspec.simulate import build_setup
+from simspec.sim.setup import build_setup
 from tests.helpers import tiny
 
 
@@ -64,6 +63,7 @@ def test_oracle_never_drafts_beyond_the_match_length():
         assert (t.choice[states] <= t.match_lengths[states]).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000),
@@ -87,9 +87,14 @@ def test_oracle_beats_every_policy_at_batch_one(seed, alpha, overlap, overhead_m
         assert best <= _decode_s(run_policy(setup, FixedPolicy(draft_tokens=k))) * (1 + 1e-12)
 
 
-def test_batched_oracle_is_approximate_and_never_worse_than_best_fixed():
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batched_oracle_plan_beats_the_best_fixed_k_by_its_own_dp(seed):
+    """At B > 1 every fixed k is also a candidate, so "never worse" could not fail: check that
+    the attribution DP's own plan wins, and by a clear margin, on bursty text where choosing k
+    per position pays."""
     setup = build_setup(
         tiny(
+            f"seed={seed}",
             "workload.concurrency=4",
             "workload.num_requests=6",
             "workload.output_tokens=40",
@@ -97,12 +102,13 @@ def test_batched_oracle_is_approximate_and_never_worse_than_best_fixed():
         )
     )
     res = oracle.oracle_plan(setup)
-    assert not res.exact and "coordinate descent" in res.method
+    assert not res.exact
+    assert "chosen: attribution DP" in res.method  # not one of the fixed-k candidates
     fixed = min(
-        mean_tpot_s(run_policy(setup, FixedPolicy(draft_tokens=k)))
+        run_policy(setup, FixedPolicy(draft_tokens=k)).mean_tpot_s()
         for k in range(setup.max_draft_tokens + 1)
     )
-    assert mean_tpot_s(res.log) <= fixed * (1 + 1e-12)
+    assert res.log.mean_tpot_s() < 0.9 * fixed
 
 
 def test_oracle_works_in_open_loop():

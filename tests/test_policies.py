@@ -23,7 +23,7 @@ from simspec.policies import (
 )
 from simspec.sim.engine import run_policy
 from simspec.sim.marginal import StepPlan, UnionModel
-from simspec.simulate import build_setup
+from simspec.sim.setup import build_setup
 from tests.helpers import tiny
 
 

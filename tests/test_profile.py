@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,10 +17,18 @@ from simspec.calibrate import analytic_profile
 from simspec.cli import main
 from simspec.costs.params import RooflineParams
 from simspec.errors import InputError, ScenarioError
-from simspec.profile import GridTable, ProfileError, load_profile, profile_from_dict, profile_json
+from simspec.profile import (
+    GridTable,
+    ProfileError,
+    StackMeasurement,
+    canonical_sha256,
+    load_profile,
+    parse_profile_text,
+    profile_from_dict,
+    profile_json,
+)
 from simspec.schema import to_dict
-from simspec.simulate import simulate
-from tests.helpers import tiny
+from tests.helpers import simulate, tiny
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {
@@ -84,11 +93,65 @@ def test_profile_supplies_defaults_and_scenario_keys_win(tmp_path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     s = tiny(f"costs.profile={path}", "costs.kv_efficiency=0.5")
-    assert s.costs.pass_overhead_s == 4e-4  # from the profile
-    assert s.costs.kv_efficiency == 0.5  # set in the scenario (equal to the default: still wins)
-    assert s.costs.weight_efficiency == 0.7
-    assert type(s.costs.pass_overhead_s) is float
-    assert tiny().costs.pass_overhead_s == RooflineParams().pass_overhead_s
+    assert s.roofline.pass_overhead_s == 4e-4  # from the profile
+    assert s.roofline.kv_efficiency == 0.5  # set in the scenario (equal to the default: still wins)
+    assert s.roofline.weight_efficiency == 0.7
+    assert type(s.roofline.pass_overhead_s) is float
+    assert s.to_dict()["costs"]["pass_overhead_s"] == 4e-4  # the results JSON shows the value
+    assert tiny().roofline.pass_overhead_s == RooflineParams().pass_overhead_s
+
+
+def _profile_with_kv(tmp_path, kv_efficiency):
+    data = json.loads(SHIPPED["h100-sxm"].read_text(encoding="utf-8"))
+    data["fitted"]["kv_efficiency"] = kv_efficiency
+    path = tmp_path / f"kv-{kv_efficiency}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_profile_set_later_supplies_unset_values_both_ways(tmp_path):
+    """The v0.1 bug: a profile applied with --set gave 0.33, through with_overrides 0.5."""
+    from simspec import with_overrides
+
+    path = _profile_with_kv(tmp_path, 0.33)
+    through_set = tiny(f"costs.profile={path}")
+    through_api = with_overrides(tiny(), [f"costs.profile={path}"])
+    through_mapping = with_overrides(tiny(), {"costs.profile": str(path)})
+    for s in (through_set, through_api, through_mapping):
+        assert s.roofline.kv_efficiency == 0.33
+    assert through_api == through_set and through_api.digest() == through_set.digest()
+    # Removing the profile again brings the built-in default back.
+    assert with_overrides(through_api, {"costs.profile": ""}).roofline.kv_efficiency == 0.5
+    # A value the scenario sets still wins over a profile applied later.
+    mine = with_overrides(tiny("costs.kv_efficiency=0.4"), [f"costs.profile={path}"])
+    assert mine.roofline.kv_efficiency == 0.4
+
+
+def test_replace_cannot_swap_the_profile_silently(tmp_path):
+    import dataclasses
+
+    from simspec.errors import ScenarioError
+
+    s = tiny()
+    path = _profile_with_kv(tmp_path, 0.33)
+    with pytest.raises(ScenarioError, match=r"costs.profile.*with_overrides"):
+        dataclasses.replace(s, costs=dataclasses.replace(s.costs, profile=str(path)))
+    # Replacing a plain value re-resolves without I/O.
+    faster = dataclasses.replace(s, costs=dataclasses.replace(s.costs, kv_efficiency=0.9))
+    assert faster.roofline.kv_efficiency == 0.9
+
+
+def test_digest_covers_the_profile_contents(tmp_path):
+    path = tmp_path / "p.json"
+    digests = []
+    for kv in (0.33, 0.34):
+        data = json.loads(SHIPPED["h100-sxm"].read_text(encoding="utf-8"))
+        data["fitted"]["kv_efficiency"] = kv
+        data["fitted"]["pass_overhead_s"] = 4e-4
+        path.write_text(json.dumps(data), encoding="utf-8")
+        # kv_efficiency set in the scenario: the resolved values are equal, the files are not
+        digests.append(tiny(f"costs.profile={path}", "costs.kv_efficiency=0.5").digest())
+    assert digests[0] != digests[1]
 
 
 # -- scenario checks ------------------------------------------------------------------------------
@@ -221,6 +284,60 @@ def test_bad_profile_is_exit_2_from_the_cli(tmp_path, capsys, defect):
     assert code == 2
     assert err.startswith(f"simspec: error: {path}: ")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+# -- content digest ------------------------------------------------------------------------------
+
+
+def test_profile_sha256_covers_the_files_content(tmp_path):
+    text = SHIPPED["h100-sxm"].read_text(encoding="utf-8")
+    assert '"kv_efficiency": 0.5' in text
+    path = tmp_path / "p.json"
+    path.write_text(text, encoding="utf-8")
+    first = load_profile(path)
+    assert first.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    # Same path, same size, rewritten at once (the mtime may not even tick): a new digest.
+    path.write_text(text.replace('"kv_efficiency": 0.5', '"kv_efficiency": 0.4'), "utf-8")
+    second = load_profile(path)
+    assert second.sha256 != first.sha256
+    assert second.fitted.kv_efficiency == 0.4
+    # Identical contents give the same digest, under this path or another.
+    path.write_text(text, encoding="utf-8")
+    assert load_profile(path).sha256 == first.sha256
+    other = tmp_path / "copy.json"
+    other.write_text(text, encoding="utf-8")
+    assert load_profile(other).sha256 == first.sha256
+    assert load_profile(SHIPPED["h100-sxm"]).sha256 == first.sha256
+
+
+def test_profile_sha256_without_a_file_is_of_the_canonical_json():
+    data = json.loads(SHIPPED["h200"].read_text(encoding="utf-8"))
+    profile = profile_from_dict(data, "in memory")
+    canonical = json.dumps(data, sort_keys=True).encode("utf-8")
+    assert profile.sha256 == hashlib.sha256(canonical).hexdigest() == canonical_sha256(data)
+    reordered = dict(reversed(list(data.items())))
+    assert profile_from_dict(reordered).sha256 == profile.sha256
+    changed = copy.deepcopy(data)
+    changed["fitted"]["kv_efficiency"] = 0.4
+    assert profile_from_dict(changed).sha256 != profile.sha256
+    text = SHIPPED["h200"].read_text(encoding="utf-8")
+    parsed = parse_profile_text(text, "text")
+    assert parsed.sha256 == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_stack_measurements_are_the_plans_points(synthetic):
+    from simspec.calibrate.plan import StackPlanPoint, bench_model, make_plan
+
+    profile = load_profile(synthetic)
+    plan = make_plan(
+        bench_model(catalog.get_model("qwen3-30b-a3b"), "full"), quick=True, shapes="full"
+    )
+    assert all(isinstance(p, StackPlanPoint) for p in plan.stack_points)
+    assert all(isinstance(m, StackMeasurement) for m in profile.stack)
+    assert [(m.batch, m.tokens_per_request, m.use) for m in profile.stack] == [
+        (p.batch, p.tokens_per_request, p.use) for p in plan.stack_points
+    ]
+    assert all(m.time_s > 0 and m.mode == "graph" for m in profile.stack)
 
 
 # -- interpolation -------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.routing.samplers import to_sets
-from simspec.simulate import build_setup
+from simspec.routing.sets import to_sets
+from simspec.sim.setup import build_setup
 from simspec.text import reference
 from simspec.text.reference import ReferenceSet
 from tests.helpers import tiny
@@ -122,8 +122,7 @@ def test_analytic_mode_splits_true_and_rejected_tokens_with_a_draft_profile():
     ],
 )
 def test_analytic_mode_matches_monte_carlo_in_the_engine(overrides):
-    from simspec.simulate import simulate
-    from tests.helpers import tiny
+    from tests.helpers import simulate, tiny
 
     common = (
         *overrides,

@@ -12,20 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simspec.config.scenario import (
-    CostsConfig,
-    HardwareConfig,
-    ModelConfig,
-    Scenario,
-    apply_overrides,
-    load_scenario,
-    scenario_from_dict,
-    with_overrides,
-)
+from simspec.config.load import apply_overrides, load_scenario, scenario_from_dict, with_overrides
+from simspec.config.scenario import CostsConfig, HardwareConfig, ModelConfig, Scenario
 from simspec.costs.params import RooflineParams
 from simspec.errors import ScenarioError
 from simspec.policies import FixedPolicy
-from simspec.routing.samplers import RoutingConfig
+from simspec.routing.config import RoutingConfig
 from simspec.text.acceptance import AcceptanceConfig
 from simspec.text.workload import WorkloadConfig
 
@@ -139,8 +131,8 @@ def test_to_dict_fills_every_default(tmp_path):
     assert d["seed"] == 0
     assert d["model"] == _defaults(ModelConfig)
     assert d["hardware"] == _defaults(HardwareConfig)
-    assert d["costs"] == _defaults(CostsConfig)
-    assert set(_defaults(RooflineParams)) < set(d["costs"])
+    assert d["costs"] == {**_defaults(CostsConfig), **_defaults(RooflineParams)}
+    assert s.to_data()["costs"] == _defaults(CostsConfig)  # unset efficiencies are None
     assert d["routing"] == _defaults(RoutingConfig)
     assert d["routing"]["overlap"] is None
     assert d["acceptance"] == {**_defaults(AcceptanceConfig), "alphas": []}
@@ -152,9 +144,12 @@ def test_to_dict_fills_every_default(tmp_path):
 
 def test_to_dict_round_trips(tmp_path):
     s = load_scenario(write(tmp_path, BASE))
-    again = scenario_from_dict(s.to_dict(), str(tmp_path / "scenario.toml"))
+    again = scenario_from_dict(s.to_data(), str(tmp_path / "scenario.toml"))
     assert again == s
     assert again.digest() == s.digest()
+    # The resolved form (results JSON) sets every efficiency: same values, same digest.
+    resolved = scenario_from_dict(s.to_dict(), str(tmp_path / "scenario.toml"))
+    assert resolved.roofline == s.roofline and resolved.digest() == s.digest()
 
 
 def test_digest_is_stable_for_equal_scenarios(tmp_path):
@@ -289,7 +284,7 @@ BAD = {
     "invalid popularity": (
         [("overlap = 0.4", 'overlap = 0.4\npopularity = "pareto"')],
         "routing.popularity",
-        "one of 'uniform', 'zipf', 'dirichlet'",
+        "one of 'dirichlet', 'uniform', 'zipf'",
     ),
     "invalid loop": (
         [("concurrency = 2", 'concurrency = 2\nloop = "half-open"')],

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simspec.config.scenario import load_scenario, read_scenario_data
-from simspec.sweep.run import expand, read_spec
+from simspec.config.load import load_scenario, read_scenario_data
+from simspec.sweep.spec import expand, read_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted((ROOT / "scenarios").rglob("*.toml"))

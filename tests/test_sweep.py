@@ -14,14 +14,10 @@ import pytest
 
 from simspec.cli import main
 from simspec.errors import InputError, ScenarioError
-from simspec.sweep.run import (
-    expand,
-    paired_ci,
-    read_spec,
-    replication_seed,
-    run_sweep,
-    t_quantile_975,
-)
+from simspec.sweep.points import read_sweep
+from simspec.sweep.run import run_sweep
+from simspec.sweep.spec import expand, load_sweep, read_spec, replication_seed
+from simspec.sweep.summary import half_width_95, paired_ci
 
 BASE = """
 name = "sw"
@@ -71,7 +67,6 @@ cases = [{ label = "a", "routing.overlap" = 0.1 }, { label = "b", "routing.overl
     assert points[1].scenario.routing.overlap == 0.1
     assert points[-1].scenario.routing.overlap == 0.6
     assert points[-1].scenario.workload.concurrency == 2
-    assert points[0].scenario.policies[0].label == "no-spec"  # the baseline is always there
     assert len({p.digest for p in points}) == len(points)
 
 
@@ -83,17 +78,33 @@ def test_bad_grid_values_are_input_errors_before_running():
     with pytest.raises(ScenarioError) as info:
         read_spec(_data("[sweep]\nreplicas = 2\n"), "sw.toml")
     assert info.value.key_path == "sweep.replicas"
-    with pytest.raises(InputError):
+    with pytest.raises(InputError) as info:
         read_spec(_data(), "sw.toml", ["workload.concurrency"])
+    assert info.value.key_path == "sweep.grid"
+    assert "--" not in str(info.value)
+    with pytest.raises(ScenarioError) as info:
+        read_spec(_data('[sweep]\ncases = [{ label = "a" }, { label = "a" }]\n'), "sw.toml")
+    assert info.value.key_path == "sweep.cases[1].label"
 
 
-def test_t_quantiles_and_paired_ci():
-    assert t_quantile_975(1) == pytest.approx(12.706)
-    assert t_quantile_975(1000) == pytest.approx(1.96)
+def test_grid_axes_from_a_mapping_or_strings_agree():
+    a = read_spec(_data(), "sw.toml", {"workload.concurrency": [1, 2]})
+    b = read_spec(_data(), "sw.toml", ["workload.concurrency=1,2"])
+    assert a == b and a.grid == {"workload.concurrency": [1, 2]}
+    with pytest.raises(InputError) as info:
+        read_spec(_data(), "sw.toml", {"workload.concurrency": []})
+    assert info.value.key_path == "sweep.grid.workload.concurrency"
+
+
+def test_student_t_half_widths_and_paired_ci():
     mean, half = paired_ci([1.0, 2.0, 3.0])
     assert mean == pytest.approx(2.0)
-    assert half == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+    assert half == pytest.approx(4.302652729749464 * 1.0 / np.sqrt(3))  # t_{0.975, 2}
+    assert half_width_95([0.0, 1.0]) == pytest.approx(12.706204736174694 * np.sqrt(0.5 / 2))
+    big = np.tile([0.0, 1.0], 500)  # t_{0.975, 999} is close to the normal quantile
+    assert half_width_95(big) == pytest.approx(1.96 * big.std(ddof=1) / np.sqrt(1000), rel=2e-3)
     assert np.isnan(paired_ci([1.0])[1])
+    assert all(np.isnan(paired_ci([])))
 
 
 def _run(tmp_path: Path, extra: str, name: str, **kw) -> Path:
@@ -159,13 +170,15 @@ def test_process_and_dask_executors_give_identical_csvs(tmp_path):
 
 def test_existing_output_needs_resume(tmp_path):
     out = _run(tmp_path, "", "once")
-    with pytest.raises(InputError):
+    with pytest.raises(InputError) as info:
         _run(tmp_path, "", "once")
+    assert info.value.key_path == "sweep.out" and "--" not in str(info.value)
     before = (out / "results.csv").read_bytes()
     _run(tmp_path, "", "once", resume=True)
     assert (out / "results.csv").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_sigkill_midway_then_resume_matches_an_uninterrupted_sweep(tmp_path):
     scenario = tmp_path / "sw.toml"
     grid = '[sweep]\ngrid = { "acceptance.alpha" = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95] }\n'
@@ -265,3 +278,119 @@ def test_plot_several_folders_side_by_side(tmp_path, capsys):
     assert main(["plot", *outs, "--labels", "indep,overlap", "--out", str(figs)]) == 0
     assert (figs / "speedup-vs-batch-by-model.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["plot", *outs, "--labels", "only-one"]) == 2
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    import csv
+
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize(
+    "policies",
+    [
+        "",  # the sweep adds the k = 0 baseline, labelled "no-spec"
+        '[[policies]]\nname = "fixed"\ndraft_tokens = 0\nlabel = "plain"\n',  # declared, last
+    ],
+)
+def test_results_csv_baseline_rows_are_exactly_the_is_baseline_rows(tmp_path, policies):
+    extra = policies + '[sweep]\nreplications = 2\ngrid = { "workload.concurrency" = [1, 2] }\n'
+    out = _run(tmp_path, extra, "base")
+    finished = read_sweep(out)
+    baseline = {
+        (str(p.values["workload.concurrency"]), str(p.replication), row.label)
+        for p in finished
+        for row in p.result.policies
+        if row.is_baseline
+    }
+    assert len(baseline) == len(finished) == 4  # one per point
+    assert {label for *_, label in baseline} == {"plain" if policies else "no-spec"}
+    rows = _csv_rows(out / "results.csv")
+    labels = {p.result.baseline.label for p in finished}
+    in_csv = {
+        (r["workload.concurrency"], r["replication"], r["policy"])
+        for r in rows
+        if r["policy"] in labels
+    }
+    assert in_csv == baseline
+    assert all(
+        float(r["speedup_vs_no_spec"]) == 1.0 and float(r["mean_k"]) == 0.0
+        for r in rows
+        if r["policy"] in labels
+    )
+    assert ("no-spec" in {r["policy"] for r in rows}) == (not policies)
+    for r in _summary(out):
+        is_base = r["policy"] in labels
+        assert (float(r["tpot_diff_vs_no_spec_ms"]) == 0.0) == is_base
+
+
+def test_read_sweep_gives_the_run_results_in_table_order(tmp_path):
+    extra = '[sweep]\nreplications = 2\ngrid = { "workload.concurrency" = [2, 1] }\n'
+    data = _data(extra)
+    points = expand(data, "sw.toml", read_spec(data, "sw.toml"))
+    returned = run_sweep(points, tmp_path / "o", workers=1)
+    again = read_sweep(tmp_path / "o")
+    assert [(p.values, p.replication) for p in again] == [(p.values, p.replication) for p in points]
+    assert [p.result for p in again] == [p.result for p in returned]
+    assert [p.result.scenario_digest for p in again] == [p.digest for p in points]
+    rows = _csv_rows(tmp_path / "o" / "results.csv")
+    assert len(rows) == sum(len(p.result.policies) for p in again)
+    assert [float(r["tpot_ms"]) for r in rows] == [
+        row.tpot_ms for p in again for row in p.result.policies
+    ]
+    with pytest.raises(InputError) as info:
+        read_sweep(tmp_path)
+    assert info.value.key_path == "sweep.json"
+
+
+def test_library_errors_name_sweep_keys_not_flags(tmp_path):
+    data = _data()
+    points = expand(data, "sw.toml", read_spec(data, "sw.toml"))
+    for kw, key in (
+        ({"executor": "slurm"}, "sweep.executor"),
+        ({"workers": 0}, "sweep.workers"),
+    ):
+        with pytest.raises(InputError) as info:
+            run_sweep(points, tmp_path / "x", **kw)
+        assert info.value.key_path == key and "--" not in str(info.value)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError) as info:
+        run_sweep(points, tmp_path / "file")
+    assert info.value.key_path == "sweep.out"
+
+
+def test_load_sweep_reads_a_file_with_axes_and_overrides(tmp_path):
+    scenario = tmp_path / "sw.toml"
+    scenario.write_text(BASE)
+    spec, points = load_sweep(
+        scenario,
+        grid={"workload.concurrency": [1, 2]},
+        overrides={"routing.overlap": 0.5},
+        replications=2,
+    )
+    assert spec.replications == 2 and len(points) == 4
+    assert {p.scenario.routing.overlap for p in points} == {0.5}
+    assert [p.scenario.workload.concurrency for p in points] == [1, 1, 2, 2]
+
+
+def test_atomic_writer_text_bytes_and_callback(tmp_path):
+    from simspec.io import file_mode
+    from simspec.io.atomic import write_atomic
+
+    assert write_atomic(tmp_path / "a" / "t.txt", "é\n").read_text(encoding="utf-8") == "é\n"
+    assert write_atomic(tmp_path / "b.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
+    arrays = {"x": np.arange(3)}
+    path = write_atomic(tmp_path / "c.npz", lambda tmp: np.savez_compressed(tmp, **arrays))
+    with np.load(path) as data:
+        assert data["x"].tolist() == [0, 1, 2]
+    assert path.stat().st_mode & 0o777 == file_mode()
+
+    def broken(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(tmp_path / "b.bin", broken)
+    assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"  # the old file, untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b.bin", "c.npz"]

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.analysis.metrics import mean_tpot_s
+from simspec.physics.experts import independent_union
 from simspec.policies.base import BudgetPolicy, DecodeState
 from simspec.policies.fixed import FixedPolicy
-from simspec.routing.samplers import to_sets
+from simspec.routing.sets import to_sets
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 
 
@@ -225,7 +225,7 @@ def _batch_stats(log: RunLog, num_experts: int) -> tuple[float, float, float, np
     context = float(np.mean([(r.prompt_tokens + r.output_tokens / 2) for r in log.requests]))
     others = max(batch - 1.0, 0.0)
     if num_experts and batch > 0:  # remove one request's share of an independent-union
-        union = num_experts * (1.0 - (1.0 - union / num_experts) ** (others / batch))
+        union = independent_union(num_experts, union, others / batch)
     return batch, tokens, context, np.array(union)
 
 
@@ -245,7 +245,7 @@ def batched_plan(setup: EngineSetup, kmax: int, rounds: int = 2) -> OracleResult
     for k in range(kmax + 1):
         fixed = FixedPolicy(draft_tokens=k)
         log = run_policy(setup, fixed)
-        candidates.append((mean_tpot_s(log), f"fixed k = {k}", fixed, log, {}))
+        candidates.append((log.mean_tpot_s(), f"fixed k = {k}", fixed, log, {}))
     best_log = min(candidates, key=lambda c: c[0])[3]
     for r in range(rounds):
         batch, tokens, context, union = _batch_stats(best_log, n)
@@ -256,7 +256,7 @@ def batched_plan(setup: EngineSetup, kmax: int, rounds: int = 2) -> OracleResult
         }
         policy = _policy_from_tables(tables, kmax)
         log = run_policy(setup, policy)
-        candidates.append((mean_tpot_s(log), f"attribution DP round {r + 1}", policy, log, tables))
+        candidates.append((log.mean_tpot_s(), f"attribution DP round {r + 1}", policy, log, tables))
         best_log = min(candidates, key=lambda c: c[0])[3]
     _, how, winner, log, tables = min(candidates, key=lambda c: c[0])
     if isinstance(winner, FixedPolicy):  # the fixed plan won: spell it out as a plan

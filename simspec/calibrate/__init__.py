@@ -1,22 +1,24 @@
 """Calibration: torch microbenchmarks on a GPU -> a profile JSON -> the calibrated cost model.
 
 Users calibrate once on a GPU (minutes) and then simulate on CPUs. ``simspec calibrate`` runs,
-with the model's real shapes and bf16 weights (:mod:`simspec.calibrate.bench`):
+with the model's real shapes and bf16 weights (one module per kernel, run by
+:mod:`simspec.calibrate.run`):
 
-- **MoE layer** (router GEMM, softmax + top-k, gather, SwiGLU experts, weighted combine) over a
-  grid of tokens in the pass x unique experts touched. The routing is forced, so the unique
-  count is exact; experts run as one grouped kernel that reads each distinct expert once
-  (``torch._grouped_mm`` where the build has it, else one GEMM pair per expert; the profile
-  records which), timed with and without an L2 flush between repetitions, so L2 reuse of
-  co-routed experts is measured rather than assumed.
-- **Decode attention** (``scaled_dot_product_attention``) over batch x keys per request x
-  query tokens per request (1 .. max draft + 1), GQA shapes; MLA models use their compressed
-  KV (one latent "head" of kv_lora + rope dimensions).
-- **Dense GEMMs**: attention projections, shared expert, dense FFN, LM head, over tokens.
-- **Layer stack** of the model's depth at one token (eager, and CUDA-graph replay on a GPU)
-  for the fixed per-pass overhead, plus a few (batch, tokens per request) points kept out of
-  the fit to report the calibrated model's per-pass error on them.
-- **Ceilings**: device-to-device copy bandwidth and a large bf16 matmul.
+- **MoE layer** (:mod:`.moe`: router GEMM, softmax + top-k, gather, SwiGLU experts, weighted
+  combine) over a grid of tokens in the pass x unique experts touched. The routing is forced,
+  so the unique count is exact; experts run as one grouped kernel that reads each distinct
+  expert once (``torch._grouped_mm`` where the build has it, else one GEMM pair per expert;
+  the profile records which), timed with and without an L2 flush between repetitions, so L2
+  reuse of co-routed experts is measured rather than assumed.
+- **Decode attention** (:mod:`.attention`: ``scaled_dot_product_attention``) over batch x keys
+  per request x query tokens per request (1 .. max draft + 1), GQA shapes; MLA models use
+  their compressed KV (one latent "head" of kv_lora + rope dimensions).
+- **Dense GEMMs** (:mod:`.gemm`): attention projections, shared expert, dense FFN, LM head,
+  over tokens.
+- **Layer stack** (:mod:`.stack`) of the model's depth at one token (eager, and CUDA-graph
+  replay on a GPU) for the fixed per-pass overhead, plus a few (batch, tokens per request)
+  points kept out of the fit to report the calibrated model's per-pass error on them.
+- **Ceilings** (:mod:`.gemm`): device-to-device copy bandwidth and a large bf16 matmul.
 
 Timing (:mod:`simspec.calibrate.timing`): CUDA events around each repetition after warm-up,
 synchronised, median of the repetitions, an L2 flush (writing a buffer twice the L2 size)
@@ -24,7 +26,8 @@ before each flushed repetition; on a CPU the same code with ``time.perf_counter`
 shapes, to test the pipeline. :mod:`simspec.calibrate.fit` fits the roofline's efficiencies to
 the tables; :func:`assemble_profile` writes everything into one profile (:mod:`simspec.profile`).
 
-Only :func:`measure_profile` imports torch (lazily); the rest of this package is numpy.
+Only :func:`measure_profile` imports torch (lazily, through :mod:`.run`); this module and
+:mod:`.plan`, :mod:`.fit` and :mod:`.analytic` are numpy and scipy.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from simspec.costs.calibrated import calibrated_pass_cost
 from simspec.costs.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
-from simspec.profile import SCHEMA, SCHEMA_VERSION, profile_from_dict
+from simspec.profile import SCHEMA, SCHEMA_VERSION, CalibrationProfile, profile_from_dict
 from simspec.schema import to_dict
 
 from .analytic import ASSUMPTION_SOURCES, assumed_provenance, synthetic_tables
@@ -122,7 +125,12 @@ def assemble_profile(
     gpu = _peak_gpu(str(metadata.get("gpu", "")), peak_bw, peak_flops)
     shape = spec.shape
 
-    def predict(row: Mapping[str, Any], profile: Any, params: RooflineParams, overhead: float):
+    def predict(
+        row: Mapping[str, Any],
+        profile: CalibrationProfile,
+        params: RooflineParams,
+        overhead: float,
+    ) -> float:
         cost = calibrated_pass_cost(
             shape,
             gpu,
@@ -254,11 +262,11 @@ def measure_profile(
     raw : dict
         Every repetition of every benchmark, one list of rows per benchmark (for CSV files).
     """
-    from simspec.calibrate import bench  # imports torch
+    from simspec.calibrate.run import run_all  # imports torch
 
     spec = bench_model(model, shapes)
     plan: CalibrationPlan = make_plan(spec, quick=quick, shapes=shapes)
-    result = bench.run_all(spec, plan, device=device, progress=progress)
+    result = run_all(spec, plan, device=device, progress=progress)
     ceilings = result.ceilings
     if gpu is not None:
         peak = {
@@ -290,7 +298,8 @@ def measure_profile(
         "durations_s": result.durations_s,
         "bench_model": to_dict(spec),
         "sources": [
-            "simspec/calibrate/bench.py (the benchmarks), simspec/calibrate/fit.py (the fit)",
+            "simspec/calibrate/{moe,attention,gemm,stack}.py (the benchmarks), "
+            "simspec/calibrate/fit.py (the fit)",
         ],
     }
     data = assemble_profile(spec, result.tables, metadata=meta, peak=peak, ceilings=ceilings)

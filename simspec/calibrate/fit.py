@@ -1,4 +1,4 @@
-"""Fit the roofline's efficiencies to measured tables (pure numpy, no torch).
+"""Fit the roofline's efficiencies to measured tables (numpy and scipy, no torch).
 
 Every table cell is one kernel (or one MoE layer) whose bytes and FLOPs are known from the
 shapes, so the roofline predicts it from the efficiencies (:mod:`simspec.costs.kernels`):
@@ -12,10 +12,11 @@ BW and F are the profile's peaks (spec sheet for a catalog GPU). The fit minimis
 squared log errors (relative errors, so a 10 µs kernel counts as much as a 10 ms one), one
 parameter at a time with the others fixed (coordinate descent, a few rounds): eta_w on the GEMM
 cells, (eta_max, S) on the MoE cells, eta_kv on the attention cells, eta_c on all cells. Each
-one-dimensional search is a coarse grid in log space refined by golden-section search, so it
-cannot get stuck in a far local minimum. eta_c is identified only when some cell is
-compute-bound; otherwise it is taken from the measured matmul ceiling (or kept as assumed),
-and the provenance says so.
+one-dimensional search is a coarse grid in log space refined by Brent's bounded method
+(``scipy.optimize.minimize_scalar``), so it cannot get stuck in a far local minimum; eta_moe(U)
+is :func:`simspec.costs.params.moe_efficiency`, the cost model's own definition. eta_c is
+identified only when some cell is compute-bound; otherwise it is taken from the measured matmul
+ceiling (or kept as assumed), and the provenance says so.
 
 The fixed per-pass overhead is what the tables do not explain: the median, over the layer-stack
 points marked "fit" (one token: CUDA-graph replay when available, else eager), of the measured
@@ -34,46 +35,48 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from scipy import optimize
 
-from simspec.costs.params import RooflineParams
+from simspec.costs.params import RooflineParams, moe_efficiency
 
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 EFFICIENCY_RANGE = (0.002, 1.0)
+#: Absolute tolerance of the bounded searches, in log space (relative error of the argmin).
+LOG_XATOL = 1e-12
 
 
-def minimize_scalar(
-    f: Callable[[float], float], lo: float, hi: float, *, grid: int = 41, iters: int = 60
+def grid_then_bounded(
+    f: Callable[[float], float], lo: float, hi: float, *, grid: int = 41
 ) -> float:
-    """Argmin of ``f`` on [lo, hi]: the best of a ``grid``-point scan, refined by golden section.
+    """Argmin of ``f`` on [lo, hi]: the best of a ``grid``-point scan, refined by Brent's method.
 
-    >>> round(minimize_scalar(lambda x: (x - 0.3) ** 2, 0.0, 1.0), 6)
+    The scan keeps the search away from far local minima; the refinement is
+    ``scipy.optimize.minimize_scalar(method="bounded")`` between the best point's neighbours.
+
+    >>> round(grid_then_bounded(lambda x: (x - 0.3) ** 2, 0.0, 1.0), 6)
     0.3
     """
     xs = np.linspace(lo, hi, grid)
     values = [f(float(x)) for x in xs]
     best = int(np.argmin(values))
-    a = float(xs[max(best - 1, 0)])
-    b = float(xs[min(best + 1, grid - 1)])
-    c = b - _GOLDEN * (b - a)
-    d = a + _GOLDEN * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - _GOLDEN * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + _GOLDEN * (b - a)
-            fd = f(d)
-    x = (a + b) / 2.0
-    return x if f(x) <= values[best] else float(xs[best])
+    center = float(xs[best])
+    a = float(xs[max(best - 1, 0)]) - center
+    b = float(xs[min(best + 1, grid - 1)]) - center
+    # Search the offset from the best grid point: Brent's tolerance has a relative term
+    # (sqrt(eps)·|x|), which is then tiny, so ``LOG_XATOL`` sets the precision.
+    result = optimize.minimize_scalar(
+        lambda d: f(center + d),
+        bounds=(a, b),
+        method="bounded",
+        options={"xatol": LOG_XATOL, "maxiter": 500},
+    )
+    x = center + float(result.x)
+    return x if f(x) <= values[best] else center
 
 
 def _log_efficiency_search(f: Callable[[float], float]) -> float:
     """Minimise ``f(eta)`` over eta in EFFICIENCY_RANGE, searching log(eta)."""
     lo, hi = (math.log(v) for v in EFFICIENCY_RANGE)
-    return math.exp(minimize_scalar(lambda x: f(math.exp(x)), lo, hi))
+    return math.exp(grid_then_bounded(lambda x: f(math.exp(x)), lo, hi))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +179,7 @@ def _moe_pred(
     bw: float,
     peak: float,
 ) -> np.ndarray:
-    eta = eta_max * -np.expm1(-c.unique * c.expert_bytes / saturation_bytes)
+    eta = moe_efficiency(c.unique, c.expert_bytes, eta_max, saturation_bytes)
     routed = np.maximum(
         c.unique * c.expert_bytes / (eta * bw), 2.0 * c.rows * c.expert_params / (eta_c * peak)
     )
@@ -201,7 +204,7 @@ def fit_efficiencies(
     ----------
     tables : mapping
         The profile's ``tables`` section (``moe``, ``attention``, ``gemm`` as written by
-        :mod:`simspec.calibrate.bench` or :mod:`simspec.calibrate.analytic`).
+        :mod:`simspec.calibrate.run` or :mod:`simspec.calibrate.analytic`).
     peak_bytes_per_s, peak_flops_per_s : float
         BW and F that the efficiencies are fractions of.
     assumed : RooflineParams
@@ -272,7 +275,7 @@ def fit_efficiencies(
             lo = math.log(moe.expert_bytes * 0.01)
             hi = math.log(moe.expert_bytes * 1000.0)
             objective = partial(moe_sse_at, e_w=eta_w, e_c=eta_c)
-            sat = math.exp(minimize_scalar(objective, lo, hi, grid=31, iters=40))
+            sat = math.exp(grid_then_bounded(objective, lo, hi, grid=31))
             eta_max = best_moe_max(sat, eta_w, eta_c)
         if attn is not None:
             eta_kv = _log_efficiency_search(partial(attention_sse, e_c=eta_c))
@@ -287,7 +290,7 @@ def fit_efficiencies(
         if dense is not None:
             bound += int(np.sum(dense.flops / (eta_c * peak) > dense.nbytes / (eta_mem * bw)))
     if moe is not None:
-        eta = eta_max * -np.expm1(-moe.unique * moe.expert_bytes / sat)
+        eta = moe_efficiency(moe.unique, moe.expert_bytes, eta_max, sat)
         mem = moe.unique * moe.expert_bytes / (eta * bw)
         bound += int(np.sum(2.0 * moe.rows * moe.expert_params / (eta_c * peak) > mem))
     details["compute_bound_cells"] = float(bound)

@@ -34,8 +34,11 @@ GEMM_TABLES = (
 
 
 @dataclass(frozen=True, slots=True)
-class StackPoint:
-    """A layer-stack measurement point: ``use`` is "fit" (overhead) or "validation"."""
+class StackPlanPoint:
+    """Where the plan times the layer stack: ``use`` is "fit" (overhead) or "validation".
+
+    The measurement itself is a :class:`simspec.profile.StackMeasurement`.
+    """
 
     batch: int
     tokens_per_request: int
@@ -52,7 +55,7 @@ class CalibrationPlan:
     attention_batch: tuple[int, ...]
     attention_kv_tokens: tuple[int, ...]
     attention_query_tokens: tuple[int, ...]
-    stack_points: tuple[StackPoint, ...]
+    stack_points: tuple[StackPlanPoint, ...]
     stack_context_tokens: int
     warmup: int
     repetitions: int
@@ -234,7 +237,7 @@ def make_plan(spec: ModelSpec, *, quick: bool, shapes: str) -> CalibrationPlan:
             attention_batch=(1, 4) if quick else (1, 2, 4, 8),
             attention_kv_tokens=(32, 128) if quick else (32, 64, 128, 256),
             attention_query_tokens=(1, 3) if quick else (1, 2, 3, 5),
-            stack_points=(StackPoint(1, 1, "fit"), StackPoint(4, 2, "validation")),
+            stack_points=(StackPlanPoint(1, 1, "fit"), StackPlanPoint(4, 2, "validation")),
             stack_context_tokens=32,
             warmup=1,
             repetitions=3 if quick else 7,
@@ -250,7 +253,7 @@ def make_plan(spec: ModelSpec, *, quick: bool, shapes: str) -> CalibrationPlan:
             attention_batch=(1, 8, 64),
             attention_kv_tokens=tuple(c for c in (512, 2048, 8192) if c <= max_ctx),
             attention_query_tokens=(1, 4, 9),
-            stack_points=(StackPoint(1, 1, "fit"), StackPoint(8, 4, "validation")),
+            stack_points=(StackPlanPoint(1, 1, "fit"), StackPlanPoint(8, 4, "validation")),
             stack_context_tokens=512,
             warmup=2,
             repetitions=10,
@@ -265,12 +268,12 @@ def make_plan(spec: ModelSpec, *, quick: bool, shapes: str) -> CalibrationPlan:
         attention_kv_tokens=tuple(c for c in kv if c <= max_ctx),
         attention_query_tokens=(1, 2, 3, 4, 6, 9),
         stack_points=(
-            StackPoint(1, 1, "fit"),
-            StackPoint(1, 4, "validation"),
-            StackPoint(4, 2, "validation"),
-            StackPoint(8, 4, "validation"),
-            StackPoint(16, 1, "validation"),
-            StackPoint(32, 3, "validation"),
+            StackPlanPoint(1, 1, "fit"),
+            StackPlanPoint(1, 4, "validation"),
+            StackPlanPoint(4, 2, "validation"),
+            StackPlanPoint(8, 4, "validation"),
+            StackPlanPoint(16, 1, "validation"),
+            StackPlanPoint(32, 3, "validation"),
         ),
         stack_context_tokens=512,
         warmup=3,

@@ -1,4 +1,4 @@
-"""Timers for the microbenchmarks (imports torch: only :mod:`simspec.calibrate.bench` uses it).
+"""Timers for the microbenchmarks (imports torch: only the benchmark modules use it).
 
 On a GPU (:class:`CudaTimer`), each repetition is bracketed by two CUDA events recorded on the
 current stream; all repetitions are queued, then one ``torch.cuda.synchronize()`` waits for

@@ -25,28 +25,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the comparison, print the table, write JSON and figures."""
-    from simspec.compare import compare
-    from simspec.config.scenario import load_scenario
-    from simspec.io import results_json
+    from simspec.analysis.experiment import run_experiment
+    from simspec.config.load import load_scenario
+    from simspec.io.progress import Progress
 
     scenario = load_scenario(args.scenario, args.set)
     if args.json:
         check_writable(args.json, "--json")
     if args.plot:
         check_writable(f"{args.plot.rstrip('/')}/policies.png", "--plot")
-    result = compare(scenario)
-    res = result.results
+    with Progress("compare") as progress:
+        result = run_experiment(scenario, oracle=True, progress=progress)
     rows = [
         (
-            p["label"],
-            f"{p['tokens_per_s']:.1f}",
-            f"{p['tpot_ms']:.3f}",
-            f"{p['acceptance_length']:.3f}",
-            f"{p['mean_k']:.2f}",
-            f"{p['speedup_vs_no_spec']:.3f}",
-            f"{p['gap_to_oracle_pct']:.1f}",
+            p.label,
+            f"{p.tokens_per_s:.1f}",
+            f"{p.tpot_ms:.3f}",
+            f"{p.acceptance_length:.3f}",
+            f"{p.mean_k:.2f}",
+            f"{p.speedup_vs_no_spec:.3f}",
+            f"{p.gap_to_oracle_pct or 0.0:.1f}",
         )
-        for p in res["policies"]
+        for p in result.policies
     ]
     print(f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}")
     print(
@@ -55,9 +55,10 @@ def execute(args: argparse.Namespace) -> int:
             rows,
         )
     )
-    oracle = res["oracle"]
-    print(f"oracle: {'exact' if oracle['exact'] else 'approximate'} — {oracle['method']}")
-    d = oracle["delta"]
+    oracle = result.oracle
+    assert oracle is not None  # run_experiment(oracle=True) always finds one
+    print(f"oracle: {'exact' if oracle.exact else 'approximate'} — {oracle.method}")
+    d = dict(oracle.delta)
     if d:
         print(
             f"delta space: {d['points']} extensions ({d['chosen']} chosen), fitted slope "
@@ -67,13 +68,13 @@ def execute(args: argparse.Namespace) -> int:
             f"{d['binding_decisions']} binding decisions"
         )
     if args.json:
-        write_output(args.json, results_json(res), "--json")
+        write_output(args.json, result.to_json(), "--json")
         print(f"wrote {args.json}")
     if args.plot:
         from simspec.plots.policies import delta_space, policy_bars
 
-        written = policy_bars(res, f"{args.plot}/policies.png")
-        if d:
+        written = policy_bars(result, f"{args.plot}/policies.png")
+        if d and result.delta_points is not None:
             written += delta_space(result.delta_points, d, f"{args.plot}/delta-space.png")
         print("wrote " + ", ".join(str(p) for p in written))
     return 0

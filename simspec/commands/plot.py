@@ -31,12 +31,7 @@ def execute(args: argparse.Namespace) -> int:
     """One folder: every figure its axes allow. Several: speedup vs batch, one panel per case."""
     from simspec.plots.sweep import plot_folder, speedup_by_case
 
-    folders = [Path(f) for f in args.folders]
-    for folder in folders:
-        if not (folder / "summary.csv").exists():
-            raise InputError(
-                str(folder), "summary.csv", "a folder written by `simspec sweep`", "no summary.csv"
-            )
+    folders = [Path(f) for f in args.folders]  # read_sweep names a folder that is no sweep
     out = Path(args.out) if args.out else folders[0] / "figures"
     if len(folders) == 1:
         written = plot_folder(folders[0], out)

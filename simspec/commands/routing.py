@@ -9,12 +9,17 @@ catalog model and an overlap profile (optionally checked against the Monte-Carlo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from simspec.commands import check_writable, table
 from simspec.errors import InputError
+from simspec.physics.experts import chance_overlap
+from simspec.routing.config import MAX_LAGS, RoutingConfig
+from simspec.routing.popularity import POPULARITIES
+from simspec.schema import help_of
 
 NAME = "routing"
 HELP = "Routing statistics of a trace (stats) and unique-expert predictions (predict)."
@@ -36,7 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     stats.add_argument("trace", help="routing trace (.npz)")
-    stats.add_argument("--lags", type=int, default=4, help="largest lag D to estimate (1-12)")
+    stats.add_argument(
+        "--lags", type=int, default=4, help=f"largest lag D to estimate (1-{MAX_LAGS})"
+    )
     stats.add_argument("--max-tokens", type=int, default=16, help="largest window T of U(T) (1-16)")
     stats.add_argument("--per-layer", action="store_true", help="also print a row per layer")
     stats.add_argument("--plot", metavar="OUT.png", help="write the U(T) figure")
@@ -63,16 +70,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     predict.add_argument("--batch", type=int, default=1, help="sequences per pass B")
     predict.add_argument(
         "--popularity",
-        choices=("uniform", "zipf", "dirichlet"),
+        choices=POPULARITIES.names(),
         default="uniform",
         help="expert popularity weights per layer, as in a scenario's [routing] table",
     )
-    predict.add_argument(
-        "--zipf-exponent", type=float, default=0.8, help="Zipf exponent s (rank^-s)"
-    )
-    predict.add_argument(
-        "--dirichlet-concentration", type=float, default=0.3, help="Dirichlet concentration"
-    )
+    for name, default, text in _law_parameters():
+        predict.add_argument(_flag(name), type=type(default), default=default, help=text)
     predict.add_argument("--seed", type=int, default=0, help="seed of the popularity draw")
     predict.add_argument(
         "--samples",
@@ -82,6 +85,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     predict.add_argument("--plot", metavar="OUT.png", help="write the U(T) figure")
     predict.set_defaults(_routing=_predict)
+
+
+def _law_parameters() -> list[tuple[str, Any, str]]:
+    """(name, default, help) of the popularity laws' parameters that are [routing] keys."""
+    fields = {f.name: f for f in dataclasses.fields(RoutingConfig)}
+    helps = help_of(RoutingConfig)
+    names = {p for law in POPULARITIES.names() for p in POPULARITIES.parameters(law)}
+    return [(p, fields[p].default, helps[p]) for p in sorted(names & set(fields))]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -99,13 +114,13 @@ def _pct(value: float) -> str:
 
 
 def _predictions(
-    popularity: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
+    inclusion: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
 ) -> dict[str, np.ndarray]:
     """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers."""
-    from simspec.routing.ipf import unique_curves
+    from simspec.routing.predictor import unique_curves
 
     try:
-        return unique_curves(popularity, overlaps, tokens, batch)
+        return unique_curves(inclusion, overlaps, tokens, batch)
     except ValueError as err:
         raise InputError(
             "command line", flag, "overlaps a top-k router can have", str(err)
@@ -124,7 +139,7 @@ def _plot(
 def _stats(args: argparse.Namespace) -> int:
     from simspec.routing.trace import estimate_statistics, fit_zipf_exponent, load_trace
 
-    _check_range("--lags", args.lags, 1, 12)
+    _check_range("--lags", args.lags, 1, MAX_LAGS)
     _check_range("--max-tokens", args.max_tokens, 1, 16)
     if args.plot:
         check_writable(args.plot, "--plot")
@@ -138,15 +153,16 @@ def _stats(args: argparse.Namespace) -> int:
         f"trace {args.trace}: {trace.model or 'unnamed model'}, {st.num_tokens} tokens in "
         f"{st.num_sequences} sequences, {trace.num_layers} MoE layers, top-{k} of {n} experts"
     )
-    hottest = st.popularity.max(axis=1)
-    effective = k * k / (st.popularity**2).sum(axis=1)
+    p = st.inclusion_probabilities
+    hottest = p.max(axis=1)
+    chance = st.chance
+    effective = k / chance  # k_e^2 / Σ p_e^2: experts of a uniform router with this chance overlap
     print(
         f"popularity: hottest expert used by {np.median(hottest):.3f} of tokens (median layer; "
         f"max {hottest.max():.3f}), effective experts k^2/sum p^2 = {np.median(effective):.1f} "
-        f"of {n}, Zipf exponent fit {fit_zipf_exponent(st.popularity, k):.2f}"
+        f"of {n}, Zipf exponent fit {fit_zipf_exponent(p, k):.2f}"
     )
     print()
-    chance = st.chance
     lag_rows = [
         (
             d + 1,
@@ -159,7 +175,7 @@ def _stats(args: argparse.Namespace) -> int:
     ]
     print(table(("lag d", "rho_d", "layer min", "layer max", "chance"), lag_rows))
     print()
-    predicted = _predictions(st.popularity, st.overlaps, args.max_tokens, 1, "--lags")
+    predicted = _predictions(p, st.overlaps, args.max_tokens, 1, "--lags")
     measured = st.pooled_unique
     headers = ["T", "windows", "trace U(T)"]
     for label in predicted:
@@ -195,7 +211,7 @@ def _stats(args: argparse.Namespace) -> int:
     print()
     print("# scenario [routing] keys with these statistics (popularity as a Zipf fit):")
     print('popularity = "zipf"')
-    print(f"zipf_exponent = {fit_zipf_exponent(st.popularity, k):.3f}")
+    print(f"zipf_exponent = {fit_zipf_exponent(p, k):.3f}")
     print("overlaps = [" + ", ".join(f"{v:.4f}" for v in st.pooled_overlaps) + "]")
     print("layer_overlap_scale = [" + ", ".join(f"{v:.3f}" for v in scale) + "]")
     if args.plot:
@@ -213,7 +229,8 @@ def _stats(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from simspec import catalog
     from simspec import rng as rngs
-    from simspec.routing.samplers import RoutingConfig, inclusion_popularity, sampled_unique_curve
+    from simspec.routing.maxent import sampled_unique_curve
+    from simspec.routing.popularity import draw_inclusion_probabilities
 
     _check_range("--tokens", args.tokens, 1, 16)
     _check_range("--batch", args.batch, 1, 4096)
@@ -226,26 +243,20 @@ def _predict(args: argparse.Namespace) -> int:
     if not shape.num_moe_layers:
         raise InputError("command line", "--model", "a Mixture-of-Experts model", args.model)
     overlaps = np.asarray(args.overlap, dtype=float)
-    if len(overlaps) > 12 or not ((overlaps >= 0) & (overlaps <= 1)).all():
+    if len(overlaps) > MAX_LAGS or not ((overlaps >= 0) & (overlaps <= 1)).all():
         raise InputError(
-            "command line", "--overlap", "at most 12 overlaps in [0, 1]", str(args.overlap)
+            "command line", "--overlap", f"at most {MAX_LAGS} overlaps in [0, 1]", str(args.overlap)
         )
-    for flag, value in (
-        ("--zipf-exponent", args.zipf_exponent),
-        ("--dirichlet-concentration", args.dirichlet_concentration),
-    ):
+    law_params = {name: getattr(args, name) for name, _, _ in _law_parameters()}
+    for name, value in law_params.items():
         if not (np.isfinite(value) and value > 0):
-            raise InputError("command line", flag, "a positive number", str(value))
+            raise InputError("command line", _flag(name), "a positive number", str(value))
     if args.plot:
         check_writable(args.plot, "--plot")
-    config = RoutingConfig(
-        popularity=args.popularity,
-        zipf_exponent=args.zipf_exponent,
-        dirichlet_concentration=args.dirichlet_concentration,
-    )
+    config = RoutingConfig(popularity=args.popularity, **law_params)
     layers, n, k = shape.num_moe_layers, shape.num_experts, shape.experts_per_token
-    p = inclusion_popularity(config, layers, n, k, rngs.stream(args.seed, "popularity"))
-    chance = float((p * p).sum(axis=1).mean() / k)
+    p = draw_inclusion_probabilities(config, layers, n, k, rngs.stream(args.seed, "popularity"))
+    chance = chance_overlap(p, k, layer_mean=True)
     profile = " ".join(f"{v:g}" for v in overlaps) if len(overlaps) else "independent"
     print(
         f"{args.model}: top-{k} of {n} routed experts, {layers} MoE layers, {args.popularity} "

@@ -24,27 +24,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load, simulate, print, and optionally write the results JSON."""
-    from simspec.config.scenario import load_scenario
-    from simspec.io import results_json
-    from simspec.simulate import simulate
+    from simspec.analysis.experiment import run_experiment
+    from simspec.config.load import load_scenario
+    from simspec.io.progress import Progress
 
     scenario = load_scenario(args.scenario, args.set)
     if args.json:
         check_writable(args.json, "--json")
-    results = simulate(scenario)
+    with Progress("run") as progress:
+        result = run_experiment(scenario, progress=progress)
     rows = [
         (
-            p["label"],
-            f"{p['tokens_per_s']:.1f}",
-            f"{p['tpot_ms']:.3f}",
-            f"{p['ttft_ms']:.1f}",
-            f"{p['acceptance_length']:.3f}",
-            f"{p['mean_k']:.2f}",
-            f"{p['verify_over_decode']:.3f}",
-            f"{p['unique_experts_per_layer']:.1f}",
-            f"{p['speedup_vs_no_spec']:.3f}",
+            p.label,
+            f"{p.tokens_per_s:.1f}",
+            f"{p.tpot_ms:.3f}",
+            f"{p.ttft_ms:.1f}",
+            f"{p.acceptance_length:.3f}",
+            f"{p.mean_k:.2f}",
+            f"{p.verify_over_decode:.3f}",
+            f"{p.unique_experts_per_layer:.1f}",
+            f"{p.speedup_vs_no_spec:.3f}",
         )
-        for p in results["policies"]
+        for p in result.policies
     ]
     print(
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
@@ -64,6 +65,6 @@ def execute(args: argparse.Namespace) -> int:
     )
     print(table(headers, rows))
     if args.json:
-        write_output(args.json, results_json(results), "--json")
+        write_output(args.json, result.to_json(), "--json")
         print(f"wrote {args.json}")
     return 0

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-import time
 from pathlib import Path
 
+from simspec.commands import add_set_option
 from simspec.errors import InputError
 
 NAME = "sweep"
@@ -57,46 +56,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--scheduler", metavar="ADDRESS", help="dask scheduler address (default: a LocalCluster)"
     )
     parser.add_argument("--resume", action="store_true", help="skip points already finished")
-    parser.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override a base-scenario key (repeatable)",
-    )
-
-
-class _Progress:
-    """A one-line progress bar with ETA on a terminal; silent otherwise."""
-
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.first: int | None = None
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.first is None:
-            self.first = done
-        if not self.tty or total == 0:
-            return
-        elapsed = time.monotonic() - self.start
-        fresh = done - self.first
-        eta = elapsed / fresh * (total - done) if fresh else float("nan")
-        width = 30
-        filled = int(width * done / total)
-        eta_text = "--:--" if eta != eta else f"{int(eta // 60):02d}:{int(eta % 60):02d}"
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} ETA {eta_text}"
-        )
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+    add_set_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
     """Expand the grid, validate every point, run the unfinished ones, write the tables."""
-    from simspec.config.scenario import apply_overrides, read_scenario_data
-    from simspec.sweep.run import expand, read_spec, run_sweep
+    from simspec.io.progress import Progress
+    from simspec.sweep.run import run_sweep
+    from simspec.sweep.spec import load_sweep
 
     if args.workers < 1:
         raise InputError("--workers", str(args.workers), "an integer >= 1", str(args.workers))
@@ -104,27 +71,35 @@ def execute(args: argparse.Namespace) -> int:
         raise InputError(
             "--replications", str(args.replications), "an integer >= 1", str(args.replications)
         )
-    data, source = read_scenario_data(args.scenario)
-    if args.set:
-        data = apply_overrides(data, args.set)
-    spec = read_spec(data, source, args.grid, args.replications, True if args.oracle else None)
-    points = expand(data, source, spec)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError("--out", args.out, "a folder", "an existing file")
+    spec, points = load_sweep(
+        args.scenario,
+        grid=args.grid,
+        overrides=args.set,
+        replications=args.replications,
+        oracle=True if args.oracle else None,
+    )
     print(
         f"sweep: {len(points)} points ({len(spec.grid)} axes, {max(len(spec.cases), 1)} cases, "
         f"{spec.replications} replications), {args.workers} workers, {args.executor} executor"
     )
-    results, summary = run_sweep(
-        points,
-        out,
-        oracle=spec.oracle,
-        workers=args.workers,
-        executor=args.executor,
-        scheduler=args.scheduler,
-        resume=args.resume,
-        progress=_Progress(),
-    )
-    print(f"wrote {results} and {summary}")
+    out = Path(args.out)
+    try:
+        with Progress("sweep") as progress:
+            run_sweep(
+                points,
+                out,
+                oracle=spec.oracle,
+                workers=args.workers,
+                executor=args.executor,
+                scheduler=args.scheduler,
+                resume=args.resume,
+                progress=progress,
+            )
+    except InputError as err:  # name the flag, not the library's argument
+        if err.key_path != "sweep.out":
+            raise
+        resumable = not args.resume and (out / "points").is_dir()
+        hint = "Pass --resume to continue the sweep saved there." if resumable else ""
+        raise InputError("--out", args.out, err.expected, err.found, hint) from None
+    print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")
     return 0

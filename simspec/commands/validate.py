@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from simspec.commands import add_set_option
 
@@ -19,16 +20,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
-    from simspec.config.scenario import apply_overrides, load_scenario, read_scenario_data
-    from simspec.sweep.run import expand, read_spec
+    from simspec.config.load import apply_overrides, read_scenario_data, scenario_from_dict
+    from simspec.sweep.spec import expand, read_spec
 
-    s = load_scenario(args.scenario, args.set)
     data, source = read_scenario_data(args.scenario)
-    points = None
-    if "sweep" in data:
-        if args.set:
-            data = apply_overrides(data, args.set)
-        points = expand(data, source, read_spec(data, source))
+    base = str(Path(args.scenario).parent)
+    if args.set:
+        data = apply_overrides(data, args.set)
+        source += " (with --set overrides)"
+    s = scenario_from_dict(data, source, base_dir=base)
+    points = (
+        expand(data, source, read_spec(data, source), base_dir=base) if "sweep" in data else None
+    )
     print(
         f"{args.scenario}: ok — {s.name} ({s.digest()}), {len(s.policies)} policies, "
         f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"

@@ -1,70 +1,57 @@
-"""Scenario side of calibration profiles (moved out of simspec.profile; being rewritten)."""
+"""The calibration profile a scenario names: found, loaded and checked against the scenario."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
-from simspec.costs.params import RooflineParams
-from simspec.errors import FieldError
+from simspec.errors import ScenarioError, describe
 from simspec.profile import CalibrationProfile, load_profile
 
-_ROOFLINE_FIELDS = {f.name: f for f in dataclasses.fields(RooflineParams)}
-_DEFAULTS = RooflineParams()
+
+def profile_path(value: str, base_dir: str) -> Path:
+    """Where ``costs.profile = value`` points: relative to ``base_dir`` ("" = working folder)."""
+    path = Path(value)
+    return path if path.is_absolute() or not base_dir else Path(base_dir) / path
 
 
-class _Default(float):
-    """A RooflineParams default a profile may replace: a float that knows it was not set.
-
-    It equals the built-in default (so the field's declared default is the real number);
-    values a scenario sets are plain floats (schema.build converts them), so they stay.
-    """
-
-    __slots__ = ()
-
-
-def from_profile(name: str) -> Any:
-    """A ``[costs]`` field for RooflineParams field ``name`` whose default comes from a profile.
-
-    Same help text, bounds and default value as the RooflineParams field; :func:`fill_from_profile`
-    replaces the default (not a value the scenario sets) by the profile's fitted value.
-    """
-    base = _ROOFLINE_FIELDS[name]
-    return dataclasses.field(default=_Default(getattr(_DEFAULTS, name)), metadata=base.metadata)
-
-
-def fill_from_profile(config: Any) -> None:
-    """Fill the unset roofline fields of a ``CostsConfig`` (from its profile, else the defaults).
-
-    Called from ``CostsConfig.__post_init__``; keys set in the scenario win over the profile.
+def load_scenario_profile(
+    costs: Any, gpu: str, target: str, source: str, base_dir: str
+) -> CalibrationProfile | None:
+    """The profile of a ``[costs]`` table, loaded and checked (None without one).
 
     Raises
     ------
-    FieldError
-        ``profile`` names no file, or ``model = "calibrated"`` without a profile.
+    ScenarioError
+        ``costs.profile`` names no file, the profile does not fit the scenario, or
+        ``model = "calibrated"`` has no profile.
     ProfileError
         The profile file is bad (the message names the file and the key inside it).
     """
-    source = _DEFAULTS
-    if config.profile:
-        if not Path(config.profile).is_file():
-            raise FieldError(
-                "profile",
-                "an existing calibration profile JSON file (path relative to the working folder)",
-                config.profile,
+    if not costs.profile:
+        if costs.model == "calibrated":
+            raise ScenarioError(
+                source,
+                "costs.profile",
+                "a calibration profile path when model = 'calibrated' (it interpolates the "
+                "profile's tables; `simspec calibrate` writes one)",
+                describe(costs.profile),
             )
-        source = load_profile(config.profile).fitted
-    elif config.model == "calibrated":
-        raise FieldError(
-            "profile",
-            "a calibration profile path when model = 'calibrated' (it interpolates the "
-            "profile's tables; `simspec calibrate` writes one)",
-            config.profile,
+        return None
+    path = profile_path(costs.profile, base_dir)
+    if not path.is_file():
+        where = f"the scenario's folder {base_dir}" if base_dir else "the working folder"
+        raise ScenarioError(
+            source,
+            "costs.profile",
+            f"an existing calibration profile JSON file (relative to {where})",
+            describe(costs.profile),
         )
-    for name in _ROOFLINE_FIELDS:
-        if isinstance(getattr(config, name), _Default):
-            object.__setattr__(config, name, float(getattr(source, name)))
+    profile = load_profile(path)
+    problem = profile_mismatch(profile, costs.model, gpu, target)
+    if problem:
+        raise ScenarioError(source, "costs.profile", *problem)
+    return profile
 
 
 def profile_mismatch(

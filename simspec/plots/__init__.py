@@ -7,12 +7,10 @@ output handling: PNG (and SVG when asked), written atomically, on a non-interact
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from simspec.io import file_mode
+from simspec.io import write_atomic
 
 #: Okabe-Ito colour-blind-safe palette.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -32,24 +30,20 @@ def new_figure(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]
 
 
 def save(fig: Any, path: str | Path, *, svg: bool = False) -> list[Path]:
-    """Write ``fig`` to ``path`` (PNG; plus the same name with .svg when ``svg``), atomically."""
+    """Write ``fig`` to ``path`` (PNG; plus the same name with .svg when ``svg``), atomically.
+
+    The figure is closed afterwards, also when writing fails.
+    """
     import matplotlib.pyplot as plt
 
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    written = []
     suffixes = [".png", ".svg"] if svg else [".png"]
-    for suffix in suffixes:
-        out = target.with_suffix(suffix)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=suffix, dir=out.parent)
-        os.close(fd)
-        try:
-            fig.savefig(tmp, bbox_inches="tight")
-            os.chmod(tmp, file_mode())
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(out)
-    plt.close(fig)
-    return written
+    try:
+        return [
+            write_atomic(
+                target.with_suffix(suffix), lambda tmp: fig.savefig(tmp, bbox_inches="tight")
+            )
+            for suffix in suffixes
+        ]
+    finally:
+        plt.close(fig)

@@ -8,22 +8,23 @@ from typing import Any
 import numpy as np
 
 from simspec.analysis.delta import DeltaPoints
+from simspec.analysis.results import RunResult
 from simspec.plots import PALETTE, new_figure, save
 
 
-def policy_bars(results: dict[str, Any], path: str | Path, *, svg: bool = False) -> list[Path]:
+def policy_bars(result: RunResult, path: str | Path, *, svg: bool = False) -> list[Path]:
     """Speedup over plain decoding per policy, the oracle's bar hatched."""
-    rows = results["policies"]
+    rows = result.policies
     fig, ax = new_figure(max(6.4, 0.9 * len(rows)), 4.0)
-    labels = [r["label"] for r in rows]
-    values = [r["speedup_vs_no_spec"] for r in rows]
-    colors = [PALETTE[3] if r["name"] == "oracle" else PALETTE[0] for r in rows]
+    labels = [r.label for r in rows]
+    values = [r.speedup_vs_no_spec for r in rows]
+    colors = [PALETTE[3] if r.is_oracle else PALETTE[0] for r in rows]
     bars = ax.bar(range(len(rows)), values, color=colors)
     for bar, row in zip(bars, rows, strict=True):
-        if row["name"] == "oracle":
+        if row.is_oracle:
             bar.set_hatch("//")
         ax.annotate(
-            f"{row['speedup_vs_no_spec']:.2f}x",
+            f"{row.speedup_vs_no_spec:.2f}x",
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",
@@ -32,7 +33,7 @@ def policy_bars(results: dict[str, Any], path: str | Path, *, svg: bool = False)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right")
     ax.set_ylabel("speedup vs no speculation (TPOT ratio, x)")
-    ax.set_title(results["scenario"]["name"])
+    ax.set_title(result.scenario["name"])
     return save(fig, path, svg=svg)
 
 

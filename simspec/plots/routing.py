@@ -1,8 +1,8 @@
 """Unique experts per layer against tokens per sequence, U(T): predictions and measurements.
 
 Lines are predictions (independent routing, the max-entropy Markov chain from rho_1, the
-multi-lag IPF from rho_1..rho_D; :mod:`simspec.routing.ipf`), markers are measured curves (a routing
-trace, or the Monte-Carlo sampler). The y axis is in units of k_e, so U(1) = 1 and the
+multi-lag IPF from rho_1..rho_D; :mod:`simspec.routing.predictor`), markers are measured curves (a
+routing trace, or the Monte-Carlo sampler). The y axis is in units of k_e, so U(1) = 1 and the
 independent curve of a k_e/N = 1/16 model passes 3.64 at T = 4 (MoESD's formula).
 """
 

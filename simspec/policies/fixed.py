@@ -25,3 +25,15 @@ class FixedPolicy:
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``draft_tokens``, within the drafter's cap."""
         return min(self.draft_tokens, max_draft_tokens)
+
+
+#: Label of the k = 0 baseline row when a scenario does not declare one (reserved for it).
+BASELINE_LABEL = "no-spec"
+
+
+def is_plain_decoding(policy: object) -> bool:
+    """True for the k = 0 policy (plain decoding: every step verifies one token).
+
+    The one test of "is this the baseline": by the policy object, never by a label.
+    """
+    return isinstance(policy, FixedPolicy) and policy.draft_tokens == 0

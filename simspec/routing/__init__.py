@@ -1,1 +1,24 @@
-"""routing."""
+"""Expert routing: which of the N routed experts each token activates, per MoE layer.
+
+A verify pass loads, per layer, the union of the experts of every token it feeds, so its MoE
+cost depends on how a router spreads tokens over experts (popularity) and how much consecutive
+tokens of a sequence reuse experts (lag overlaps rho_d). This package describes routing by
+those statistics and turns them into unique-expert counts, sampled or expected:
+
+==============  ================================================================================
+config          ``RoutingConfig``, the scenario's ``[routing]`` table (statistics + mode)
+popularity      the popularity laws (a registry), popularity weights w_e, inclusion
+                probabilities p_e
+sets            expert sets as ids, membership tables and history bitmasks; pass unions
+reuse           Monte-Carlo: the reuse sampler (uniform popularity, lag-1 overlap)
+maxent          Monte-Carlo: the max-entropy sampler (any popularity, any overlap profile)
+overlap         the pairwise max-entropy law: odds ratios fitted to rho_d, Markov closed form
+ipf             the max-entropy law over T tokens by iterative proportional fitting
+predictor       analytic mode: expected unique experts of a pass (``UniqueExpertPredictor``)
+trace           the routing-trace file format and the estimator of its statistics
+==============  ================================================================================
+
+The closed forms shared with the rest of simspec (independent union, chance overlap, experts
+added by one more draft) live in :mod:`simspec.physics.experts`. Import from the submodules;
+this package module imports none of them.
+"""

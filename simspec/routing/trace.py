@@ -25,7 +25,7 @@ included, they route the same way). Shared experts are not listed: they are alwa
 the lag-d overlaps rho_d = mean |S_t ∩ S_{t+d}| / k_e over token pairs d apart in the same
 sequence, and the empirical unique-experts curve U(T) = mean |S_t ∪ … ∪ S_{t+T−1}| over every
 window of T consecutive tokens of a sequence. Those are the inputs and the check of
-:mod:`simspec.routing.ipf`. Sets are bitsets (N/64 words per token and layer), so unions and
+:mod:`simspec.routing.predictor`. Sets are bitsets (N/64 words per token and layer), so unions and
 intersections are word-wise ORs/ANDs and popcounts.
 """
 
@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import InputError
+from simspec.physics.experts import chance_overlap
 
 FORMAT = "simspec-routing-trace/1"
 
@@ -235,7 +236,7 @@ class RoutingStatistics:
     experts_per_token: int
     num_tokens: int
     num_sequences: int
-    popularity: np.ndarray  # (L, N) inclusion frequency p_e
+    inclusion_probabilities: np.ndarray  # (L, N) inclusion frequency p_e
     overlaps: np.ndarray  # (L, D) rho_d per layer
     pooled_overlaps: np.ndarray  # (D,) pooled over layers
     unique: np.ndarray  # (L, T_max) empirical U(T), T = 1..T_max
@@ -243,9 +244,8 @@ class RoutingStatistics:
 
     @property
     def chance(self) -> np.ndarray:
-        """Overlap of independent routing with these popularities, Σ p_e² / k_e, (L,)."""
-        p = self.popularity
-        return (p * p).sum(axis=1) / self.experts_per_token
+        """Overlap of independent routing with these inclusion frequencies, Σ p_e² / k_e, (L,)."""
+        return chance_overlap(self.inclusion_probabilities, self.experts_per_token)
 
     @property
     def pooled_unique(self) -> np.ndarray:
@@ -256,7 +256,7 @@ class RoutingStatistics:
 def estimate_statistics(
     trace: RoutingTrace, max_lag: int = 4, max_tokens: int = 16
 ) -> RoutingStatistics:
-    """Per-layer popularity, lag overlaps rho_1..rho_D and empirical U(T) of a trace.
+    """Per-layer inclusion frequencies, lag overlaps rho_1..rho_D and empirical U(T) of a trace.
 
     Parameters
     ----------
@@ -276,7 +276,7 @@ def estimate_statistics(
     counts = np.zeros((trace.num_layers, trace.num_experts))
     for j in range(k):
         np.add.at(counts, (np.arange(trace.num_layers)[None, :], trace.expert_ids[:, :, j]), 1)
-    popularity = counts / trace.num_tokens
+    inclusion = counts / trace.num_tokens
     bits = _bitsets(trace)
     overlaps = np.zeros((trace.num_layers, max_lag))
     pooled = np.zeros(max_lag)
@@ -303,7 +303,7 @@ def estimate_statistics(
         experts_per_token=k,
         num_tokens=trace.num_tokens,
         num_sequences=len(trace.sequence_starts),
-        popularity=popularity,
+        inclusion_probabilities=inclusion,
         overlaps=overlaps,
         pooled_overlaps=pooled,
         unique=unique,
@@ -311,19 +311,19 @@ def estimate_statistics(
     )
 
 
-def fit_zipf_exponent(popularity: np.ndarray, experts_per_token: int) -> float:
-    """Zipf exponent s whose capped inclusion probabilities best match ``popularity`` (sorted).
+def fit_zipf_exponent(inclusion_probabilities: np.ndarray, experts_per_token: int) -> float:
+    """Zipf exponent s whose capped inclusion probabilities best match measured ones (sorted).
 
     Least squares over the rank-ordered p_e of every layer, by golden-section search on
     s in [0, 4]; a summary for scenario files, which take a Zipf exponent, not a list.
     """
-    from simspec.routing.ipf import inclusion_probabilities
+    from simspec.routing.popularity import inclusion_probabilities as capped
 
-    p = np.sort(np.atleast_2d(popularity), axis=1)[:, ::-1].mean(axis=0)
+    p = np.sort(np.atleast_2d(inclusion_probabilities), axis=1)[:, ::-1].mean(axis=0)
     ranks = np.arange(1, len(p) + 1, dtype=float)
 
     def loss(s: float) -> float:
-        model = inclusion_probabilities(ranks**-s, experts_per_token)
+        model = capped(ranks**-s, experts_per_token)
         return float(((model - p) ** 2).sum())
 
     lo, hi = 0.0, 4.0
@@ -338,7 +338,7 @@ def fit_zipf_exponent(popularity: np.ndarray, experts_per_token: int) -> float:
 
 
 def sample_trace(
-    popularity: np.ndarray,
+    inclusion_probabilities: np.ndarray,
     overlaps: np.ndarray,
     *,
     num_sequences: int,
@@ -349,12 +349,12 @@ def sample_trace(
 ) -> RoutingTrace:
     """A synthetic trace from the max-entropy sampler (:class:`MaxEntSampler`).
 
-    ``popularity`` (L, N) are inclusion probabilities, ``overlaps`` (L, D) or (D,) the lag
-    profile per layer.
+    ``inclusion_probabilities`` are p_e (L, N), ``overlaps`` (L, D) or (D,) the lag profile per
+    layer.
     """
-    from simspec.routing.samplers import MaxEntSampler
+    from simspec.routing.maxent import MaxEntSampler
 
-    p = np.atleast_2d(np.asarray(popularity, dtype=float))
+    p = np.atleast_2d(np.asarray(inclusion_probabilities, dtype=float))
     profile = np.asarray(overlaps, dtype=float)
     if profile.ndim == 1:
         profile = np.tile(profile, (p.shape[0], 1))

@@ -71,6 +71,11 @@ class RunLog:
     prefills: list[PrefillRecord] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
 
+    def mean_tpot_s(self) -> float:
+        """Mean time per output token after the first, over the finished requests."""
+        tpots = [(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in self.requests]
+        return float(np.mean(tpots)) if tpots else 0.0
+
 
 @dataclass(frozen=True)
 class EngineSetup:
@@ -82,7 +87,7 @@ class EngineSetup:
     arrival_s: np.ndarray  # arrival time of each request (open loop)
     kv_capacity_bytes: float
     max_draft_tokens: int
-    draft_overlap: float  # lag-1 overlap of a draft with its predecessor (for cost estimates)
+    mean_draft_overlap: float  # mean lag-1 overlap of a draft with its predecessor (estimates)
 
 
 def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Process:
@@ -171,7 +176,7 @@ def serve(
     waiting: deque[int] = deque()
     arrival_s = np.array(setup.arrival_s, dtype=float)  # closed loop: set when a request is queued
     union_model = UnionModel(
-        shape.num_experts, shape.experts_per_token, shape.num_moe_layers, setup.draft_overlap
+        shape.num_experts, shape.experts_per_token, shape.num_moe_layers, setup.mean_draft_overlap
     )
     memory = initial_memory(policy)
     recent_steps_s: deque[float] = deque(maxlen=HISTORY_STEPS)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.costs.base import CostModel
+from simspec.physics.experts import added_experts, independent_union
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,11 @@ class UnionModel:
         n, k = self.num_experts, self.experts_per_token
         if n == 0:
             return np.zeros(self.num_layers)
-        return np.full(self.num_layers, n * (1.0 - (1.0 - k / n) ** batch_size))
+        return np.full(self.num_layers, independent_union(n, k, batch_size))
 
     def added(self, union: np.ndarray) -> np.ndarray:
         """Expected new experts per layer from one more draft token."""
-        n, k = self.num_experts, self.experts_per_token
-        if n == 0 or n == k:
-            return np.zeros_like(union)
-        return np.maximum((1.0 - self.overlap) * k * (n - union) / (n - k), 0.0)
+        return added_experts(union, self.num_experts, self.experts_per_token, self.overlap)
 
 
 @dataclass

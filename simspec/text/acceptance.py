@@ -7,32 +7,114 @@ calibrated; Li et al., arXiv 2406.16858). The confidence is Beta-distributed aro
 acceptance probability alpha with concentration kappa: c ~ Beta(alpha·kappa, (1 − alpha)·kappa),
 hence P(accept) = E[c] = alpha. The match length m_i is the number of leading accepted slots.
 
-Three processes give alpha:
+An acceptance process gives alpha per (position, slot); the scenario's ``acceptance.process``
+names one registered in :data:`ACCEPTANCE_PROCESSES`:
 
 * ``iid``: alpha for every slot; tokens per verify with k drafts then average
   (1 − alpha^(k+1)) / (1 − alpha) (Leviathan et al. 2023).
 * ``per_position``: alpha_j per draft slot (drafts further out are harder).
 * ``bursty``: a two-state (easy/hard) Markov regime along the text, e.g. boiler-plate code vs
   novel logic, with alpha_easy / alpha_hard.
+
+Adding a process is one frozen dataclass here, decorated with
+``@ACCEPTANCE_PROCESSES.register("name")``, with a ``slot_alphas(positions, slots, rng)`` method
+and its own checks in ``__post_init__`` (raising :class:`~simspec.errors.FieldError` with the
+scenario key). Its fields are its parameters, read from the :class:`AcceptanceConfig` fields of
+the same name, so a process with a new parameter needs that key added to the config.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from simspec.errors import FieldError
+from simspec.registry import Registry
 from simspec.schema import param
+
+
+class AcceptanceProcess(Protocol):
+    """What an acceptance process does: the acceptance probability of every draft slot."""
+
+    def slot_alphas(self, positions: int, slots: int, rng: np.random.Generator) -> np.ndarray:
+        """Acceptance probability per (position, slot), shape (positions, slots)."""
+        ...
+
+
+#: Acceptance processes by scenario name (``acceptance.process``).
+ACCEPTANCE_PROCESSES: Registry[AcceptanceProcess] = Registry("acceptance process")
+
+
+@ACCEPTANCE_PROCESSES.register("iid")
+@dataclass(frozen=True, slots=True)
+class IidAcceptance:
+    """The same alpha for every slot of every position (draws nothing)."""
+
+    alpha: float
+
+    def slot_alphas(self, positions: int, slots: int, rng: np.random.Generator) -> np.ndarray:
+        """alpha everywhere."""
+        return np.full((positions, slots), self.alpha)
+
+
+@ACCEPTANCE_PROCESSES.register("per_position")
+@dataclass(frozen=True, slots=True)
+class PerPositionAcceptance:
+    """alpha_j for draft slot j, the last value repeating (draws nothing)."""
+
+    alphas: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.alphas:
+            raise FieldError(
+                "alphas", "a non-empty array for process = 'per_position'", list(self.alphas)
+            )
+
+    def slot_alphas(self, positions: int, slots: int, rng: np.random.Generator) -> np.ndarray:
+        """The slot's alpha at every position."""
+        per_slot = np.array([self.alphas[min(j, len(self.alphas) - 1)] for j in range(slots)])
+        return np.broadcast_to(per_slot, (positions, slots)).copy()
+
+
+@ACCEPTANCE_PROCESSES.register("bursty")
+@dataclass(frozen=True, slots=True)
+class BurstyAcceptance:
+    """A two-state (easy/hard) Markov chain along positions, alpha per regime."""
+
+    alpha_easy: float
+    alpha_hard: float
+    easy_to_hard: float
+    hard_to_easy: float
+
+    def __post_init__(self) -> None:
+        if self.easy_to_hard + self.hard_to_easy == 0:
+            raise FieldError("hard_to_easy", "easy_to_hard + hard_to_easy > 0", self.hard_to_easy)
+
+    def slot_alphas(self, positions: int, slots: int, rng: np.random.Generator) -> np.ndarray:
+        """The regime's alpha for every slot; one uniform draw per position.
+
+        The chain starts from its stationary law P(easy) = hard_to_easy / (sum of the rates).
+        """
+        p_easy = self.hard_to_easy / (self.easy_to_hard + self.hard_to_easy)
+        u = rng.random(positions)
+        easy = np.empty(positions, dtype=bool)
+        state = u[0] < p_easy
+        for i in range(positions):
+            if i:
+                flip = self.easy_to_hard if state else self.hard_to_easy
+                state = state != (u[i] < flip)
+            easy[i] = state
+        alpha = np.where(easy, self.alpha_easy, self.alpha_hard)
+        return np.repeat(alpha[:, None], slots, axis=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcceptanceConfig:
     """The acceptance process (scenario table ``[acceptance]``)."""
 
-    process: str = param(
-        "iid", "iid, per_position or bursty", choices=("iid", "per_position", "bursty")
-    )
+    process: str = param("iid", "acceptance process, a name registered in simspec.text.acceptance")
     alpha: float = param(0.7, "acceptance probability of every draft slot (iid)", ge=0, le=1)
     alphas: tuple[float, ...] = param(
         (),
@@ -53,35 +135,25 @@ class AcceptanceConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.process == "per_position" and not self.alphas:
-            raise FieldError(
-                "alphas", "a non-empty array for process = 'per_position'", list(self.alphas)
-            )
-        if self.process == "bursty" and self.easy_to_hard + self.hard_to_easy == 0:
-            raise FieldError("hard_to_easy", "easy_to_hard + hard_to_easy > 0", self.hard_to_easy)
+        valid = ACCEPTANCE_PROCESSES.names()
+        if self.process not in valid:
+            raise FieldError("process", "one of " + ", ".join(map(repr, valid)), self.process)
+        self.acceptance_process()  # runs the process's own checks
+
+    def acceptance_process(self) -> AcceptanceProcess:
+        """The process named by ``process``, its parameters read from this table's fields."""
+        name = self.process
+        params = {
+            p: getattr(self, p) for p in ACCEPTANCE_PROCESSES.parameters(name) if hasattr(self, p)
+        }
+        return ACCEPTANCE_PROCESSES.create(name, **params)
 
 
 def slot_alphas(
     config: AcceptanceConfig, positions: int, slots: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Acceptance probability per (position, slot), shape (positions, slots)."""
-    if config.process == "iid":
-        return np.full((positions, slots), config.alpha)
-    if config.process == "per_position":
-        per_slot = np.array([config.alphas[min(j, len(config.alphas) - 1)] for j in range(slots)])
-        return np.broadcast_to(per_slot, (positions, slots)).copy()
-    # Bursty: a two-state Markov chain along positions, started from its stationary law.
-    p_easy = config.hard_to_easy / (config.easy_to_hard + config.hard_to_easy)
-    u = rng.random(positions)
-    easy = np.empty(positions, dtype=bool)
-    state = u[0] < p_easy
-    for i in range(positions):
-        if i:
-            flip = config.easy_to_hard if state else config.hard_to_easy
-            state = state != (u[i] < flip)
-        easy[i] = state
-    alpha = np.where(easy, config.alpha_easy, config.alpha_hard)
-    return np.repeat(alpha[:, None], slots, axis=1)
+    return config.acceptance_process().slot_alphas(positions, slots, rng)
 
 
 def draw_confidences(

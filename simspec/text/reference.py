@@ -20,7 +20,7 @@ conditions on the D tokens before it (true tokens up to y_{i+m_i}, then shallowe
 drafts).
 
 In ``routing.mode = "analytic"`` nothing is sampled for costs: the unique experts of a pass are
-the max-entropy expectation of :class:`~simspec.routing.ipf.UniqueExpertPredictor` for its B
+the max-entropy expectation of :class:`~simspec.routing.predictor.UniqueExpertPredictor` for its B
 sequences of
 k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
 overlap profiles) the Monte-Carlo sampler realises.
@@ -35,17 +35,12 @@ import numpy as np
 from simspec import rng as rngs
 from simspec.errors import InputError
 from simspec.physics.models import ModelShape
-from simspec.routing.ipf import UniqueExpertPredictor
-from simspec.routing.samplers import (
-    ExpertSampler,
-    MaxEntSampler,
-    RoutingConfig,
-    history_bits,
-    inclusion_popularity,
-    popularity_weights,
-    sample_sequences,
-    union_sizes,
-)
+from simspec.routing.config import RoutingConfig
+from simspec.routing.maxent import MaxEntSampler
+from simspec.routing.popularity import draw_inclusion_probabilities, popularity_weights
+from simspec.routing.predictor import UniqueExpertPredictor
+from simspec.routing.reuse import ExpertSampler, sample_sequences
+from simspec.routing.sets import history_bits, union_sizes
 from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
@@ -92,16 +87,18 @@ class ReferenceSet:
         self._maxent: MaxEntSampler | None = None
         self._predictor: UniqueExpertPredictor | None = None
         #: Inclusion probability of each expert per MoE layer, (layers, N).
-        self.popularity = np.zeros((self.num_layers, self.num_experts))
+        self.inclusion_probabilities = np.zeros((self.num_layers, self.num_experts))
         if self.num_layers:
             k = shape.experts_per_token
             stream = rngs.stream(seed, "popularity")
             if routing.uses_reuse_sampler():
                 weights = popularity_weights(routing, self.num_layers, self.num_experts, stream)
                 self._sampler = ExpertSampler(weights, k)
-                self.popularity = np.full((self.num_layers, self.num_experts), k / self.num_experts)
+                self.inclusion_probabilities = np.full(
+                    (self.num_layers, self.num_experts), k / self.num_experts
+                )
             else:
-                self.popularity = inclusion_popularity(
+                self.inclusion_probabilities = draw_inclusion_probabilities(
                     routing, self.num_layers, self.num_experts, k, stream
                 )
             if routing.mode == "analytic":
@@ -125,7 +122,7 @@ class ReferenceSet:
     def _build_predictor(self) -> UniqueExpertPredictor:
         true, draft = self._profiles()
         try:
-            predictor = UniqueExpertPredictor(self.popularity, true, draft)
+            predictor = UniqueExpertPredictor(self.inclusion_probabilities, true, draft)
             predictor.log_silent(self.max_draft_tokens + 1)  # fails now if inconsistent
         except ValueError as err:
             raise self._statistics_error(err) from None
@@ -134,7 +131,7 @@ class ReferenceSet:
     def _build_maxent(self) -> MaxEntSampler:
         true, draft = self.routing.layer_profiles(self.num_layers)
         try:
-            return MaxEntSampler(self.popularity, true, draft)
+            return MaxEntSampler(self.inclusion_probabilities, true, draft)
         except ValueError as err:
             raise self._statistics_error(err) from None
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.routing.samplers import RoutingConfig, inclusion_popularity
+from simspec.routing.config import RoutingConfig
+from simspec.routing.popularity import draw_inclusion_probabilities
 from simspec.routing.trace import sample_trace, save_trace
 
 PARAMS = {
@@ -44,7 +45,7 @@ def generating_statistics(params: dict) -> tuple[np.ndarray, np.ndarray]:
         layer_overlap_scale=tuple(params["layer_overlap_scale"]),
     )
     layers = params["num_layers"]
-    p = inclusion_popularity(
+    p = draw_inclusion_probabilities(
         config,
         layers,
         params["num_experts"],

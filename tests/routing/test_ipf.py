@@ -7,8 +7,13 @@ import time
 import numpy as np
 import pytest
 
+from simspec.physics.experts import chance_overlap, independent_union_from_inclusion
 from simspec.routing import ipf
-from simspec.routing.samplers import MaxEntSampler, to_sets
+from simspec.routing.maxent import MaxEntSampler
+from simspec.routing.overlap import fit_log_odds_ratio, markov_log_silent, pair_probability
+from simspec.routing.popularity import inclusion_probabilities
+from simspec.routing.predictor import UniqueExpertPredictor
+from simspec.routing.sets import to_sets
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25)  # slowly decaying overlaps, 0.38 adjacent (Cohere)
 
@@ -19,33 +24,21 @@ def uniform(n: int, k: int, layers: int = 1) -> np.ndarray:
 
 def zipf(n: int, k: int, exponent: float = 0.8, seed: int = 0) -> np.ndarray:
     ranks = np.arange(1, n + 1, dtype=float) ** -exponent
-    return ipf.inclusion_probabilities(np.random.default_rng(seed).permutation(ranks)[None], k)
+    return inclusion_probabilities(np.random.default_rng(seed).permutation(ranks)[None], k)
 
 
 def correlated_profile(p: np.ndarray, lags: int) -> np.ndarray:
     """SLOW's excess over chance (at k/N = 1/16) carried to the chance level of ``p``."""
-    chance = float(ipf.chance_overlap(p)[0])
+    chance = float(chance_overlap(p)[0])
     excess = (np.array(SLOW[:lags]) - 1 / 16) / (1 - 1 / 16)
     return chance + excess * (1 - chance)
 
 
 # -- statistics helpers ---------------------------------------------------------------------------
-def test_inclusion_probabilities_sum_to_k_and_cap_at_one():
-    rng = np.random.default_rng(1)
-    w = rng.dirichlet(np.full(64, 0.3), size=5)
-    p = ipf.inclusion_probabilities(w, 8)
-    assert p.sum(axis=1) == pytest.approx(np.full(5, 8.0))
-    assert (p <= 1.0 + 1e-12).all() and (p >= 0).all()
-    free = p < 1.0  # uncapped experts keep the weights' proportions
-    for row in range(5):
-        ratio = p[row, free[row]] / w[row, free[row]]
-        assert ratio == pytest.approx(np.full(ratio.shape, ratio[0]))
-
-
 @pytest.mark.parametrize("p", [0.01, 0.2, 0.5, 0.8, 0.99])
 @pytest.mark.parametrize("lam", [-8.0, -1.0, 0.0, 0.7, 5.0])
 def test_pair_probability_has_the_margins_and_the_odds_ratio(p, lam):
-    q = float(ipf.pair_probability(np.array(p), lam))
+    q = float(pair_probability(np.array(p), lam))
     table = np.array([[1 - 2 * p + q, p - q], [p - q, q]])
     assert (table >= -1e-15).all()
     odds = table[0, 0] * table[1, 1] / (table[0, 1] * table[1, 0])
@@ -55,20 +48,20 @@ def test_pair_probability_has_the_margins_and_the_odds_ratio(p, lam):
 def test_fit_log_odds_ratio_matches_aggregate_overlap():
     p = zipf(64, 8)
     for rho in (0.2, 0.38, 0.7):
-        lam = ipf.fit_log_odds_ratio(p, [rho])
-        assert ipf.pair_probability(p, lam[0]).sum() / 8 == pytest.approx(rho, abs=1e-9)
+        lam = fit_log_odds_ratio(p, [rho])
+        assert pair_probability(p, lam[0]).sum() / 8 == pytest.approx(rho, abs=1e-9)
 
 
 def test_unreachable_overlap_is_a_value_error():
     p = np.full(8, 0.75)  # k = 6 of 8: two tokens share at least 4 experts
     with pytest.raises(ValueError, match="reachable range"):
-        ipf.fit_log_odds_ratio(p, [0.5])
+        fit_log_odds_ratio(p, [0.5])
 
 
 def test_inconsistent_lag_overlaps_are_a_value_error():
     # Adjacent tokens identical but tokens two apart nearly disjoint: no process does that.
     with pytest.raises(ValueError, match="cannot be matched"):
-        ipf.UniqueExpertPredictor(uniform(128, 8), [0.99, 0.0625]).expected_unique([3])
+        UniqueExpertPredictor(uniform(128, 8), [0.99, 0.0625]).expected_unique([3])
 
 
 # -- closed forms ---------------------------------------------------------------------------------
@@ -86,10 +79,10 @@ def test_inconsistent_lag_overlaps_are_a_value_error():
 )
 def test_classical_ipf_with_lag1_equals_markov_closed_form(p, rho):
     """With D = 1, IPF over the 2^T patterns equals the closed form to 1e-6."""
-    q = float(ipf.pair_probability(np.array(p), ipf.fit_log_odds_ratio(np.array([p]), [rho])[0]))
+    q = float(pair_probability(np.array(p), fit_log_odds_ratio(np.array([p]), [rho])[0]))
     for tokens in range(2, 9):
         table = ipf.classical_ipf(p, [q], tokens)
-        closed = np.exp(ipf.markov_log_silent(np.array([p]), [np.array([q])] * (tokens - 1)))
+        closed = np.exp(markov_log_silent(np.array([p]), [np.array([q])] * (tokens - 1)))
         assert table.reshape(-1)[0] == pytest.approx(closed[0], abs=1e-6)
 
 
@@ -109,7 +102,7 @@ def test_product_form_ipf_equals_classical_ipf(tokens):
 @pytest.mark.parametrize("batch", [1, 4, 16])
 def test_chance_overlap_gives_moesd_independent_formula(n, k, batch):
     """rho_d at chance level, uniform popularity: N(1 − (1 − k/N)^(B·T)) to 1e-6."""
-    pred = ipf.UniqueExpertPredictor(uniform(n, k), [k / n] * 3)
+    pred = UniqueExpertPredictor(uniform(n, k), [k / n] * 3)
     for tokens in (1, 2, 3, 5, 8, 12):
         expected = n * (1 - (1 - k / n) ** (batch * tokens))
         assert pred.expected_unique([tokens] * batch)[0] == pytest.approx(expected, abs=1e-6)
@@ -117,10 +110,10 @@ def test_chance_overlap_gives_moesd_independent_formula(n, k, batch):
 
 def test_reference_values_by_hand():
     """Hand-computed Markov (rho_1 = 0.38) and slowly decaying values, N=128, k=8."""
-    markov = ipf.UniqueExpertPredictor(uniform(128, 8), [0.38])
+    markov = UniqueExpertPredictor(uniform(128, 8), [0.38])
     for tokens, value in ((2, 1.62), (4, 2.78), (8, 4.84)):
         assert markov.expected_unique([tokens])[0] / 8 == pytest.approx(value, abs=0.005)
-    slow = ipf.UniqueExpertPredictor(uniform(128, 8), SLOW)
+    slow = UniqueExpertPredictor(uniform(128, 8), SLOW)
     for tokens, value in ((4, 2.64), (8, 4.39)):
         assert slow.expected_unique([tokens])[0] / 8 == pytest.approx(value, abs=0.005)
 
@@ -133,14 +126,14 @@ def test_independent_u4_is_3_64_and_which_overlaps_give_31_percent():
     rho_1 = 0.38 even flat persistence (rho_2 = rho_3 = 0.38) stops at 2.55 k_e (−30 %).
     """
     p = uniform(128, 8)
-    independent = ipf.independent_unique_experts(p, 4)[0] / 8
+    independent = independent_union_from_inclusion(p, 4)[0] / 8
     assert independent == pytest.approx(3.64, abs=0.005)
-    assert ipf.UniqueExpertPredictor(p, [8 / 128]).expected_unique([4])[0] / 8 == pytest.approx(
+    assert UniqueExpertPredictor(p, [8 / 128]).expected_unique([4])[0] / 8 == pytest.approx(
         independent, abs=1e-9
     )
 
     def u4(profile):
-        return ipf.UniqueExpertPredictor(p, profile).expected_unique([4])[0] / 8
+        return UniqueExpertPredictor(p, profile).expected_unique([4])[0] / 8
 
     for profile in ([0.482], [0.434, 0.364, 0.329], [0.40, 0.40, 0.40]):
         assert u4(profile) == pytest.approx(2.50, abs=0.01)
@@ -151,8 +144,8 @@ def test_independent_u4_is_3_64_and_which_overlaps_give_31_percent():
 
 def test_node_interpolation_matches_per_expert_fit():
     p = zipf(96, 8, exponent=1.0)
-    coarse = ipf.UniqueExpertPredictor(p, SLOW[:4])
-    exact = ipf.UniqueExpertPredictor(p, SLOW[:4], nodes=96)
+    coarse = UniqueExpertPredictor(p, SLOW[:4])
+    exact = UniqueExpertPredictor(p, SLOW[:4], nodes=96)
     for tokens in (2, 5, 9):
         for batch in (1, 16):
             assert coarse.expected_unique([tokens] * batch)[0] == pytest.approx(
@@ -163,9 +156,9 @@ def test_node_interpolation_matches_per_expert_fit():
 def test_more_overlap_fewer_experts_and_batches_add_up():
     p = uniform(128, 8)
     overlaps = (0.1, 0.3, 0.5, 0.7)
-    values = [ipf.UniqueExpertPredictor(p, [r, r * 0.8]).expected_unique([6])[0] for r in overlaps]
+    values = [UniqueExpertPredictor(p, [r, r * 0.8]).expected_unique([6])[0] for r in overlaps]
     assert values == sorted(values, reverse=True)
-    pred = ipf.UniqueExpertPredictor(p, SLOW[:3])
+    pred = UniqueExpertPredictor(p, SLOW[:3])
     one = pred.expected_unique([5])[0]
     two = pred.expected_unique([5, 5])[0]
     # Independent sequences: P(silent in both) = P(silent)^2.
@@ -176,8 +169,8 @@ def test_more_overlap_fewer_experts_and_batches_add_up():
 
 def test_draft_profile_applies_to_rejected_tokens_only():
     p = uniform(128, 8)
-    same = ipf.UniqueExpertPredictor(p, SLOW[:3])
-    split = ipf.UniqueExpertPredictor(p, SLOW[:3], draft_overlaps=[0.1])
+    same = UniqueExpertPredictor(p, SLOW[:3])
+    split = UniqueExpertPredictor(p, SLOW[:3], draft_overlaps=[0.1])
     # All tokens true: the draft profile does not matter.
     assert split.expected_unique([5], [5])[0] == pytest.approx(same.expected_unique([5])[0])
     # Rejected drafts overlapping less than true tokens load more experts.
@@ -189,7 +182,7 @@ def test_draft_profile_applies_to_rejected_tokens_only():
 def test_cached_queries_take_under_a_millisecond():
     rng = np.random.default_rng(0)
     weights = np.stack([rng.permutation(np.arange(1, 129.0) ** -0.8) for _ in range(48)])
-    pred = ipf.UniqueExpertPredictor(ipf.inclusion_probabilities(weights, 8), SLOW[:4])
+    pred = UniqueExpertPredictor(inclusion_probabilities(weights, 8), SLOW[:4])
     batch = [int(t) for t in rng.integers(1, 10, size=32)]
     pred.expected_unique(batch)  # first query fits the tables
     start = time.perf_counter()
@@ -234,7 +227,7 @@ def test_ipf_matches_sampler_within_two_percent():
             for lags in (1, 6):
                 profile = correlated_profile(p, lags)
                 sampled = sampled_unique(p, profile, tokens, batches, sequences=1600)
-                pred = ipf.UniqueExpertPredictor(p, profile)
+                pred = UniqueExpertPredictor(p, profile)
                 per_config[n, popularity, lags] = [
                     sampled[b, t] / pred.expected_unique([t] * b)[0] - 1
                     for b in batches

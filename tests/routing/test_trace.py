@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simspec.errors import InputError
-from simspec.routing.ipf import UniqueExpertPredictor
+from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.trace import (
     RoutingTrace,
     estimate_statistics,
@@ -21,7 +21,7 @@ from simspec.routing.trace import (
 from tests.data.make_routing_trace import generating_statistics
 from tests.test_cli import assert_input_error, run_main
 
-TRACE = Path(__file__).parent / "data" / "routing_trace.npz"
+TRACE = Path(__file__).parents[1] / "data" / "routing_trace.npz"
 
 
 @pytest.fixture(scope="module")
@@ -49,18 +49,20 @@ def test_estimator_recovers_lag_overlaps_within_0_02(shipped):
     assert st.overlaps[-1, 0] - st.overlaps[0, 0] > 0.1
 
 
-def test_estimator_recovers_popularity(shipped):
+def test_estimator_recovers_inclusion_probabilities(shipped):
     _, st, p, _ = shipped
-    assert st.popularity.sum(axis=1) == pytest.approx(np.full(8, 8.0))
-    assert np.abs(st.popularity - p).max() < 0.05
-    assert fit_zipf_exponent(st.popularity, 8) == pytest.approx(0.8, abs=0.05)
+    assert st.inclusion_probabilities.sum(axis=1) == pytest.approx(np.full(8, 8.0))
+    assert np.abs(st.inclusion_probabilities - p).max() < 0.05
+    assert fit_zipf_exponent(st.inclusion_probabilities, 8) == pytest.approx(0.8, abs=0.05)
 
 
 def test_ipf_from_estimated_statistics_predicts_the_trace(shipped):
     """The trace's own U(T), T = 1..16, from its estimated statistics (per layer)."""
     _, st, _, _ = shipped
     assert st.unique[:, 0] == pytest.approx(np.full(8, 8.0))
-    predicted = UniqueExpertPredictor(st.popularity, st.overlaps).unique_curve(16)  # (T, L)
+    predicted = UniqueExpertPredictor(st.inclusion_probabilities, st.overlaps).unique_curve(
+        16
+    )  # (T, L)
     errors = predicted.T / st.unique - 1
     assert np.abs(errors).mean() < 0.01
     assert np.abs(errors).max() < 0.03
@@ -73,7 +75,7 @@ def test_statistics_of_a_hand_made_trace():
     st = estimate_statistics(trace, max_lag=2, max_tokens=3)
     # Lag-1 pairs: (0,1),(1,2) share 1 each; (3,4) shares 2 -> mean 4/3 of k = 2.
     assert st.overlaps[0].tolist() == pytest.approx([4 / 6, 0.0])
-    assert st.popularity[0].tolist() == pytest.approx([0.2, 0.4, 0.4, 0.2, 0.4, 0.4])
+    assert st.inclusion_probabilities[0].tolist() == pytest.approx([0.2, 0.4, 0.4, 0.2, 0.4, 0.4])
     # Windows never cross the sequence start at token 3.
     assert st.windows.tolist() == [5, 3, 1]
     assert st.unique[0].tolist() == pytest.approx([2.0, (3 + 3 + 2) / 3, 4.0])

@@ -1,18 +1,14 @@
-"""Monte-Carlo routing: exact top-k, closed forms, overlap targets, bitmask unions."""
+"""The reuse sampler: exact top-k, closed forms, overlap targets, bitmask unions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simspec.routing.samplers import (
-    ExpertSampler,
-    RoutingConfig,
-    popularity_weights,
-    sample_sequences,
-    to_sets,
-    union_sizes,
-)
+from simspec.routing.config import RoutingConfig
+from simspec.routing.popularity import popularity_weights
+from simspec.routing.reuse import ExpertSampler, sample_sequences
+from simspec.routing.sets import to_sets, union_sizes
 
 
 def _uniform(n_layers, n, k):
@@ -101,7 +97,6 @@ def test_same_generator_seed_gives_same_routing():
     assert not np.array_equal(a, c)
 
 
-# -- the reuse sampler is unchanged; configs; the max-entropy sampler ---------------------------
 def test_reuse_sampler_streams_are_unchanged():
     """Golden digest of the lag-1 reuse sampler from before multi-lag overlap existed."""
     import hashlib
@@ -114,92 +109,3 @@ def test_reuse_sampler_streams_are_unchanged():
     z = sample_sequences(ExpertSampler(w, 4), np.random.default_rng(12), 3, 10, 0.3)
     digest = hashlib.sha256(a.tobytes() + b.tobytes() + z.tobytes()).hexdigest()
     assert digest == "eb46446df0093efd0372583cb2d479d457ecaa8c8736f635164c6b659a420106"
-
-
-def test_profiles_and_which_sampler():
-    assert RoutingConfig().true_profile == ()
-    assert RoutingConfig(overlap=0.4).true_profile == (0.4,)
-    cfg = RoutingConfig(overlap=0.4, overlaps=(0.4, 0.3), draft_overlap=0.2)
-    assert cfg.true_profile == (0.4, 0.3) and cfg.draft_profile == (0.2,)
-    assert cfg.rejected_overlap == 0.2
-    assert RoutingConfig(overlap=0.4).uses_reuse_sampler()
-    assert not cfg.uses_reuse_sampler()  # two lags
-    assert not RoutingConfig(overlap=0.4, popularity="zipf").uses_reuse_sampler()
-    scaled = RoutingConfig(overlaps=(0.4, 0.2), layer_overlap_scale=(0.5, 1.5))
-    true, draft = scaled.layer_profiles(3)
-    assert draft is None
-    assert true == pytest.approx(np.array([[0.2, 0.1], [0.4, 0.2], [0.6, 0.3]]))
-
-
-def test_max_entropy_sampler_exact_top_k_marginals_and_lag_overlaps():
-    from simspec.routing.ipf import inclusion_probabilities
-    from simspec.routing.samplers import MaxEntSampler
-
-    rng = np.random.default_rng(4)
-    weights = np.stack([rng.permutation(np.arange(1, 129.0) ** -0.8) for _ in range(2)])
-    p = inclusion_probabilities(weights, 8)
-    targets = np.array([[0.45, 0.38, 0.34, 0.31], [0.35, 0.30, 0.27, 0.25]])  # per layer
-    ids = MaxEntSampler(p, targets).sample_sequences(rng, 600, 40)
-    sets = to_sets(ids, 128)  # (seq, t, layer, N)
-    assert (sets.sum(axis=-1) == 8).all()
-    deep = sets[:, 8:]
-    assert np.abs(deep.mean(axis=(0, 1)) - p).max() < 0.03
-    for d in range(1, 5):
-        measured = (deep[:, d:] & deep[:, :-d]).sum(axis=-1).mean(axis=(0, 1)) / 8
-        assert measured == pytest.approx(targets[:, d - 1], abs=0.01)
-
-
-def test_max_entropy_sampler_is_deterministic_and_handles_pinned_experts():
-    from simspec.routing.ipf import inclusion_probabilities
-    from simspec.routing.samplers import MaxEntSampler
-
-    p = inclusion_probabilities(np.array([[50.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]]), 2)
-    assert p[0, 0] == 1.0 and p[0, 1] == 0.0
-    sampler = MaxEntSampler(p, np.array([[0.6, 0.55]]))
-    a = sampler.sample_sequences(np.random.default_rng(1), 50, 30)
-    b = sampler.sample_sequences(np.random.default_rng(1), 50, 30)
-    assert np.array_equal(a, b)
-    sets = to_sets(a, 8)
-    assert sets[..., 0].all() and not sets[..., 1].any()
-
-
-def test_history_bits():
-    from simspec.routing.samplers import history_bits
-
-    bits = history_bits([np.array([[0, 2]]), np.array([[2, 3]]), np.array([[-1, -1]])], 5)
-    assert bits.tolist() == [[1, 0, 3, 2, 0]]
-
-
-@pytest.mark.parametrize(
-    ("overrides", "key", "fragment"),
-    [
-        (("routing.overlaps=[0.4, 0.3]",), "routing.overlaps", "first entry equals overlap"),
-        (("routing.overlaps=[]",), "routing.overlaps", "1 to 12"),
-        (("routing.overlaps=[0.38, 1.5]",), "routing.overlaps[1]", "<= 1"),
-        (("routing.overlaps=[" + ", ".join(["0.3"] * 13) + "]",), "routing.overlaps", "1 to 12"),
-        (
-            ("routing.draft_overlaps=[0.3, 0.2]", "routing.draft_overlap=0.2"),
-            "routing.draft_ov",
-            "",
-        ),
-        (("routing.layer_overlap_scale=[1.0, 3.0]",), "routing.layer_overlap_scale", "<= 1"),
-        (('routing.mode="fast"',), "routing.mode", "analytic"),
-    ],
-)
-def test_bad_routing_keys_are_scenario_errors(overrides, key, fragment):
-    from simspec.errors import ScenarioError
-    from tests.helpers import tiny
-
-    with pytest.raises(ScenarioError) as err:
-        tiny(*overrides)
-    assert err.value.key_path.startswith(key)
-    assert fragment in str(err.value)
-
-
-def test_draft_keys_need_a_true_profile():
-    from simspec.errors import FieldError
-
-    with pytest.raises(FieldError, match="only together with overlap"):
-        RoutingConfig(draft_overlaps=(0.3,))
-    with pytest.raises(FieldError, match="only together with overlap"):
-        RoutingConfig(layer_overlap_scale=(1.0,))

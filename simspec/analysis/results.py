@@ -1,0 +1,193 @@
+"""Typed results: one :class:`PolicyResult` per simulated policy, one :class:`RunResult` per run.
+
+Every view of a run — the results JSON, the table the CLI prints, a sweep's CSV rows, a figure —
+is made from these objects, and a sweep reads its point files back into the same objects, so a
+metric has one name from the engine's records to the figure. The scalar metrics are the fields
+marked ``metric`` below; :data:`METRICS` lists them once.
+
+Definitions are the usual serving ones (design §4): TTFT = first-token time − arrival; TPOT =
+(finish − first-token time) / (output tokens − 1), averaged over requests; tokens/s = committed
+output tokens / makespan; acceptance length = mean tokens committed per request per verify pass
+(accepted drafts + 1); acceptance rate = accepted / drafted; verify_over_decode = total verify
+time / total time the same passes would take with k = 0; speedup_vs_no_spec = TPOT of the k = 0
+run / TPOT of this run on the same reference sequences; cost_fallbacks = passes in which the
+calibrated cost model took a term from its fitted roofline (0 for the roofline model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simspec.analysis.delta import DeltaPoints
+
+
+def _metric(help: str) -> dict[str, Any]:
+    """Field metadata of a scalar metric (listed in METRICS)."""
+    return {"metric": True, "help": help}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTime:
+    """Simulated GPU time of a run by component, s (prefill is not part of the decode steps)."""
+
+    draft: float
+    verify_moe: float
+    verify_attention: float
+    verify_other: float
+    overhead: float
+    prefill: float
+
+    @property
+    def total(self) -> float:
+        """All components together."""
+        return sum(dataclasses.astuple(self))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    """What one policy did on a scenario's reference sequences."""
+
+    name: str  # registry name ("fixed", "threshold", ..., "oracle")
+    label: str  # display label, unique within a run
+    params: Mapping[str, Any]
+    tokens_per_s: float = field(
+        metadata=_metric("committed output tokens per second of simulated time")
+    )
+    tpot_ms: float = field(metadata=_metric("mean time per output token after the first, ms"))
+    ttft_ms: float = field(metadata=_metric("mean time to first token, ms"))
+    acceptance_length: float = field(
+        metadata=_metric("mean tokens committed per request per verify pass")
+    )
+    acceptance_rate: float = field(metadata=_metric("accepted drafts / drafted tokens"))
+    mean_k: float = field(metadata=_metric("mean draft tokens per request per step"))
+    verify_over_decode: float = field(
+        metadata=_metric("verify time / the same passes' time with k = 0")
+    )
+    unique_experts_per_layer: float = field(
+        metadata=_metric("mean distinct routed experts per MoE layer")
+    )
+    speedup_vs_no_spec: float = field(
+        metadata=_metric("TPOT of the k = 0 baseline / TPOT of this policy")
+    )
+    gpu_time_s: GpuTime
+    requests: int
+    tokens: int
+    cost_fallbacks: int = field(
+        metadata=_metric("passes with a cost term outside the calibrated tables")
+    )
+    gap_to_oracle_pct: float | None = None  # set when the run has an oracle
+    is_baseline: bool = False  # the k = 0 run every speedup is measured against
+    is_oracle: bool = False  # the hindsight oracle
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results-JSON row (``gap_to_oracle_pct`` only when there is an oracle)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["params"] = dict(self.params)
+        data["gpu_time_s"] = dataclasses.asdict(self.gpu_time_s)
+        if self.gap_to_oracle_pct is None:
+            del data["gap_to_oracle_pct"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PolicyResult:
+        """Inverse of :meth:`to_dict`."""
+        values = dict(data)
+        values["gpu_time_s"] = GpuTime(**values["gpu_time_s"])
+        return cls(**values)
+
+    def scalars(self) -> dict[str, float]:
+        """The scalar metrics (:data:`METRICS`) by name."""
+        return {name: getattr(self, name) for name in METRICS}
+
+
+#: The scalar metrics of a :class:`PolicyResult`, in results-JSON order.
+METRICS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(PolicyResult) if f.metadata.get("metric")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OracleSummary:
+    """How the oracle was found, and the Delta-space summary of its decisions."""
+
+    exact: bool
+    method: str
+    delta: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Every policy of one scenario (and seed) on the same reference sequences.
+
+    ``policies`` lists the k = 0 baseline first when the scenario does not declare it, then the
+    scenario's policies in their order, then the oracle when there is one. Exactly one row has
+    ``is_baseline``; a declared ``fixed`` policy with ``draft_tokens = 0`` *is* the baseline
+    (simulated once).
+    """
+
+    scenario: Mapping[str, Any]  # the resolved scenario as plain data
+    scenario_digest: str
+    simspec_version: str
+    seed: int
+    policies: tuple[PolicyResult, ...]
+    oracle: OracleSummary | None = None
+    #: The oracle's Delta-space points (for figures; not part of the JSON).
+    delta_points: DeltaPoints | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def baseline(self) -> PolicyResult:
+        """The k = 0 run."""
+        return next(p for p in self.policies if p.is_baseline)
+
+    @property
+    def oracle_result(self) -> PolicyResult | None:
+        """The oracle's row, when the run has one."""
+        return next((p for p in self.policies if p.is_oracle), None)
+
+    def get(self, label: str) -> PolicyResult:
+        """The row labelled ``label``; KeyError lists the labels."""
+        for p in self.policies:
+            if p.label == label:
+                return p
+        raise KeyError(f"no policy labelled {label!r}; labels: {[p.label for p in self.policies]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results-JSON object (design §4)."""
+        data: dict[str, Any] = {
+            "scenario": self.scenario,
+            "scenario_digest": self.scenario_digest,
+            "simspec_version": self.simspec_version,
+            "seed": self.seed,
+            "policies": [p.to_dict() for p in self.policies],
+        }
+        if self.oracle is not None:
+            data["oracle"] = {
+                "exact": self.oracle.exact,
+                "method": self.oracle.method,
+                "delta": dict(self.oracle.delta),
+            }
+        return data
+
+    def to_json(self) -> str:
+        """The results JSON text (stable key order: equal results give equal bytes)."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        """Inverse of :meth:`to_dict` (the Delta-space points are not in the JSON)."""
+        oracle = data.get("oracle")
+        return cls(
+            scenario=data["scenario"],
+            scenario_digest=data["scenario_digest"],
+            simspec_version=data["simspec_version"],
+            seed=data["seed"],
+            policies=tuple(PolicyResult.from_dict(p) for p in data["policies"]),
+            oracle=OracleSummary(oracle["exact"], oracle["method"], oracle["delta"])
+            if oracle is not None
+            else None,
+        )

@@ -1,0 +1,364 @@
+"""The one scenario loader: TOML, ``--set`` overrides, catalog look-ups, the profile, checks.
+
+:func:`load_scenario` reads a scenario file (or the embedded default), applies ``key=value``
+overrides to the parsed data, then :func:`scenario_from_dict` validates every table strictly
+(:mod:`simspec.schema`), looks the model, drafter and GPU up in the catalogs, loads the
+calibration profile and checks what only the whole scenario can tell (weights and KV cache fit,
+budgets within the drafter's cap, the profile fits the GPU and model). It returns a fully
+resolved :class:`~simspec.config.scenario.Scenario` or raises a
+:class:`~simspec.errors.ScenarioError` naming the file, the key path, what was expected and what
+was found. :func:`with_overrides` derives a variant of a loaded scenario the same way.
+
+Paths: a relative ``costs.profile`` written in a scenario file is relative to that file's
+folder; one given as an override is relative to the working folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from simspec import catalog
+from simspec.config.profiles import load_scenario_profile
+from simspec.config.scenario import (
+    CostsConfig,
+    HardwareConfig,
+    ModelConfig,
+    PolicySpec,
+    Resolved,
+    Scenario,
+)
+from simspec.errors import ScenarioError, describe
+from simspec.physics.models import kv_bytes_for_context
+from simspec.policies.base import POLICIES
+from simspec.policies.fixed import BASELINE_LABEL, is_plain_decoding
+from simspec.routing.config import RoutingConfig
+from simspec.schema import build, to_dict
+from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.workload import WorkloadConfig
+
+DEFAULT_SCENARIO = "default_scenario.toml"
+
+#: Top-level keys of a scenario file. ``sweep`` is read by the sweep runner only.
+TOP_KEYS = (
+    "name",
+    "description",
+    "seed",
+    "model",
+    "hardware",
+    "costs",
+    "routing",
+    "acceptance",
+    "workload",
+    "policies",
+    "sweep",
+)
+_TABLES = (
+    ("model", ModelConfig),
+    ("hardware", HardwareConfig),
+    ("costs", CostsConfig),
+    ("routing", RoutingConfig),
+    ("acceptance", AcceptanceConfig),
+    ("workload", WorkloadConfig),
+)
+_PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
+
+Overrides = Mapping[str, Any] | Iterable[str]
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def read_scenario_data(path: str | Path | None) -> tuple[dict[str, Any], str]:
+    """Parse a scenario file (or the embedded default when ``path`` is None) into plain data."""
+    if path is None:
+        text = resources.files(__package__).joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
+        return _parse_toml(text, "<default scenario>"), "<default scenario>"
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(source, "", "an existing scenario file", "no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ScenarioError(source, "", "a readable UTF-8 TOML file", type(err).__name__) from None
+    return _parse_toml(text, source), source
+
+
+def _parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(source, "", "valid TOML", f"a syntax error ({err})") from None
+
+
+# -- overrides -------------------------------------------------------------------------------------
+def parse_value(text: str) -> Any:
+    """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def split_override(item: str, where: str = "--set") -> tuple[str, Any]:
+    """``"key.path=value"`` -> (key, parsed value)."""
+    if "=" not in item:
+        raise ScenarioError(where, item, "key=value", describe(item))
+    key, _, text = item.partition("=")
+    return key.strip(), parse_value(text)
+
+
+def _key_parts(key: str, where: str) -> list[str | int]:
+    parts: list[str | int] = []
+    for piece in key.split("."):
+        m = _PATH_PART.fullmatch(piece)
+        if not m:
+            raise ScenarioError(where, key, "a dotted key such as routing.overlap", describe(key))
+        parts.append(m.group(1))
+        parts.extend(int(ix) for ix in re.findall(r"\[(\d+)\]", m.group(2)))
+    return parts
+
+
+def _pairs(overrides: Overrides, where: str) -> list[tuple[str, Any]]:
+    if isinstance(overrides, Mapping):
+        return [(str(k), v) for k, v in overrides.items()]
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    return [split_override(item, where) for item in overrides]
+
+
+def apply_overrides(
+    data: Mapping[str, Any], overrides: Overrides, where: str = "--set"
+) -> dict[str, Any]:
+    """Apply overrides to parsed scenario data; returns a new dict (``data`` is unchanged).
+
+    ``overrides`` is a mapping ``{"routing.overlap": 0.5}`` or ``key=value`` strings whose
+    values are TOML (``policies[1].draft_tokens=4`` indexes arrays).
+    """
+    result = copy.deepcopy(dict(data))
+    for key, value in _pairs(overrides, where):
+        parts = _key_parts(key, where)
+        node: Any = result
+        for depth, part in enumerate(parts):
+            if isinstance(part, int):
+                if not isinstance(node, list) or part >= len(node):
+                    raise ScenarioError(where, key, "an index of an existing array", describe(part))
+            elif not isinstance(node, dict):
+                raise ScenarioError(
+                    where,
+                    key,
+                    f"{part!r} to be a key inside a table",
+                    f"it inside {describe(node)}",
+                )
+            if depth == len(parts) - 1:
+                node[part] = copy.deepcopy(value)
+            else:
+                if isinstance(part, str) and part not in node:
+                    node[part] = [] if isinstance(parts[depth + 1], int) else {}
+                node = node[part]
+    return result
+
+
+def _touches_profile(overrides: Overrides) -> bool:
+    keys = (
+        list(overrides)
+        if isinstance(overrides, Mapping)
+        else [
+            str(item).partition("=")[0].strip()
+            for item in ([overrides] if isinstance(overrides, str) else overrides)
+        ]
+    )
+    return any(k in ("costs", "costs.profile") for k in keys)
+
+
+# -- validation and resolution -----------------------------------------------------------------
+def _label(name: str, policy: Any) -> str:
+    """A short display label: the name and the parameters that differ from their defaults."""
+    params = to_dict(policy)
+    if name == "fixed":
+        return f"fixed-{params['draft_tokens']}"
+    defaults = to_dict(type(policy)())
+    changed = {k: v for k, v in params.items() if defaults.get(k) != v}
+    inner = ",".join(f"{k}={v}" for k, v in changed.items())
+    return f"{name}({inner})" if inner else name
+
+
+def _build_policies(raw: Any, source: str) -> tuple[PolicySpec, ...]:
+    if not isinstance(raw, list):
+        raise ScenarioError(source, "policies", "an array of tables ([[policies]])", describe(raw))
+    specs = []
+    for i, entry in enumerate(raw):
+        path = f"policies[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ScenarioError(source, path, "a table with a `name` key", describe(entry))
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise ScenarioError(source, f"{path}.name", "a policy name (string)", describe(name))
+        if name not in POLICIES.names():
+            raise ScenarioError(
+                source, f"{path}.name", "one of " + ", ".join(POLICIES.names()), describe(name)
+            )
+        label = entry.get("label", None)
+        if label is not None and not isinstance(label, str):
+            raise ScenarioError(source, f"{path}.label", "a string", describe(label))
+        params = {k: v for k, v in entry.items() if k not in ("name", "label")}
+        policy = build(POLICIES.get(name), params, source=source, path=path)
+        if label == BASELINE_LABEL and not is_plain_decoding(policy):
+            raise ScenarioError(
+                source,
+                f"{path}.label",
+                f"another label ({BASELINE_LABEL!r} names the k = 0 baseline)",
+                f"{label!r} on a policy that drafts",
+            )
+        specs.append(PolicySpec(name, label or _label(name, policy), policy))
+    if not specs:
+        raise ScenarioError(source, "policies", "at least one policy", "an empty array")
+    labels = [s.label for s in specs]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise ScenarioError(
+                source, f"policies[{i}].label", "a label unique in the scenario", describe(label)
+            )
+    return tuple(specs)
+
+
+def _resolve(
+    model: ModelConfig, hardware: HardwareConfig, costs: CostsConfig, source: str, base: str
+) -> Resolved:
+    """Catalog look-ups and the profile (the only I/O of scenario validation)."""
+    for path, value, names in (
+        ("model.target", model.target, catalog.model_names()),
+        ("model.drafter", model.drafter, catalog.drafter_names()),
+        ("hardware.gpu", hardware.gpu, catalog.gpu_names()),
+    ):
+        if value not in names:
+            raise ScenarioError(
+                source,
+                path,
+                "one of " + ", ".join(names),
+                describe(value),
+                "Run `simspec models` or `simspec gpus` to list them.",
+            )
+    drafter = catalog.get_drafter(model.drafter)
+    return Resolved(
+        target=catalog.get_model(model.target),
+        drafter=drafter,
+        draft_model=catalog.get_model(drafter.model) if drafter.kind == "dense" else None,
+        gpu=catalog.get_gpu(hardware.gpu),
+        profile=load_scenario_profile(costs, hardware.gpu, model.target, source, base),
+        profile_key=costs.profile,
+        profile_base=base,
+    )
+
+
+def scenario_from_dict(
+    data: Mapping[str, Any], source: str = "<scenario>", *, base_dir: str | Path = ""
+) -> Scenario:
+    """Validate and resolve parsed scenario ``data`` (see the module docstring).
+
+    ``base_dir`` is the folder a relative ``costs.profile`` is resolved against ("" = the
+    working folder).
+    """
+    if not isinstance(data, Mapping):
+        raise ScenarioError(source, "", "a table", describe(data))
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ScenarioError(
+                source, key, "one of the keys " + ", ".join(TOP_KEYS), "an unknown key"
+            )
+    sections: dict[str, Any] = {}
+    for key, cls in _TABLES:
+        value = data.get(key, {})
+        if not isinstance(value, Mapping):
+            raise ScenarioError(source, key, f"a table [{key}]", describe(value))
+        sections[key] = build(cls, value, source=source, path=key)
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise ScenarioError(source, key, "a string", describe(data[key]))
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ScenarioError(source, "seed", "an integer in [0, 2^63)", describe(seed))
+    policies = _build_policies(data.get("policies", [{"name": "fixed", "draft_tokens": 3}]), source)
+    resolved = _resolve(
+        sections["model"], sections["hardware"], sections["costs"], source, str(base_dir)
+    )
+    scenario = Scenario(
+        name=data.get("name", Path(source).stem if source else "scenario"),
+        description=data.get("description", ""),
+        seed=seed,
+        policies=policies,
+        source=source,
+        resolved=resolved,
+        **sections,
+    )
+    _check_fits(scenario, source)
+    return scenario
+
+
+def _check_fits(s: Scenario, source: str) -> None:
+    """Weights and the longest request's KV cache fit the GPUs; budgets within K_max."""
+    usable, weights = s.usable_memory_bytes, s.weight_bytes
+    if weights >= usable:
+        per_gpu = s.gpu.memory_bytes * s.hardware.memory_utilization
+        raise ScenarioError(
+            source,
+            "hardware.num_gpus",
+            f"enough GPUs to hold {weights / 1e9:.1f} GB of weights (at least "
+            f"{int(-(-weights // per_gpu))})",
+            f"{s.hardware.num_gpus} x {s.gpu.memory_bytes / 1e9:.0f} GB x "
+            f"{s.hardware.memory_utilization} usable",
+        )
+    w = s.workload
+    longest = (
+        (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
+    )
+    kv_need = kv_bytes_for_context(s.target.shape, longest)
+    if kv_need > usable - weights:
+        raise ScenarioError(
+            source,
+            "workload.prompt_tokens",
+            f"requests whose KV cache fits the {max(usable - weights, 0) / 1e9:.2f} GB left after "
+            "the weights (fewer prompt/output tokens, more GPUs or a higher memory_utilization)",
+            f"{w.prompt_tokens} prompt + {w.output_tokens} output tokens "
+            f"needing {kv_need / 1e9:.2f} GB",
+        )
+    cap = s.drafter.max_draft_tokens
+    for i, p in enumerate(s.policies):
+        want = p.policy.budget_cap(10**6)
+        if want > cap:
+            key = f"policies[{i}].draft_tokens" if p.name == "fixed" else f"policies[{i}]"
+            raise ScenarioError(
+                source,
+                key,
+                f"a budget within the drafter's max_draft_tokens = {cap}",
+                f"a policy that asks for {want}",
+            )
+
+
+# -- public entry points -------------------------------------------------------------------------
+def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> Scenario:
+    """Load and validate a scenario file (None = the embedded default), applying overrides."""
+    data, source = read_scenario_data(path)
+    base = str(Path(path).parent) if path is not None else ""
+    if overrides:
+        data = apply_overrides(data, overrides)
+        source += " (with --set overrides)"
+        if _touches_profile(overrides):
+            base = ""
+    return scenario_from_dict(data, source, base_dir=base)
+
+
+def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:
+    """A new, re-validated scenario: ``scenario`` with ``overrides`` applied.
+
+    ``overrides`` is a mapping (``{"workload.concurrency": 32}``) or ``key=value`` strings
+    (TOML values). Unset efficiencies stay unset, so a new profile supplies them.
+    """
+    base = scenario.resolved.profile_base if scenario.resolved is not None else ""
+    if _touches_profile(overrides):
+        base = ""
+    data = apply_overrides(scenario.to_data(), overrides)
+    return scenario_from_dict(data, scenario.source or "<scenario>", base_dir=base)

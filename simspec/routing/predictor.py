@@ -1,0 +1,253 @@
+"""Expected unique experts of a verify pass from routing statistics (the analytic mode).
+
+A pass feeds B sequences of T_b tokens each; in every MoE layer it loads the union of their
+experts. Sequences are independent and, by linearity of expectation, only each expert's own
+on/off pattern matters:
+
+    E[U] = Σ_e [1 − Π_b P(expert e silent over the T_b tokens of sequence b)]
+
+:class:`UniqueExpertPredictor` computes log P(silent) from the inclusion probabilities p_e and
+the lag overlaps rho_1..rho_D under the maximum-entropy pattern law: the Markov closed form when
+only lag 1 is constrained (per expert, exact), IPF on inclusion-probability nodes otherwise
+(:mod:`simspec.routing.ipf`). Layers with the same odds ratios share their fits, and results are
+cached per (nodes, statistics, T) and per batch composition, so a query inside the simulator is a
+dictionary lookup. Rejected drafts may have their own overlap profile: a pair (s, t) whose later
+token is a rejected draft uses the draft profile.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from simspec.physics.experts import independent_union_from_inclusion
+from simspec.routing.ipf import NODES, interpolate_nodes, ipf_log_silent, probability_nodes
+from simspec.routing.overlap import layer_log_odds_ratios, markov_log_silent, pair_probability
+
+
+@functools.lru_cache(maxsize=4096)
+def _node_log_silent(
+    node_bytes: bytes,
+    q_true_bytes: bytes,
+    q_draft_bytes: bytes,
+    shape: tuple[int, int, int],
+    tokens: int,
+    true_tokens: int,
+) -> np.ndarray:
+    m, d_true, d_draft = shape
+    p = np.frombuffer(node_bytes).copy()
+    q_true = np.frombuffer(q_true_bytes).reshape(m, d_true)
+    q_draft = np.frombuffer(q_draft_bytes).reshape(m, d_draft)
+    out = ipf_log_silent(p, q_true, tokens, q_draft=q_draft, true_tokens=true_tokens)
+    out.setflags(write=False)
+    return out
+
+
+def _pad(q: np.ndarray, width: int) -> np.ndarray:
+    """Pad lag columns with nan (no constraint) up to ``width``."""
+    out = np.full((q.shape[0], width), np.nan)
+    out[:, : q.shape[1]] = q
+    return np.ascontiguousarray(out)
+
+
+class UniqueExpertPredictor:
+    """Expected unique experts per layer for a batch of sequences, from (p_e, rho_1..rho_D).
+
+    Parameters
+    ----------
+    inclusion_probabilities : array (L, N)
+        p_e per layer (each row sums to k_e).
+    overlaps : array (D,) or (L, D)
+        Lag-1..D overlaps of true tokens: one profile pooled over all layers (a common odds
+        ratio per lag) or one per layer.
+    draft_overlaps : array (D',) or (L, D'), optional
+        Overlap profile of rejected drafts with the tokens before them; default ``overlaps``.
+    nodes : int
+        Inclusion-probability nodes per layer group (:mod:`simspec.routing.ipf`).
+
+    Tables of log P(silent) per (T, true tokens) and answers per batch composition are cached,
+    so repeated queries cost a dictionary lookup.
+
+    Examples
+    --------
+    >>> pred = UniqueExpertPredictor(np.full((1, 128), 8 / 128), [0.38])
+    >>> round(float(pred.expected_unique([4])[0]) / 8, 2)  # Markov closed form: U(4) = 2.78 k_e
+    2.78
+    """
+
+    def __init__(
+        self,
+        inclusion_probabilities: np.ndarray,
+        overlaps: Sequence[float] | np.ndarray,
+        draft_overlaps: Sequence[float] | np.ndarray | None = None,
+        *,
+        nodes: int = NODES,
+    ):
+        self.inclusion_probabilities = np.atleast_2d(
+            np.asarray(inclusion_probabilities, dtype=float)
+        )
+        self.num_layers, self.num_experts = self.inclusion_probabilities.shape
+        self.nodes = nodes
+        self._lam_true = self._fit(overlaps)
+        self.split = draft_overlaps is not None
+        self._lam_draft = self._lam_true if draft_overlaps is None else self._fit(draft_overlaps)
+        # Layers sharing their odds ratios share nodes (pooled statistics: one group).
+        joint = np.concatenate([self._lam_true, self._lam_draft], axis=1)
+        _, self._group_of_layer = np.unique(joint, axis=0, return_inverse=True)
+        self._group_of_layer = self._group_of_layer.ravel()
+        self._tables: dict[tuple[int, int], np.ndarray] = {}
+        self._answers: dict[tuple[tuple[int, int, int], ...], np.ndarray] = {}
+
+    def _fit(self, overlaps: Sequence[float] | np.ndarray) -> np.ndarray:
+        return layer_log_odds_ratios(self.inclusion_probabilities, overlaps)
+
+    def log_silent(self, tokens: int, true_tokens: int | None = None) -> np.ndarray:
+        """log P(expert silent over ``tokens`` tokens of one sequence), array (L, N).
+
+        ``true_tokens`` leading tokens are true tokens; the rest are rejected drafts (only
+        matters when a draft profile was given).
+        """
+        n_true = tokens if (true_tokens is None or not self.split) else min(true_tokens, tokens)
+        key = (tokens, n_true)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        p = self.inclusion_probabilities
+        table = np.zeros_like(p)
+        with np.errstate(divide="ignore"):
+            table[p >= 1.0] = -np.inf
+        inner = (p > 0.0) & (p < 1.0)
+        fits = []  # (layers, node p, q true, q draft) of every group that needs IPF
+        for g in range(int(self._group_of_layer.max(initial=-1)) + 1):
+            layers = np.flatnonzero(self._group_of_layer == g)
+            lam_t, lam_d = self._lam_true[layers[0]], self._lam_draft[layers[0]]
+            group_p = p[layers]
+            if lam_t.shape[0] <= 1 and lam_d.shape[0] <= 1:
+                # Lag-1 only: the closed form is exact per expert, no nodes needed.
+                q_t = pair_probability(group_p, lam_t[0]) if len(lam_t) else group_p * group_p
+                q_d = pair_probability(group_p, lam_d[0]) if len(lam_d) else group_p * group_p
+                pairs = [q_t if t <= n_true else q_d for t in range(2, tokens + 1)]
+                values = markov_log_silent(group_p, pairs)
+                table[layers] = np.where(inner[layers], values, table[layers])
+                continue
+            node_p = probability_nodes(group_p.ravel(), self.nodes)
+            if len(node_p):
+                q_t = pair_probability(node_p[:, None], lam_t[None, :])
+                q_d = pair_probability(node_p[:, None], lam_d[None, :])
+                fits.append((layers, node_p, q_t, q_d))
+        if fits:
+            # One vectorised IPF over the nodes of every group (profiles padded with nan =
+            # unconstrained lags).
+            width_t = max(f[2].shape[1] for f in fits)
+            width_d = max(f[3].shape[1] for f in fits)
+            all_p = np.concatenate([f[1] for f in fits])
+            all_t = np.concatenate([_pad(f[2], width_t) for f in fits])
+            all_d = np.concatenate([_pad(f[3], width_d) for f in fits])
+            silent = _node_log_silent(
+                all_p.tobytes(),
+                all_t.tobytes(),
+                all_d.tobytes(),
+                (len(all_p), width_t, width_d),
+                tokens,
+                n_true,
+            )
+            start = 0
+            for layers, node_p, _, _ in fits:
+                node_silent = silent[start : start + len(node_p)]
+                start += len(node_p)
+                # Interpolate the effective number of independent tokens, log P / log(1 − p):
+                # nearly flat in p, unlike log P itself.
+                ratio = node_silent / np.log1p(-node_p)
+                group_p = p[layers]
+                safe = np.where(inner[layers], group_p, 0.5)
+                values = interpolate_nodes(node_p, ratio, safe) * np.log1p(-safe)
+                table[layers] = np.where(inner[layers], values, table[layers])
+        table.setflags(write=False)
+        self._tables[key] = table
+        return table
+
+    def expected_unique(
+        self, tokens_per_sequence: Sequence[int], true_tokens: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """E[unique experts] per layer for B independent sequences, array (L,).
+
+        Parameters
+        ----------
+        tokens_per_sequence : sequence of int
+            T_b for each sequence of the pass (draft tokens + 1 in a verify pass).
+        true_tokens : sequence of int, optional
+            How many of each sequence's tokens are true tokens (accepted drafts + 1); the rest
+            are rejected drafts. Ignored unless a draft profile was given.
+        """
+        if true_tokens is None or not self.split:
+            counts = Counter((int(t), int(t)) for t in tokens_per_sequence)
+        else:
+            counts = Counter(
+                (int(t), min(int(a), int(t)))
+                for t, a in zip(tokens_per_sequence, true_tokens, strict=True)
+            )
+        key = tuple(sorted((t, a, c) for (t, a), c in counts.items() if t > 0))
+        answer = self._answers.get(key)
+        if answer is not None:
+            return answer
+        total = np.zeros_like(self.inclusion_probabilities)
+        for t, a, c in key:
+            total = total + c * self.log_silent(t, a)
+        answer = (1.0 - np.exp(total)).sum(axis=1)
+        answer.setflags(write=False)
+        if len(self._answers) > 100_000:
+            self._answers.clear()
+        self._answers[key] = answer
+        return answer
+
+    def unique_curve(self, max_tokens: int, batch: int = 1) -> np.ndarray:
+        """E[U](T) for T = 1..max_tokens with ``batch`` sequences each, array (max_tokens, L)."""
+        return np.stack([self.expected_unique([t] * batch) for t in range(1, max_tokens + 1)])
+
+
+def predict_unique_experts(
+    inclusion_probabilities: np.ndarray,
+    overlaps: Sequence[float] | np.ndarray,
+    tokens_per_sequence: Sequence[int],
+) -> np.ndarray:
+    """One-shot :meth:`UniqueExpertPredictor.expected_unique` (see there), array (L,).
+
+    Examples
+    --------
+    >>> p = np.full((1, 128), 8 / 128)
+    >>> u = predict_unique_experts(p, [8 / 128], [4])  # chance overlap = independence
+    >>> round(float(u[0]) / 8, 2)  # N(1 − (1 − k/N)^4) / k
+    3.64
+    """
+    predictor = UniqueExpertPredictor(inclusion_probabilities, overlaps)
+    return predictor.expected_unique(tokens_per_sequence)
+
+
+def unique_curves(
+    inclusion_probabilities: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int = 1
+) -> dict[str, np.ndarray]:
+    """Predicted U(T), T = 1..tokens, averaged over layers: independent, Markov and multi-lag.
+
+    ``inclusion_probabilities`` is (layers, N) expert usage p_e; ``overlaps`` the lag profile
+    rho_1..rho_D (shape (D,) or (layers, D); empty for independent routing). Raises ValueError
+    for overlaps no top-k router can have.
+    """
+    p = inclusion_probabilities
+    overlaps = np.asarray(overlaps, dtype=float)
+    if overlaps.ndim == 1:
+        overlaps = np.tile(overlaps, (p.shape[0], 1))
+    out = {
+        "independent": np.array(
+            [independent_union_from_inclusion(p, float(batch * t)) for t in range(1, tokens + 1)]
+        )
+    }
+    if overlaps.shape[-1] >= 1:
+        markov = UniqueExpertPredictor(p, overlaps[:, :1])
+        out["Markov (rho_1)"] = markov.unique_curve(tokens, batch)
+    if overlaps.shape[-1] >= 2:
+        full = UniqueExpertPredictor(p, overlaps)
+        out[f"IPF (rho_1..rho_{overlaps.shape[-1]})"] = full.unique_curve(tokens, batch)
+    return {label: values.mean(axis=1) for label, values in out.items()}

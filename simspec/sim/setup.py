@@ -1,0 +1,70 @@
+"""From a resolved scenario to what the engine needs: reference sequences, cost model, limits.
+
+:func:`build_setup` is pure apart from building the reference sequences' random streams from the
+scenario seed: the same scenario gives the same :class:`~simspec.sim.engine.EngineSetup`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simspec import rng
+from simspec.config.scenario import Scenario
+from simspec.costs.base import COST_MODELS, CostModel
+from simspec.physics.experts import chance_overlap
+from simspec.routing.config import RoutingConfig
+from simspec.sim.engine import EngineSetup
+from simspec.text.reference import ReferenceSet
+from simspec.text.workload import arrival_times
+
+
+def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
+    """Mean lag-1 overlap of a draft with its predecessor, for the policies' cost estimates.
+
+    With independent routing this is the chance level Σ_e p_e² / k_e (k_e/N when popularity is
+    uniform), p_e being each expert's usage.
+    """
+    if not references.num_experts:
+        return 0.0
+    true, draft = routing.layer_profiles(references.num_layers)
+    profile = draft if draft is not None else true
+    if profile.shape[1] == 0:
+        p, k = references.inclusion_probabilities, references.shape.experts_per_token
+        return chance_overlap(p, k, layer_mean=True)
+    return float(profile[:, 0].mean())
+
+
+def build_setup(scenario: Scenario) -> EngineSetup:
+    """Reference sequences, cost model and limits of ``scenario``."""
+    s = scenario
+    target, drafter = s.target, s.drafter
+    common: dict[str, Any] = {
+        "target": target,
+        "drafter": drafter,
+        "gpu": s.gpu,
+        "params": s.roofline,
+        "num_gpus": s.hardware.num_gpus,
+        "draft_model": s.draft_model,
+    }
+    profile = s.profile
+    if profile is not None:  # efficiencies are fractions of the peaks the profile was fitted to
+        common["gpu"] = profile.peak_gpu(s.gpu)
+        common["profile"] = profile
+    cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
+    references = ReferenceSet(
+        seed=s.seed,
+        workload=s.workload,
+        acceptance=s.acceptance,
+        routing=s.routing,
+        shape=target.shape,
+        max_draft_tokens=drafter.max_draft_tokens,
+    )
+    return EngineSetup(
+        references=references,
+        cost_model=cost_model,
+        workload=s.workload,
+        arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
+        kv_capacity_bytes=s.usable_memory_bytes - s.weight_bytes,
+        max_draft_tokens=drafter.max_draft_tokens,
+        mean_draft_overlap=mean_draft_overlap(s.routing, references),
+    )
