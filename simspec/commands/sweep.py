@@ -100,6 +100,7 @@ def execute(args: argparse.Namespace) -> int:
             raise
         resumable = not args.resume and (out / "points").is_dir()
         hint = "Pass --resume to continue the sweep saved there." if resumable else ""
-        raise InputError("--out", args.out, err.expected, err.found, hint) from None
+        expected = "an empty folder" if resumable else err.expected
+        raise InputError("--out", args.out, expected, err.found, hint) from None
     print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")
     return 0

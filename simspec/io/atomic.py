@@ -2,7 +2,7 @@
 
 A sweep killed mid-point, a figure interrupted by Ctrl-C or a full disk must never leave a
 half-written file under the final name, because a half-written point file would be taken for a
-finished point on ``--resume``. So every file is written to a temporary file in the *same*
+finished point when the sweep resumes. So every file is written to a temporary file in the *same*
 folder (a rename across file systems is not atomic), flushed to disk, given the permissions a
 new file gets under the process umask (``mkstemp`` creates it 0600), and renamed over the
 target with :func:`os.replace`, which POSIX and Windows make atomic.

@@ -17,8 +17,8 @@ from simspec.routing.popularity import (
     popularity_weights,
 )
 from simspec.sim.setup import build_setup
+from tests.commands.test_cli import run_main
 from tests.helpers import tiny
-from tests.test_cli import run_main
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from simspec.routing.trace import (
     load_trace,
     save_trace,
 )
+from tests.commands.test_cli import assert_input_error, run_main
 from tests.data.make_routing_trace import generating_statistics
-from tests.test_cli import assert_input_error, run_main
 
 TRACE = Path(__file__).parents[1] / "data" / "routing_trace.npz"
 

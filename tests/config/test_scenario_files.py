@@ -9,7 +9,7 @@ import pytest
 from simspec.config.load import load_scenario, read_scenario_data
 from simspec.sweep.spec import expand, read_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "scenarios").rglob("*.toml"))
 
 

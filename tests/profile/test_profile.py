@@ -30,7 +30,7 @@ from simspec.profile import (
 from simspec.schema import to_dict
 from tests.helpers import simulate, tiny
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {
     "h100-sxm": ROOT / "calibration" / "h100-sxm-analytic.json",
     "h200": ROOT / "calibration" / "h200-analytic.json",

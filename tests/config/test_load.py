@@ -13,7 +13,7 @@ from simspec.config.load import load_scenario, scenario_from_dict, with_override
 from simspec.config.scenario import Scenario
 from simspec.errors import ScenarioError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H100_PROFILE = ROOT / "calibration" / "h100-sxm-analytic.json"
 
 

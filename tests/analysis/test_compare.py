@@ -11,7 +11,7 @@ from simspec.cli import main
 from simspec.config.load import load_scenario
 from tests.helpers import simulate, tiny
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAPER_A = ROOT / "scenarios" / "limits-of-speculation.toml"
 
 
