@@ -38,9 +38,9 @@ def main() -> None:
     walls, tokens = [], 0
     for _ in range(args.repeats):
         start = time.perf_counter()
-        results = simspec.simulate(scenario)
+        result = simspec.run(scenario)
         walls.append(time.perf_counter() - start)
-        tokens = sum(p["tokens"] for p in results["policies"])
+        tokens = sum(p.tokens for p in result.policies)
     wall = statistics.median(walls)
 
     cli = []
@@ -57,7 +57,7 @@ def main() -> None:
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"scenario: default with {' '.join(overrides)} ({len(scenario.policies)} policies)")
     print(
-        f"simulate(): median {wall:.3f} s over {args.repeats} runs "
+        f"simspec.run(): median {wall:.3f} s over {args.repeats} runs "
         f"(min {min(walls):.3f}, max {max(walls):.3f})"
     )
     print(f"simulated committed tokens (all policies): {tokens}")

@@ -16,6 +16,8 @@ from simspec.analysis.results import METRICS, PolicyResult, RunResult
 from simspec.config.load import apply_overrides, load_scenario, scenario_from_dict, with_overrides
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError
+from simspec.sweep.run import run_sweep
+from simspec.sweep.spec import load_sweep
 
 
 def run(scenario: Scenario) -> RunResult:
@@ -39,8 +41,10 @@ __all__ = [
     "apply_overrides",
     "compare",
     "load_scenario",
+    "load_sweep",
     "run",
     "run_experiment",
+    "run_sweep",
     "scenario_from_dict",
     "with_overrides",
 ]

@@ -162,7 +162,8 @@ def apply_overrides(
     return result
 
 
-def _touches_profile(overrides: Overrides) -> bool:
+def touches_profile(overrides: Overrides) -> bool:
+    """True when ``overrides`` set ``costs.profile`` (its path is then relative to the cwd)."""
     keys = (
         list(overrides)
         if isinstance(overrides, Mapping)
@@ -346,7 +347,7 @@ def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> 
     if overrides:
         data = apply_overrides(data, overrides)
         source += " (with --set overrides)"
-        if _touches_profile(overrides):
+        if touches_profile(overrides):
             base = ""
     return scenario_from_dict(data, source, base_dir=base)
 
@@ -358,7 +359,7 @@ def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:
     (TOML values). Unset efficiencies stay unset, so a new profile supplies them.
     """
     base = scenario.resolved.profile_base if scenario.resolved is not None else ""
-    if _touches_profile(overrides):
+    if touches_profile(overrides):
         base = ""
     data = apply_overrides(scenario.to_data(), overrides)
     return scenario_from_dict(data, scenario.source or "<scenario>", base_dir=base)

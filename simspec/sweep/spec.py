@@ -36,7 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from simspec.config.load import apply_overrides, parse_value, read_scenario_data, scenario_from_dict
+from simspec.config.load import (
+    apply_overrides,
+    parse_value,
+    read_scenario_data,
+    scenario_from_dict,
+    touches_profile,
+)
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
 
@@ -272,7 +278,10 @@ def load_sweep(
     4
     """
     data, source = read_scenario_data(path)
+    base = str(Path(path).parent)
     if overrides:
         data = apply_overrides(data, overrides)
+        if touches_profile(overrides):
+            base = ""  # a profile given as an override is relative to the working folder
     spec = read_spec(data, source, grid, replications, oracle)
-    return spec, expand(data, source, spec, base_dir=str(Path(path).parent))
+    return spec, expand(data, source, spec, base_dir=base)
