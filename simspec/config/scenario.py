@@ -23,7 +23,7 @@ from typing import Any
 
 from simspec.costs.base import COST_MODELS
 from simspec.costs.params import RooflineParams
-from simspec.errors import ScenarioError
+from simspec.errors import FieldError, ScenarioError
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
@@ -75,9 +75,8 @@ class CostsConfig:
 
     model: str = param(
         "roofline",
-        "cost model: " + ", ".join(COST_MODELS.names()) + " (calibrated interpolates the "
-        "profile's measured tables)",
-        choices=tuple(COST_MODELS.names()),
+        "cost model, a registered name: roofline, or calibrated (interpolates the profile's "
+        "measured tables)",
     )
     profile: str = param(
         "",
@@ -93,6 +92,11 @@ class CostsConfig:
     kv_efficiency: float | None = _from_profile("kv_efficiency")
     compute_efficiency: float | None = _from_profile("compute_efficiency")
     comm_s_per_layer: float | None = _from_profile("comm_s_per_layer")
+
+    def __post_init__(self) -> None:
+        valid = COST_MODELS.names()
+        if self.model not in valid:
+            raise FieldError("model", "one of " + ", ".join(map(repr, valid)), self.model)
 
     def explicit(self) -> dict[str, float]:
         """The efficiencies the scenario sets itself."""

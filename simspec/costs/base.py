@@ -4,6 +4,11 @@ A cost model is a frozen dataclass registered with ``@COST_MODELS.register("name
 module under :mod:`simspec.costs` (the registry finds every module of the package); the
 scenario key ``costs.model`` picks one by name. All its methods are pure functions of the
 tokens, contexts and unique experts of a pass.
+
+:func:`simspec.sim.setup.build_setup` creates it with the keywords ``target``, ``drafter``,
+``gpu`` (the profile's peaks when there is a profile), ``params`` (the resolved efficiencies),
+``num_gpus``, ``draft_model`` and ``profile`` (a :class:`~simspec.profile.CalibrationProfile`
+or None), so those are the fields a new cost model declares.
 """
 
 from __future__ import annotations
