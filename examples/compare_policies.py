@@ -20,5 +20,7 @@ delta = result.oracle.delta
 print(
     f"Delta space: boundary slope {delta['fitted_slope_s_per_token'] * 1e3:.3f} ms/token, "
     f"oracle {delta['oracle_time_per_token_s'] * 1e3:.3f} ms/token, "
-    f"local-condition violations {delta['local_condition_violations']}"
+    f"{delta['misclassified_fraction'] * 100:.1f} % misclassified "
+    f"(random cost tables {delta['control_random_tables_misclassified_fraction'] * 100:.1f} %), "
+    f"AUC {delta['auc']:.2f} (random cost tables {delta['control_random_tables_auc']:.2f})"
 )

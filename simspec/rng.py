@@ -19,6 +19,7 @@ STREAMS: dict[str, int] = {
     "routing": 4,
     "rejected_routing": 5,
     "popularity": 6,
+    "delta_control": 7,
 }
 
 

@@ -38,14 +38,10 @@ def param(
 
 def _bounds_text(meta: Mapping[str, Any]) -> str:
     parts = []
-    if meta.get("ge") is not None:
-        parts.append(f">= {meta['ge']}")
-    if meta.get("gt") is not None:
-        parts.append(f"> {meta['gt']}")
-    if meta.get("le") is not None:
-        parts.append(f"<= {meta['le']}")
-    if meta.get("lt") is not None:
-        parts.append(f"< {meta['lt']}")
+    for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        bound = meta.get(key)
+        if bound is not None:
+            parts.append(f"{sign} {bound:g}" if isinstance(bound, float) else f"{sign} {bound}")
     return " and ".join(parts)
 
 

@@ -16,7 +16,7 @@ MAX_LINES = 400
 
 #: Layers, lowest first: a module may import its own layer and the layers below it only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "errors", "rng", "registry", "schema"),
+    ("_version", "errors", "inputs", "rng", "registry", "schema"),
     ("physics", "catalog", "costs", "profile", "routing", "text", "policies"),
     ("config",),
     ("sim",),

@@ -27,6 +27,7 @@ from simspec.analysis.oracle import oracle_plan
 from simspec.analysis.results import OracleSummary, RunResult
 from simspec.config.scenario import Scenario
 from simspec.policies.fixed import BASELINE_LABEL, FixedPolicy, is_plain_decoding
+from simspec.rng import stream
 from simspec.sim.engine import RunLog, run_policy
 from simspec.sim.setup import build_setup
 
@@ -96,7 +97,10 @@ def run_experiment(
         step()
         runs.append(_Run("oracle", "oracle", {"exact": found.exact}, found.log, is_oracle=True))
         oracle_tpot = found.log.mean_tpot_s()
-        delta_points, delta = analyse(found.tables) if found.tables else (analyse({})[0], {})
+        controls = stream(scenario.seed, "delta_control")
+        delta_points, delta = (
+            analyse(found.tables, controls) if found.tables else (analyse({})[0], {})
+        )
         summary = OracleSummary(found.exact, found.method, delta)
 
     base_tpot = baseline_log.mean_tpot_s()

@@ -18,12 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from simspec.analysis.delta import DeltaPoints
+
+
+class NonFiniteResult(ArithmeticError):
+    """Internal error: a simulation produced NaN or infinity (inputs in range never should).
+
+    Every scenario value has a bounded range (:func:`simspec.schema.param`), so a non-finite
+    metric is a bug, reported as such (exit code 1), never written as invalid JSON.
+    """
+
+
+def _require_finite(what: str, value: Any) -> None:
+    if isinstance(value, int | float) and not math.isfinite(value):
+        raise NonFiniteResult(f"internal error: {what} is {value!r}, not a finite number")
 
 
 def _metric(help: str) -> dict[str, Any]:
@@ -83,6 +97,12 @@ class PolicyResult:
     gap_to_oracle_pct: float | None = None  # set when the run has an oracle
     is_baseline: bool = False  # the k = 0 run every speedup is measured against
     is_oracle: bool = False  # the hindsight oracle
+
+    def __post_init__(self) -> None:
+        for name in (*METRICS, "gap_to_oracle_pct"):
+            _require_finite(f"{self.label}: {name}", getattr(self, name))
+        for f in dataclasses.fields(self.gpu_time_s):
+            _require_finite(f"{self.label}: gpu_time_s.{f.name}", getattr(self.gpu_time_s, f.name))
 
     def to_dict(self) -> dict[str, Any]:
         """The results-JSON row (``gap_to_oracle_pct`` only when there is an oracle)."""
@@ -169,13 +189,17 @@ class RunResult:
             data["oracle"] = {
                 "exact": self.oracle.exact,
                 "method": self.oracle.method,
-                "delta": dict(self.oracle.delta),
+                # an undefined summary statistic (no informative points) is null, not NaN
+                "delta": {
+                    key: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for key, v in self.oracle.delta.items()
+                },
             }
         return data
 
     def to_json(self) -> str:
         """The results JSON text (stable key order: equal results give equal bytes)."""
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:

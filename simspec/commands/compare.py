@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from simspec.commands import add_set_option, check_writable, table, write_output
+from simspec.commands import (
+    add_allow_large_option,
+    add_set_option,
+    check_folder,
+    check_work,
+    check_writable,
+    table,
+    write_output,
+)
 
 NAME = "compare"
 HELP = "Compare a scenario's policies with no speculation and the hindsight oracle."
@@ -21,6 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--plot", metavar="DIR", help="write policies.png and delta-space.png into DIR"
     )
     add_set_option(parser)
+    add_allow_large_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -30,10 +40,13 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.io.progress import Progress
 
     scenario = load_scenario(args.scenario, args.set)
+    # With `--json -` stdout carries the JSON alone; the table goes to stderr.
+    report = sys.stderr if args.json == "-" else sys.stdout
+    check_work([scenario], oracle=True, allow_large=args.allow_large)
     if args.json:
         check_writable(args.json, "--json")
     if args.plot:
-        check_writable(f"{args.plot.rstrip('/')}/policies.png", "--plot")
+        check_folder(args.plot, "--plot")
     with Progress("compare") as progress:
         result = run_experiment(scenario, oracle=True, progress=progress)
     rows = [
@@ -48,33 +61,31 @@ def execute(args: argparse.Namespace) -> int:
         )
         for p in result.policies
     ]
-    print(f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}")
+    print(f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}", file=report)
     print(
         table(
             ("policy", "tokens/s", "TPOT ms", "accept len", "mean k", "speedup", "gap to oracle %"),
             rows,
-        )
+        ),
+        file=report,
     )
     oracle = result.oracle
     assert oracle is not None  # run_experiment(oracle=True) always finds one
-    print(f"oracle: {'exact' if oracle.exact else 'approximate'} — {oracle.method}")
+    print(f"oracle: {'exact' if oracle.exact else 'approximate'} — {oracle.method}", file=report)
     d = dict(oracle.delta)
     if d:
-        print(
-            f"delta space: {d['points']} extensions ({d['chosen']} chosen), fitted slope "
-            f"{d['fitted_slope_s_per_token'] * 1e3:.3f} ms/token vs oracle "
-            f"{d['oracle_time_per_token_s'] * 1e3:.3f} ms/token, {d['fit_violations']} off the "
-            f"line, local-condition violations {d['local_condition_violations']} of "
-            f"{d['binding_decisions']} binding decisions"
-        )
+        from simspec.analysis.delta import describe
+
+        print(f"delta space: {describe(d)}", file=report)
     if args.json:
         write_output(args.json, result.to_json(), "--json")
-        print(f"wrote {args.json}")
+        if args.json != "-":
+            print(f"wrote {args.json}")
     if args.plot:
         from simspec.plots.policies import delta_space, policy_bars
 
         written = policy_bars(result, f"{args.plot}/policies.png")
         if d and result.delta_points is not None:
             written += delta_space(result.delta_points, d, f"{args.plot}/delta-space.png")
-        print("wrote " + ", ".join(str(p) for p in written))
+        print("wrote " + ", ".join(str(p) for p in written), file=report)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from simspec.commands import check_folder
 from simspec.errors import InputError
 
 NAME = "plot"
@@ -33,6 +34,7 @@ def execute(args: argparse.Namespace) -> int:
 
     folders = [Path(f) for f in args.folders]  # read_sweep names a folder that is no sweep
     out = Path(args.out) if args.out else folders[0] / "figures"
+    check_folder(str(out), "--out" if args.out else "DIR")
     if len(folders) == 1:
         written = plot_folder(folders[0], out)
     else:

@@ -1,9 +1,11 @@
 """`simspec routing`: routing statistics of a trace, and unique-expert predictions.
 
 ``simspec routing stats TRACE.npz`` estimates per-layer popularity and lag overlaps from a routing
-trace (format: :mod:`simspec.routing.trace`) and compares the trace's unique-experts curve U(T)
-with three predictions from those statistics. ``simspec routing predict`` prints U(T) for a
-catalog model and an overlap profile (optionally checked against the Monte-Carlo sampler).
+trace (format: :mod:`simspec.routing.trace`), fits the latent routing law
+(:mod:`simspec.routing.hmm`) and compares the trace's unique-experts curve U(T) with four
+predictions from those statistics, naming the best and the default one. ``simspec routing
+predict`` prints U(T) for a catalog model and an overlap profile (optionally checked against
+the Monte-Carlo sampler).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "stats",
         help="estimate popularity, lag overlaps and U(T) of a routing trace",
         description="Estimate per-layer expert popularity, lag-d overlaps rho_d and the "
-        "unique-experts curve U(T) of a routing trace (.npz), and compare U(T) with the "
-        "independent, Markov (rho_1) and multi-lag IPF (rho_1..rho_D) predictions.",
+        "unique-experts curve U(T) of a routing trace (.npz), fit the latent (hidden-state) "
+        "routing law, and compare U(T) with the independent, Markov (rho_1), multi-lag IPF "
+        "(rho_1..rho_D) and latent predictions; the latent one is the default unless the "
+        "trace's lag profile is not the geometric decay it implies.",
         epilog=f"example: {STATS_EXAMPLE}\ntrace format: see `python -m pydoc "
         "simspec.routing.trace`",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -137,15 +141,18 @@ def _plot(
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from simspec.routing.hmm import fit_latent, triple_overlap_of
+    from simspec.routing.predictor import choose_predictor
     from simspec.routing.trace import estimate_statistics, fit_zipf_exponent, load_trace
 
     _check_range("--lags", args.lags, 1, MAX_LAGS)
     _check_range("--max-tokens", args.max_tokens, 1, 16)
     if args.plot:
-        check_writable(args.plot, "--plot")
+        check_writable(args.plot, "--plot", stdout=False)
     trace = load_trace(args.trace)
     try:
-        st = estimate_statistics(trace, args.lags, args.max_tokens)
+        st = estimate_statistics(trace, max(args.lags, 2), args.max_tokens)
+        triple = triple_overlap_of(trace.expert_ids, trace.sequence_of_token(), trace.num_experts)
     except ValueError as err:
         raise InputError(args.trace, "sequence_starts", "sequences long enough", str(err)) from None
     k, n = st.experts_per_token, st.num_experts
@@ -175,8 +182,11 @@ def _stats(args: argparse.Namespace) -> int:
     ]
     print(table(("lag d", "rho_d", "layer min", "layer max", "chance"), lag_rows))
     print()
-    predicted = _predictions(p, st.overlaps, args.max_tokens, 1, "--lags")
+    predicted = _predictions(p, st.overlaps[:, : args.lags], args.max_tokens, 1, "--lags")
+    fit = fit_latent(p, st.overlaps, triple)
+    predicted["latent (fitted)"] = fit.model.unique_curve(args.max_tokens).mean(axis=1)
     measured = st.pooled_unique
+    _print_latent(fit, st.num_experts, k, float(triple.mean()))
     headers = ["T", "windows", "trace U(T)"]
     for label in predicted:
         headers += [label, "err"]
@@ -188,9 +198,14 @@ def _stats(args: argparse.Namespace) -> int:
         rows.append(row)
     print("unique experts per layer (mean over layers), predictions from per-layer statistics")
     print(table(headers, rows))
-    for label, values in predicted.items():
-        miss = np.abs(values / measured - 1.0).mean()
+    misses = {label: float(np.abs(v / measured - 1.0).mean()) for label, v in predicted.items()}
+    for label, miss in misses.items():
         print(f"  {label}: mean |relative error| {100 * miss:.2f}% over T = 1..{args.max_tokens}")
+    chosen = "latent (fitted)" if choose_predictor(fit) == "latent" else list(predicted)[-2]
+    print(
+        f"best fit to this trace's U(T): {min(misses, key=lambda m: misses[m])}; predictor "
+        f"chosen from the statistics alone (default): {chosen}"
+    )
     if args.per_layer:
         print()
         t4 = min(4, args.max_tokens)
@@ -212,7 +227,7 @@ def _stats(args: argparse.Namespace) -> int:
     print("# scenario [routing] keys with these statistics (popularity as a Zipf fit):")
     print('popularity = "zipf"')
     print(f"zipf_exponent = {fit_zipf_exponent(p, k):.3f}")
-    print("overlaps = [" + ", ".join(f"{v:.4f}" for v in st.pooled_overlaps) + "]")
+    print("overlaps = [" + ", ".join(f"{v:.4f}" for v in st.pooled_overlaps[: args.lags]) + "]")
     print("layer_overlap_scale = [" + ", ".join(f"{v:.3f}" for v in scale) + "]")
     if args.plot:
         _plot(
@@ -221,9 +236,26 @@ def _stats(args: argparse.Namespace) -> int:
             predicted,
             k,
             measured={"trace": measured},
-            title=f"{trace.model or args.trace}: top-{k} of {n}",
+            title=f"{trace.model or args.trace}: top-{k} of {n}, statistics of the trace",
+            num_experts=n,
         )
     return 0
+
+
+def _print_latent(fit: Any, num_experts: int, k: int, triple: float) -> None:
+    """The fitted latent (hidden-state) routing law and its topic / hot-set readings."""
+    h, share, drift = (fit.model.params[key] for key in ("hidden_size", "share", "drift"))
+    hot_share = (share * (num_experts - h) + h) / num_experts
+    print(
+        f"latent fit (three-token overlap {triple:.4f}): latent set of {h:.1f} experts, "
+        f"share {share:.3f} of each token's experts, drift {drift:.4f} per token; "
+        f"lag profile within {100 * fit.profile_error:.1f}% of the trace's"
+    )
+    print(
+        f"  read as a topic router: reuse {share:.3f}, drift {drift:.4f} (topic of {h:.1f}); "
+        f"as a drifting hot set: h = {h:.1f}, hot share {hot_share:.3f}, drift {drift:.4f}"
+    )
+    print()
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -235,6 +267,7 @@ def _predict(args: argparse.Namespace) -> int:
     _check_range("--tokens", args.tokens, 1, 16)
     _check_range("--batch", args.batch, 1, 4096)
     _check_range("--samples", args.samples, 0, 1_000_000)
+    _check_range("--seed", args.seed, 0, 2**63 - 1)
     if args.model not in catalog.model_names():
         raise InputError(
             "command line", "--model", "one of " + ", ".join(catalog.model_names()), args.model
@@ -252,7 +285,7 @@ def _predict(args: argparse.Namespace) -> int:
         if not (np.isfinite(value) and value > 0):
             raise InputError("command line", _flag(name), "a positive number", str(value))
     if args.plot:
-        check_writable(args.plot, "--plot")
+        check_writable(args.plot, "--plot", stdout=False)
     config = RoutingConfig(popularity=args.popularity, **law_params)
     layers, n, k = shape.num_moe_layers, shape.num_experts, shape.experts_per_token
     p = draw_inclusion_probabilities(config, layers, n, k, rngs.stream(args.seed, "popularity"))
@@ -292,6 +325,8 @@ def _predict(args: argparse.Namespace) -> int:
             predicted,
             k,
             measured=measured,
-            title=f"{args.model}: top-{k} of {n}, overlaps {profile}, B = {args.batch}",
+            title=f"{args.model}: top-{k} of {n}, {args.popularity} popularity, "
+            f"overlaps {profile}, B = {args.batch}",
+            num_experts=n,
         )
     return 0

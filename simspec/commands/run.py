@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from simspec.commands import add_set_option, check_writable, table, write_output
+from simspec.commands import (
+    add_allow_large_option,
+    add_set_option,
+    check_work,
+    check_writable,
+    table,
+    write_output,
+)
 
 NAME = "run"
 HELP = "Run a scenario's policies and print one row per policy."
@@ -20,6 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
     add_set_option(parser)
+    add_allow_large_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -29,6 +38,9 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.io.progress import Progress
 
     scenario = load_scenario(args.scenario, args.set)
+    # With `--json -` stdout carries the JSON alone; the table goes to stderr.
+    report = sys.stderr if args.json == "-" else sys.stdout
+    check_work([scenario], oracle=False, allow_large=args.allow_large)
     if args.json:
         check_writable(args.json, "--json")
     with Progress("run") as progress:
@@ -50,7 +62,8 @@ def execute(args: argparse.Namespace) -> int:
     print(
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
-        f"{scenario.hardware.gpu}, {scenario.workload.loop} loop"
+        f"{scenario.hardware.gpu}, {scenario.workload.loop} loop",
+        file=report,
     )
     headers = (
         "policy",
@@ -63,8 +76,9 @@ def execute(args: argparse.Namespace) -> int:
         "experts/layer",
         "speedup",
     )
-    print(table(headers, rows))
+    print(table(headers, rows), file=report)
     if args.json:
         write_output(args.json, result.to_json(), "--json")
-        print(f"wrote {args.json}")
+        if args.json != "-":
+            print(f"wrote {args.json}")
     return 0

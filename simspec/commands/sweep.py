@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from simspec.commands import add_set_option
+from simspec.commands import add_allow_large_option, add_set_option, check_folder, check_work
 from simspec.errors import InputError
 
 NAME = "sweep"
@@ -57,6 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--resume", action="store_true", help="skip points already finished")
     add_set_option(parser)
+    add_allow_large_option(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -71,6 +72,11 @@ def execute(args: argparse.Namespace) -> int:
         raise InputError(
             "--replications", str(args.replications), "an integer >= 1", str(args.replications)
         )
+    check_folder(args.out, "--out")
+    if args.scheduler is not None:
+        from simspec.sweep.run import check_scheduler
+
+        check_scheduler(args.scheduler)
     spec, points = load_sweep(
         args.scenario,
         grid=args.grid,
@@ -78,6 +84,7 @@ def execute(args: argparse.Namespace) -> int:
         replications=args.replications,
         oracle=True if args.oracle else None,
     )
+    check_work([p.scenario for p in points], spec.oracle, args.allow_large)
     print(
         f"sweep: {len(points)} points ({len(spec.grid)} axes, {max(len(spec.cases), 1)} cases, "
         f"{spec.replications} replications), {args.workers} workers, {args.executor} executor"

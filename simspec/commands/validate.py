@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simspec.commands import add_set_option
+from simspec.commands import add_set_option, check_work
+from simspec.errors import InputError
 
 NAME = "validate"
 HELP = "Check a scenario file without running it."
@@ -38,4 +39,8 @@ def execute(args: argparse.Namespace) -> int:
     )
     if points is not None:
         print(f"sweep: {len(points)} points, all valid")
+    try:  # a valid scenario may still be hours of work: say so now, not after the run starts
+        check_work([p.scenario for p in points] if points else [s], False, allow_large=False)
+    except InputError as err:
+        print(f"note: run, compare and sweep will need --allow-large: {err.found} simulated tokens")
     return 0

@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.config.checks import (
+    check_drafter,
+    check_routing,
+    drop_stale_drafter,
+    fill_default_drafter,
+)
 from simspec.config.profiles import load_scenario_profile
 from simspec.config.scenario import (
     CostsConfig,
@@ -34,7 +40,9 @@ from simspec.config.scenario import (
     Scenario,
 )
 from simspec.errors import ScenarioError, describe
+from simspec.inputs import load_toml, read_input_text
 from simspec.physics.models import kv_bytes_for_context
+from simspec.physics.precision import with_precision
 from simspec.policies.base import POLICIES
 from simspec.policies.fixed import BASELINE_LABEL, is_plain_decoding
 from simspec.routing.config import RoutingConfig
@@ -78,18 +86,13 @@ def read_scenario_data(path: str | Path | None) -> tuple[dict[str, Any], str]:
         text = resources.files(__package__).joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
         return _parse_toml(text, "<default scenario>"), "<default scenario>"
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(source, "", "an existing scenario file", "no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ScenarioError(source, "", "a readable UTF-8 TOML file", type(err).__name__) from None
+    text = read_input_text(path, source, "scenario file (TOML)", ScenarioError)
     return _parse_toml(text, source), source
 
 
 def _parse_toml(text: str, source: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
+        return dict(load_toml(text, source, "", ScenarioError))
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(source, "", "valid TOML", f"a syntax error ({err})") from None
 
@@ -98,7 +101,7 @@ def _parse_toml(text: str, source: str) -> dict[str, Any]:
 def parse_value(text: str) -> Any:
     """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return load_toml(f"v = {text}", "--set", text[:40], ScenarioError)["v"]
     except tomllib.TOMLDecodeError:
         return text
 
@@ -159,6 +162,7 @@ def apply_overrides(
                 if isinstance(part, str) and part not in node:
                     node[part] = [] if isinstance(parts[depth + 1], int) else {}
                 node = node[part]
+    drop_stale_drafter(result, [key for key, _ in _pairs(overrides, where)])
     return result
 
 
@@ -244,8 +248,15 @@ def _resolve(
                 "Run `simspec models` or `simspec gpus` to list them.",
             )
     drafter = catalog.get_drafter(model.drafter)
+    check_drafter(model.target, drafter, source)
     return Resolved(
-        target=catalog.get_model(model.target),
+        target=with_precision(
+            catalog.get_model(model.target),
+            model.precision,
+            expert=model.expert_precision,
+            shared=model.shared_precision,
+            attention=model.attention_precision,
+        ),
         drafter=drafter,
         draft_model=catalog.get_model(drafter.model) if drafter.kind == "dense" else None,
         gpu=catalog.get_gpu(hardware.gpu),
@@ -253,6 +264,13 @@ def _resolve(
         profile_key=costs.profile,
         profile_base=base,
     )
+
+
+def check_seed(value: Any, source: str, key: str = "seed") -> int:
+    """``value`` as a scenario seed: an integer in [0, 2^63) (not a boolean, not a float)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ScenarioError(source, key, "an integer in [0, 2^63)", describe(value))
+    return value
 
 
 def scenario_from_dict(
@@ -273,15 +291,15 @@ def scenario_from_dict(
     sections: dict[str, Any] = {}
     for key, cls in _TABLES:
         value = data.get(key, {})
+        if key == "model":  # a target without a drafter gets its own drafter
+            value = fill_default_drafter(value, source)
         if not isinstance(value, Mapping):
             raise ScenarioError(source, key, f"a table [{key}]", describe(value))
         sections[key] = build(cls, value, source=source, path=key)
     for key in ("name", "description"):
         if key in data and not isinstance(data[key], str):
             raise ScenarioError(source, key, "a string", describe(data[key]))
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ScenarioError(source, "seed", "an integer in [0, 2^63)", describe(seed))
+    seed = check_seed(data.get("seed", 0), source)
     policies = _build_policies(data.get("policies", [{"name": "fixed", "draft_tokens": 3}]), source)
     resolved = _resolve(
         sections["model"], sections["hardware"], sections["costs"], source, str(base_dir)
@@ -296,6 +314,13 @@ def scenario_from_dict(
         **sections,
     )
     _check_fits(scenario, source)
+    check_routing(
+        scenario.routing,
+        scenario.target.shape,
+        scenario.drafter.max_draft_tokens,
+        scenario.seed,
+        source,
+    )
     return scenario
 
 

@@ -48,25 +48,37 @@ def load_scenario_profile(
             describe(costs.profile),
         )
     profile = load_profile(path)
-    problem = profile_mismatch(profile, costs.model, gpu, target)
+    problem = profile_mismatch(
+        profile, costs.model, gpu, target, allow_foreign=costs.allow_foreign_profile
+    )
     if problem:
         raise ScenarioError(source, "costs.profile", *problem)
     return profile
 
 
 def profile_mismatch(
-    profile: CalibrationProfile, cost_model: str, gpu: str, target: str
+    profile: CalibrationProfile,
+    cost_model: str,
+    gpu: str,
+    target: str,
+    *,
+    allow_foreign: bool = False,
 ) -> tuple[str, str] | None:
     """Why ``profile`` does not fit a scenario: (expected, found), or None when it fits.
 
-    A profile measured on a catalog GPU must match ``hardware.gpu`` (a profile from a device
-    outside the catalog, such as a CPU test run, is not checked). The calibrated model also
-    needs tables measured for the scenario's target model.
+    A profile must describe the scenario's ``hardware.gpu``: one measured on another catalog
+    GPU, or on a device outside the catalog (``metadata.gpu`` empty, such as a CPU test run,
+    whose times are orders of magnitude off a GPU's), is refused unless ``allow_foreign``
+    (``costs.allow_foreign_profile = true``). The calibrated model also needs tables measured
+    for the scenario's target model.
     """
-    if profile.gpu and profile.gpu != gpu:
+    if profile.gpu != gpu and not allow_foreign:
+        device = str(profile.data.get("metadata", {}).get("device", "")) or "an unnamed device"
+        described = repr(profile.gpu) if profile.gpu else f"{device!r}, not a catalog GPU"
         return (
-            f"a profile for the scenario's hardware.gpu = {gpu!r}",
-            f"{profile.source}, which describes {profile.gpu!r}",
+            f"a profile for the scenario's hardware.gpu = {gpu!r} (or set "
+            "costs.allow_foreign_profile = true to use it anyway)",
+            f"{profile.source}, which describes {described}",
         )
     if cost_model == "calibrated":
         if not profile.has_tables:

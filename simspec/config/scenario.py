@@ -27,6 +27,7 @@ from simspec.errors import FieldError, ScenarioError
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
+from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
 from simspec.policies.base import BudgetPolicy
 from simspec.profile import CalibrationProfile
 from simspec.routing.config import RoutingConfig
@@ -44,7 +45,26 @@ class ModelConfig:
     """Target and drafter (scenario table ``[model]``)."""
 
     target: str = param("qwen3-30b-a3b", "target model, a name from `simspec models`")
-    drafter: str = param("eagle3-qwen3-30b-a3b", "drafter, a name from `simspec models`")
+    drafter: str = param(
+        "eagle3-qwen3-30b-a3b",
+        "drafter, a name from `simspec models` whose targets include the target; unset in a "
+        "file: the target's own (simspec.config.checks)",
+    )
+    precision: str = param(
+        "catalog",
+        "weight format of routed experts, shared experts/dense FFNs and attention: catalog "
+        "(the catalog's bytes per parameter), bf16, fp8, mxfp4 or nvfp4",
+        choices=PRECISIONS,
+    )
+    expert_precision: str = param(
+        "", "routed-expert weight format ('' = precision)", choices=PART_PRECISIONS
+    )
+    shared_precision: str = param(
+        "", "shared-expert and dense-FFN weight format ('' = precision)", choices=PART_PRECISIONS
+    )
+    attention_precision: str = param(
+        "", "attention-projection weight format ('' = precision)", choices=PART_PRECISIONS
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,8 +76,28 @@ class HardwareConfig:
         1, "GPUs acting as one device (summed bandwidth, FLOP/s, memory)", ge=1, le=1024
     )
     memory_utilization: float = param(
-        0.9, "fraction of GPU memory usable for weights + KV cache", gt=0, le=1
+        0.9, "fraction of GPU memory usable for weights + KV cache", ge=0.05, le=1
     )
+    tensor_parallel: int = param(
+        0,
+        "tensor-parallel degree, dividing num_gpus (0 = num_gpus); recorded, the cost model "
+        "still treats the GPUs as one device",
+        ge=0,
+        le=1024,
+    )
+    expert_parallel: int = param(
+        1,
+        "expert-parallel degree of the MoE layers, dividing num_gpus (1 = no expert "
+        "parallelism); recorded, not modelled yet",
+        ge=1,
+        le=1024,
+    )
+
+    def __post_init__(self) -> None:
+        for key in ("tensor_parallel", "expert_parallel"):
+            degree = getattr(self, key)
+            if degree and self.num_gpus % degree:
+                raise FieldError(key, f"a divisor of num_gpus = {self.num_gpus}", degree)
 
 
 def _from_profile(name: str) -> Any:
@@ -83,6 +123,11 @@ class CostsConfig:
         "calibration profile JSON, e.g. calibration/h100-sxm-analytic.json (relative to the "
         "scenario file's folder when written in a file, to the working folder when set with "
         "--set); its fitted values are the defaults of the keys below",
+    )
+    allow_foreign_profile: bool = param(
+        False,
+        "use a profile measured on another device than hardware.gpu (another catalog GPU, or "
+        "a device outside the catalog such as a CPU test run); refused otherwise",
     )
     pass_overhead_s: float | None = _from_profile("pass_overhead_s")
     draft_step_overhead_s: float | None = _from_profile("draft_step_overhead_s")

@@ -72,17 +72,17 @@ def calibrated_pass_cost(
     w_bw = bw * params.weight_efficiency
     fallbacks = 0
 
-    def gemm(name: str, nbytes: float) -> float:
+    def gemm(name: str, nbytes: float, bpp: float = wb) -> float:
         nonlocal fallbacks
         table = profile.gemm.get(name)
         if table is None:
             fallbacks += 1
-            return float(weights_s(nbytes, n, wb, w_bw, flops_per_s))
+            return float(weights_s(nbytes, n, bpp, w_bw, flops_per_s))
         value, inside = table.grid.value_at(n)
         if inside:
             return value / num_gpus
         fallbacks += 1
-        return max(value / num_gpus, float(weights_s(nbytes, n, wb, w_bw, flops_per_s)))
+        return max(value / num_gpus, float(weights_s(nbytes, n, bpp, w_bw, flops_per_s)))
 
     moe = 0.0
     if shape.num_moe_layers:
@@ -104,7 +104,9 @@ def calibrated_pass_cost(
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
         moe = float(per_layer.sum())
         if shape.shared_expert_bytes:
-            moe += shape.num_moe_layers * gemm("shared_expert", shape.shared_expert_bytes)
+            moe += shape.num_moe_layers * gemm(
+                "shared_expert", shape.shared_expert_bytes, shape.ffn_bytes_per_param
+            )
 
     attention = 0.0
     other = 0.0
@@ -112,7 +114,7 @@ def calibrated_pass_cost(
     for g in shape.groups:
         linear = is_linear_attention(g)
         name = "linear_attention_projections" if linear else "attention_projections"
-        proj = gemm(name, g.attention_weight_bytes)
+        proj = gemm(name, g.attention_weight_bytes, shape.attention_bytes_per_param)
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
             core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))
@@ -128,7 +130,7 @@ def calibrated_pass_cost(
                 core = max(core, float(roof))
         attention += g.count * (proj + core)
         if g.ffn_weight_bytes:
-            other += g.count * gemm("dense_ffn", g.ffn_weight_bytes)
+            other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
     other += gemm("lm_head", shape.lm_head_bytes)
     if num_gpus > 1:
         other += sum(g.count for g in shape.groups) * params.comm_s_per_layer

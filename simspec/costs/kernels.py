@@ -139,17 +139,23 @@ def target_pass_cost(
         rows = n * shape.experts_per_token
         routed = routed_experts_s(shape, params, unique_experts, rows, bw, flops_per_s)
         fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
-        fixed = weights_s(fixed_bytes, n, wb, w_bw, flops_per_s)
+        fixed_bpp = wb
+        if shape.ffn_bytes_per_param != wb:  # shared experts quantised, router not
+            params_count = shape.shared_expert_bytes / shape.ffn_bytes_per_param
+            fixed_bpp = fixed_bytes / (params_count + shape.router_bytes / wb)
+        fixed = weights_s(fixed_bytes, n, fixed_bpp, w_bw, flops_per_s)
         moe = float(routed.sum()) + shape.num_moe_layers * float(fixed)
 
     attention = 0.0
     other = 0.0
     for g in shape.groups:
-        proj = weights_s(g.attention_weight_bytes, n, wb, w_bw, flops_per_s)
+        proj = weights_s(
+            g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
+        )
         core = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
         attention += g.count * float(proj + core)
         if g.ffn_weight_bytes:
-            ffn = weights_s(g.ffn_weight_bytes, n, wb, w_bw, flops_per_s)
+            ffn = weights_s(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
             other += g.count * float(ffn)
     other += float(weights_s(shape.lm_head_bytes, n, wb, w_bw, flops_per_s))
     if num_gpus > 1:

@@ -17,6 +17,12 @@ import numpy as np
 
 from simspec.schema import param
 
+#: Lowest efficiency (fraction of a peak) a scenario or profile may state; the calibration fit
+#: searches efficiencies from here to 1 (a CPU test run fits low ones against measured peaks).
+EFFICIENCY_MIN = 0.002
+#: Overheads (per pass, per draft step) are below this, s: anything longer is not a GPU pass.
+OVERHEAD_MAX_S = 1.0
+
 
 def moe_efficiency(
     unique_experts: np.ndarray | float,
@@ -37,33 +43,47 @@ class RooflineParams:
         "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
         "(assumed 0.8 ms; plausible range 0.3-2 ms)",
         ge=0,
+        lt=OVERHEAD_MAX_S,
     )
     draft_step_overhead_s: float = param(
-        1e-4, "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)", ge=0
+        1e-4,
+        "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)",
+        ge=0,
+        lt=OVERHEAD_MAX_S,
     )
     moe_efficiency_max: float = param(
         0.80,
         "plateau fraction of HBM bandwidth reached by the grouped MoE kernel (assumed)",
-        gt=0,
+        ge=EFFICIENCY_MIN,
         le=1,
     )
     moe_saturation_bytes: float = param(
         94e6,
         "expert bytes in flight for the MoE kernel to approach its plateau, bytes "
         "(U0 = 10 experts of Qwen3-30B-A3B; assumed)",
-        gt=0,
+        ge=1,
+        le=1e11,
     )
     weight_efficiency: float = param(
-        0.70, "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (assumed)", gt=0, le=1
+        0.70,
+        "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (assumed)",
+        ge=EFFICIENCY_MIN,
+        le=1,
     )
     kv_efficiency: float = param(
-        0.50, "fraction of HBM bandwidth for decode attention KV reads (assumed)", gt=0, le=1
+        0.50,
+        "fraction of HBM bandwidth for decode attention KV reads (assumed)",
+        ge=EFFICIENCY_MIN,
+        le=1,
     )
     compute_efficiency: float = param(
-        0.60, "fraction of peak bf16 tensor FLOP/s when compute-bound (assumed)", gt=0, le=1
+        0.60,
+        "fraction of peak bf16 tensor FLOP/s when compute-bound (assumed)",
+        ge=EFFICIENCY_MIN,
+        le=1,
     )
     comm_s_per_layer: float = param(
-        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0
+        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0, lt=0.01
     )
 
     def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:

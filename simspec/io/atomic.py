@@ -10,16 +10,26 @@ target with :func:`os.replace`, which POSIX and Windows make atomic.
 :func:`write_atomic` takes text, bytes, or a ``writer(path)`` callback for libraries that want a
 file name of their own (``numpy.savez_compressed``, matplotlib's ``savefig``; both infer the
 format from the suffix, so the temporary file keeps the target's suffix).
+
+Special targets are never renamed over: ``-`` means standard output, and a path that exists and
+is not a regular file (a FIFO, ``/dev/stdout``, ``/dev/null``, a device node, or a symlink to
+one) is written in place, since replacing it with a regular file would break whatever it was.
+A symlink to a regular file is followed: the file it points to is replaced, the link stays.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: The path that means standard output.
+STDOUT = "-"
 
 #: What :func:`write_atomic` writes: text (UTF-8), bytes, or a callback writing a file at a path.
 Content = str | bytes | Callable[[Path], object]
@@ -46,10 +56,19 @@ def write_atomic(path: str | Path, content: Content) -> Path:
     Returns
     -------
     Path
-        ``path``. On any error (including KeyboardInterrupt) the temporary file is removed and
-        ``path`` is left as it was.
+        ``path`` (``-`` writes to standard output; an existing FIFO, device or other
+        non-regular file is written in place, never replaced). On any error (including
+        KeyboardInterrupt) the temporary file is removed and ``path`` is left as it was.
     """
+    if str(path) == STDOUT:
+        _write_stream(_content_bytes(content, Path("stdout")), content)
+        return Path(STDOUT)
     target = Path(path)
+    if is_special(target):
+        _write_in_place(target, content)
+        return target
+    if target.is_symlink():  # replace the file the link points to, keep the link
+        target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent
@@ -76,6 +95,46 @@ def write_atomic(path: str | Path, content: Content) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def is_special(path: Path) -> bool:
+    """True when ``path`` (followed through symlinks) exists and is not a regular file or folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _content_bytes(content: Content, name: Path) -> bytes:
+    """The bytes ``content`` stands for (a callback writes to a private temporary folder)."""
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    if isinstance(content, bytes):
+        return content
+    with tempfile.TemporaryDirectory(prefix="simspec-") as folder:
+        tmp = Path(folder) / f"out{name.suffix}"
+        content(tmp)
+        return tmp.read_bytes()
+
+
+def _write_stream(data: bytes, content: Content) -> None:
+    """Write to standard output (text through ``sys.stdout``, so captured output sees it)."""
+    sys.stdout.flush()
+    if isinstance(content, str):
+        sys.stdout.write(content)
+    else:
+        sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def _write_in_place(target: Path, content: Content) -> None:
+    """Write into an existing non-regular file (FIFO, device): open, write, close; no rename."""
+    data = _content_bytes(content, target)
+    with open(target, "wb", buffering=0) as handle:
+        view = memoryview(data)
+        while view:
+            view = view[handle.write(view) or 0 :]
 
 
 def results_json(results: dict[str, Any]) -> str:

@@ -3,8 +3,8 @@
 A :class:`ModelSpec` is a transcription of a model's ``config.json`` (the catalog files under
 ``simspec/catalog/models`` cite theirs). :class:`ModelShape` derives from it what a cost model
 needs, per kind of layer: weight bytes read once per forward pass, KV-cache bytes per context
-token, FLOPs per token, and the size of one routed expert. Formulas (bf16 unless the catalog
-says otherwise):
+token, FLOPs per token, and the size of one routed expert. Formulas (bf16 unless the catalog or
+the scenario's ``[model] precision`` says otherwise, :mod:`simspec.physics.precision`):
 
 - SwiGLU FFN of width i: 3·h·i parameters (gate, up, down); a routed expert is one such FFN.
 - GQA attention: h·(n_q·d) + 2·h·(n_kv·d) + (n_q·d)·h parameters; KV cache 2·n_kv·d values
@@ -96,6 +96,12 @@ class ModelSpec:
     tie_word_embeddings: bool = param(False, "LM head shares the embedding matrix")
     weight_bytes: float = param(2.0, "bytes per parameter of non-expert weights", gt=0)
     expert_weight_bytes: float = param(2.0, "bytes per parameter of routed experts", gt=0)
+    shared_weight_bytes: float = param(
+        0.0, "bytes per parameter of shared experts and dense FFNs (0 = weight_bytes)", ge=0
+    )
+    attention_weight_bytes: float = param(
+        0.0, "bytes per parameter of attention projections (0 = weight_bytes)", ge=0
+    )
     total_params_b: float = param(0.0, "headline total parameters, billions", ge=0)
     active_params_b: float = param(0.0, "headline active parameters, billions", ge=0)
     max_context_tokens: int = param(0, "max position embeddings", ge=0)
@@ -147,9 +153,11 @@ class ModelShape:
     router_bytes: float  # per MoE layer
     lm_head_bytes: float
     embedding_bytes: float
-    weight_bytes_per_param: float
+    weight_bytes_per_param: float  # embeddings, LM head, router (and the KV cache values)
     kv_bytes_per_token: float  # all layers, per request (full-attention layers only)
     total_weight_bytes: float
+    attention_bytes_per_param: float  # attention projections
+    ffn_bytes_per_param: float  # shared experts and dense FFN layers
 
 
 def attention_params(spec: ModelSpec, layer_kind: str) -> float:
@@ -196,6 +204,8 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
     """Group the layers of ``spec`` by cost and derive bytes/FLOPs (see module docstring)."""
     a, m, h = spec.attention, spec.moe, spec.hidden_size
     wb = spec.weight_bytes
+    ab = spec.attention_weight_bytes or wb
+    sb = spec.shared_weight_bytes or wb
     counts: dict[tuple[str, bool], int] = {}
     for layer in range(spec.num_layers):
         key = (_layer_kind(spec, layer), _is_moe_layer(spec, layer))
@@ -207,7 +217,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
     else:
         kv_values = 2 * a.num_kv_heads * a.head_dim
         pair_flops = 4.0 * a.num_heads * a.head_dim  # QK^T and PV, 2 FLOPs per multiply-add
-    dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * wb
+    dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * sb
     groups = []
     for (kind, moe), count in sorted(counts.items()):
         linear = kind == "linear"
@@ -217,7 +227,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         groups.append(
             LayerGroup(
                 count=count,
-                attention_weight_bytes=attention_params(spec, kind) * wb,
+                attention_weight_bytes=attention_params(spec, kind) * ab,
                 kv_bytes_per_token=0.0 if linear else kv_values * wb,
                 window_tokens=float(a.sliding_window) if kind == "sliding" else float("inf"),
                 state_bytes=2.0 * state,  # fp32 state, read and written once per pass
@@ -229,7 +239,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
     num_moe = sum(g.count for g in groups if g.is_moe)
     expert_params = 3.0 * h * m.expert_intermediate_size
     expert_bytes = expert_params * spec.expert_weight_bytes
-    shared = m.num_shared_experts * 3.0 * h * m.shared_expert_intermediate_size * wb
+    shared = m.num_shared_experts * 3.0 * h * m.shared_expert_intermediate_size * sb
     router = float(h * m.num_experts) * wb
     lm_head = float(spec.vocab_size * h) * wb
     embedding = float(spec.vocab_size * h) * wb
@@ -253,6 +263,8 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         weight_bytes_per_param=wb,
         kv_bytes_per_token=kv_full,
         total_weight_bytes=total,
+        attention_bytes_per_param=ab,
+        ffn_bytes_per_param=sb,
     )
 
 

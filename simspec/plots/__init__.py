@@ -16,13 +16,19 @@ from simspec.io import write_atomic
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
 
-def new_figure(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
-    """A (figure, axes) pair on the Agg backend with the project's style."""
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def new_figure(width_in: float = 6.4, height_in: float = 4.0) -> tuple[Any, Any]:
+    """A (figure, axes) pair on the Agg backend with the project's style."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(width_in, height_in), dpi=120)
     ax.set_prop_cycle(color=list(PALETTE))
     ax.grid(True, alpha=0.3)

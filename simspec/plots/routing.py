@@ -8,13 +8,17 @@ independent curve of a k_e/N = 1/16 model passes 3.64 at T = 4 (MoESD's formula)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from simspec.plots import new_figure, save
+
+if TYPE_CHECKING:
+    from simspec.sweep.points import PointResult
 
 
 def unique_experts_figure(
@@ -24,6 +28,7 @@ def unique_experts_figure(
     *,
     measured: Mapping[str, np.ndarray] | None = None,
     title: str = "",
+    num_experts: int = 0,
 ) -> Any:
     """Figure of U(T) / k_e: one line per ``predicted`` curve, markers per ``measured`` one.
 
@@ -36,7 +41,9 @@ def unique_experts_figure(
     experts_per_token : int
         k_e, the unit of the y axis.
     title : str
-        Figure title.
+        Figure title (say which popularity and overlaps the curves are for).
+    num_experts : int
+        N; when given and within the axis, a dashed line marks N / k_e (every expert loaded).
     """
     fig, ax = new_figure()
     for label, values in predicted.items():
@@ -50,10 +57,19 @@ def unique_experts_figure(
             markersize=4,
             label=label,
         )
+    curves = [*predicted.values(), *(measured or {}).values()]
+    top = max((float(np.max(v)) for v in curves), default=experts_per_token) / experts_per_token
+    ceiling = num_experts / experts_per_token
+    if not (num_experts and ceiling <= 1.15 * top):
+        ceiling = 0.0
+    else:
+        ax.axhline(
+            ceiling, color="black", linestyle=":", linewidth=1.0, label=f"all {num_experts} experts"
+        )
     ax.set_xlabel("tokens per sequence T")
     ax.set_ylabel("unique experts per layer / k_e")
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.08 * max(top, ceiling, 1.0))
     if title:
         ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
@@ -68,10 +84,97 @@ def plot_unique_experts(
     *,
     measured: Mapping[str, np.ndarray] | None = None,
     title: str = "",
+    num_experts: int = 0,
     svg: bool = False,
 ) -> list[Path]:
     """Write :func:`unique_experts_figure` to ``path`` (PNG, plus SVG when ``svg``)."""
     fig = unique_experts_figure(
-        tokens, predicted, experts_per_token, measured=measured, title=title
+        tokens,
+        predicted,
+        experts_per_token,
+        measured=measured,
+        title=title,
+        num_experts=num_experts,
     )
     return save(fig, path, svg=svg)
+
+
+def describe_routing(routing: Any) -> str:
+    """The routing statistics a U(T) figure shows, in words: popularity and overlap profile.
+
+    ``routing`` is a :class:`simspec.routing.config.RoutingConfig`.
+    """
+    law = routing.popularity
+    if law == "zipf":
+        law = f"Zipf popularity (s = {routing.zipf_exponent:g})"
+    elif law == "dirichlet":
+        law = f"Dirichlet popularity (concentration {routing.dirichlet_concentration:g})"
+    else:
+        law = f"{law} popularity"
+    profile = routing.true_profile
+    if not profile:
+        overlap = "independent routing (no overlap)"
+    elif len(profile) == 1:
+        overlap = f"overlap rho_1 = {profile[0]:g}"
+    else:
+        overlap = "overlaps rho_1..rho_{} = {}".format(
+            len(profile), ", ".join(f"{v:g}" for v in profile)
+        )
+    if routing.layer_overlap_scale is not None:
+        overlap += " (scaled per layer)"
+    return f"{law}, {overlap}"
+
+
+def unique_experts_of_sweep(
+    points: Sequence[PointResult], path: Path, *, samples: int = 200
+) -> list[Path]:
+    """U(T) of the sweep's first case: independent vs overlap predictions vs sampled.
+
+    Drawn for the first replication of the point with the smallest axis values (by their JSON
+    text), so the figure does not depend on the order of the grid; the title names the case,
+    the model's router and the popularity and overlaps drawn.
+    """
+    fig = unique_experts_of_sweep_figure(points, samples=samples)
+    return [] if fig is None else save(fig, path, svg=True)
+
+
+def unique_experts_of_sweep_figure(points: Sequence[PointResult], *, samples: int = 200) -> Any:
+    """The figure of :func:`unique_experts_of_sweep` (None when no point has MoE routing)."""
+    from simspec import rng
+    from simspec.config.load import scenario_from_dict
+    from simspec.routing.maxent import sampled_unique_curve
+    from simspec.routing.popularity import draw_inclusion_probabilities
+    from simspec.routing.predictor import unique_curves
+
+    candidates = [p for p in points if p.case == points[0].case and p.replication == 0]
+    if not candidates:
+        return None
+    chosen = min(candidates, key=lambda p: json.dumps(dict(p.values), sort_keys=True))
+    scenario = scenario_from_dict(chosen.result.scenario, str(chosen.folder))
+    shape = scenario.target.shape
+    if not shape.num_moe_layers or not shape.num_experts:
+        return None
+    tokens = 12
+    layers, n, k = shape.num_moe_layers, shape.num_experts, shape.experts_per_token
+    # The inclusion probabilities the simulation drew (same stream), not a fresh draw.
+    inclusion = draw_inclusion_probabilities(
+        scenario.routing, layers, n, k, rng.stream(scenario.seed, "popularity")
+    )
+    true, _ = scenario.routing.layer_profiles(layers)
+    predicted = unique_curves(inclusion, true, tokens)
+    sampled = sampled_unique_curve(
+        inclusion, true, tokens, 1, samples, rng.stream(scenario.seed, "routing", 10**6)
+    )
+    name = chosen.case or scenario.model.target
+    title = (
+        f"{name}: top-{k} of {n} experts, {layers} MoE layers, one sequence\n"
+        f"{describe_routing(scenario.routing)}"
+    )
+    return unique_experts_figure(
+        np.arange(1, tokens + 1),
+        predicted,
+        k,
+        measured={f"sampled ({samples} sequences)": sampled},
+        title=title,
+        num_experts=n,
+    )

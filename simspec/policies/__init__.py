@@ -9,6 +9,7 @@ from simspec.policies.base import (
     StepOutcome,
     initial_memory,
     observe,
+    reads_confidence,
 )
 from simspec.policies.batch_table import BatchTablePolicy
 from simspec.policies.cost_aware import CostAwarePolicy
@@ -31,5 +32,6 @@ __all__ = [
     "fixed",
     "initial_memory",
     "observe",
+    "reads_confidence",
     "threshold",
 ]

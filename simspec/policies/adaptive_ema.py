@@ -35,10 +35,10 @@ class AdaptiveEmaPolicy:
     tiers: tuple[int, ...] = param((1, 3, 7), "allowed draft lengths, ascending", ge=0, le=64)
     initial_tier: int = param(3, "draft length during warm-up (one of tiers)", ge=0, le=64)
     ema_weight: float = param(0.2, "weight of the newest step in the EMA", gt=0, le=1)
-    warmup_steps: int = param(10, "steps before the first tier change", ge=0)
-    update_interval: int = param(5, "steps between tier changes", ge=1)
-    down_hysteresis: float = param(0.25, "EMA margin needed to move to a lower tier", ge=0)
-    up_hysteresis: float = param(0.0, "EMA margin needed to move to a higher tier", ge=0)
+    warmup_steps: int = param(10, "steps before the first tier change", ge=0, le=1_000_000)
+    update_interval: int = param(5, "steps between tier changes", ge=1, le=1_000_000)
+    down_hysteresis: float = param(0.25, "EMA margin needed to move to a lower tier", ge=0, le=64)
+    up_hysteresis: float = param(0.0, "EMA margin needed to move to a higher tier", ge=0, le=64)
 
     def __post_init__(self) -> None:
         if not self.tiers or list(self.tiers) != sorted(set(self.tiers)):

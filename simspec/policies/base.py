@@ -4,10 +4,19 @@ The engine asks a policy before each draft token whether to keep drafting
 (:meth:`BudgetPolicy.continue_drafting`), handing it a read-only :class:`DecodeState` snapshot.
 The snapshot holds what a real serving engine would know at that moment: the request's position
 and context, the confidences of the drafts made so far in this step and the drafter's confidence
-for the next one (we model confidence as available before the token is drafted, like an
-acceptance-prediction head), the request's and the batch's recent acceptance, the batch size,
-a running estimate of the time per committed token, and a cost oracle for one more draft token.
-It never holds the match length, so a policy cannot peek at the future.
+for the next one, the request's and the batch's recent acceptance, the batch size, a running
+estimate of the time per committed token, and a cost oracle for one more draft token (the
+request's share of the batch's extension at this depth, :mod:`simspec.sim.marginal`). It never
+holds the match length, so a policy cannot peek at the future.
+
+**Reading the next confidence costs a draft step.** A chain drafter learns the confidence of
+draft k+1 only by running draft step k+1. A policy that reads ``next_confidence`` declares
+``reads_confidence = True`` (class attribute); when it then declines, the engine charges that
+step (a *probe*: it runs in the draft phase, its token is discarded and never verified). Today
+``threshold`` and ``cost_aware`` read it; ``fixed``, ``adaptive_ema``, ``batch_table`` and the
+oracle's replayed plan do not, and are never charged a probe. A policy that does not declare it
+must decide the same whatever ``next_confidence`` is (``tests/policies`` checks every registered
+policy).
 
 Policies are frozen dataclasses: their fields are their parameters. A policy that needs memory
 across steps (an EMA, a current tier) threads it functionally: ``initial_memory()`` gives the
@@ -33,15 +42,19 @@ class DecodeState:
     context_tokens: int  # prompt + committed output tokens
     drafted: int  # draft tokens already made this step
     confidences: tuple[float, ...]  # confidences of those drafts
-    next_confidence: float  # drafter's confidence for the next draft token
+    #: Drafter's confidence for the next draft token. Reading it runs that draft step: a policy
+    #: that reads it declares ``reads_confidence = True`` and pays a probe step when it declines.
+    next_confidence: float
     max_draft_tokens: int  # the drafter's cap K_max
     batch_size: int  # requests in this step's verify pass
     accepted_history: tuple[int, ...]  # accepted drafts per past step of this request, oldest first
     drafted_history: tuple[int, ...]  # drafted tokens per past step of this request
     batch_accepted_history: tuple[float, ...] = ()  # mean accepted drafts per request, past steps
     time_per_token_s: float = 0.0  # running GPU time per committed token of the batch, s
-    #: Estimated increase (s) of this step's draft + verify time if this request drafts one
-    #: more token, including the experts it is expected to add to the batch's union.
+    #: Estimated increase (s) of this step's draft + verify time per request if this request and
+    #: the others asked at the same depth draft one more token: the shared draft step and verify
+    #: growth (incl. the experts expected to join the union) split evenly among them
+    #: (:mod:`simspec.sim.marginal`); at batch size 1, this request's own marginal cost.
     marginal_cost_s: Callable[[], float] | None = None
     memory: Any = None  # the policy's own memory (see the module docstring)
 
@@ -59,6 +72,9 @@ class StepOutcome:
 class BudgetPolicy(Protocol):
     """A speculation-budget policy (see the module docstring)."""
 
+    # A policy that reads ``DecodeState.next_confidence`` also sets the class attribute
+    # ``reads_confidence: ClassVar[bool] = True`` (module docstring); absent means False.
+
     def continue_drafting(self, state: DecodeState) -> bool:
         """True to draft one more token for this request in this step."""
         ...
@@ -72,6 +88,11 @@ def initial_memory(policy: BudgetPolicy) -> Any:
     """The policy's starting memory (None for memoryless policies)."""
     start = getattr(policy, "initial_memory", None)
     return start() if start is not None else None
+
+
+def reads_confidence(policy: BudgetPolicy) -> bool:
+    """True if ``policy`` reads the next draft's confidence (pays a probe step to decline)."""
+    return bool(getattr(policy, "reads_confidence", False))
 
 
 def observe(policy: BudgetPolicy, memory: Any, outcome: StepOutcome) -> Any:

@@ -19,7 +19,9 @@ from simspec.schema import param
 class BatchTablePolicy:
     """Look the draft length up from the current batch size."""
 
-    batch_sizes: tuple[int, ...] = param((1, 8, 32, 128), "ascending batch-size thresholds", ge=1)
+    batch_sizes: tuple[int, ...] = param(
+        (1, 8, 32, 128), "ascending batch-size thresholds", ge=1, le=65536
+    )
     draft_tokens: tuple[int, ...] = param(
         (4, 3, 2, 0), "draft length from each threshold on", ge=0, le=64
     )

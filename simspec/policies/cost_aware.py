@@ -13,12 +13,24 @@ The confidence product estimates P(all accepted) (calibrated drafter), g is the 
 estimate, and Δc comes from the engine's cost oracle (``DecodeState.marginal_cost_s``). For a dense
 target Δc is about one draft step and the rule is SpecDec++'s cumulative threshold with
 tau = c_d / g. ``margin`` scales the price: > 1 drafts more boldly, < 1 more cautiously.
+
+At batch size B > 1 the draft step at depth k+1 and the verify pass are shared, so Δc is the
+request's share of extending the requests that go on to depth k+1, priced at the step's expected
+end (:mod:`simspec.sim.marginal`; the engine asks depth by depth for the whole batch):
+
+    Δc = [Δverify(A) + draft_step(A at depth k+1)] / |A|
+
+first without the step's fixed part (who joins a step that runs anyway), then with it (does the
+step pay for itself). Charging the whole draft step to the first request to ask made every
+request decline at B = 32. Reading c_{k+1} runs draft step k+1 (a chain drafter), so a declined
+extension still pays that step (a probe).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from simspec.policies.base import POLICIES, DecodeState
 from simspec.schema import param
@@ -29,8 +41,11 @@ from simspec.schema import param
 class CostAwarePolicy:
     """Draft while expected extra tokens × time per token exceed the marginal cost."""
 
+    #: It reads ``next_confidence``: declining after reading it costs a probe draft step.
+    reads_confidence: ClassVar[bool] = True
+
     max_tokens: int = param(8, "most draft tokens per step", ge=0, le=64)
-    margin: float = param(1.0, "multiplier on the time per token g", gt=0)
+    margin: float = param(1.0, "multiplier on the time per token g", ge=0.01, le=100)
 
     def continue_drafting(self, state: DecodeState) -> bool:
         """Apply the Delta-space rule to the next draft token."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from simspec.policies.base import POLICIES, DecodeState
 from simspec.schema import param
@@ -21,6 +22,9 @@ from simspec.schema import param
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThresholdPolicy:
     """Draft while the next token's (or the chain's) confidence is at least ``tau``."""
+
+    #: It reads ``next_confidence``: declining after reading it costs a probe draft step.
+    reads_confidence: ClassVar[bool] = True
 
     tau: float = param(0.5, "confidence threshold in [0, 1]", ge=0, le=1)
     mode: str = param("per_token", "per_token or cumulative", choices=("per_token", "cumulative"))

@@ -23,6 +23,7 @@ import numpy as np
 
 from simspec.costs.params import RooflineParams
 from simspec.errors import InputError, describe
+from simspec.inputs import MAX_NESTING, nesting_depth, read_input_bytes
 from simspec.schema import build
 
 from .tables import (
@@ -44,6 +45,23 @@ from .tables import (
 #: Parsed profiles kept by :func:`load_profile`, keyed by (path, sha256 of the file's bytes).
 _CACHE_SIZE = 16
 _cache: OrderedDict[tuple[str, str], CalibrationProfile] = OrderedDict()
+
+
+#: The top-level keys of a profile (``simspec calibrate`` writes them all).
+TOP_KEYS = (
+    "schema",
+    "schema_version",
+    "metadata",
+    "peak",
+    "ceilings",
+    "fitted",
+    "provenance",
+    "fit_details",
+    "validation",
+    "tables",
+)
+#: Plausible peaks: from a slow CPU to well beyond any accelerator, (bytes/s, FLOP/s).
+PEAK_RANGES = {"hbm_bytes_per_s": (1e6, 1e15), "bf16_flops_per_s": (1e6, 1e18)}
 
 
 class ProfileError(InputError):
@@ -147,6 +165,14 @@ def _find_non_finite(data: Any, path: str) -> str | None:
     return None
 
 
+def _peak(r: _Reader, peak: Mapping[str, Any], key: str) -> float:
+    value = r.number(r.get(peak, key, "peak"), f"peak.{key}")
+    low, high = PEAK_RANGES[key]
+    if not low <= value <= high:
+        raise r.fail(f"peak.{key}", f"a number in [{low:g}, {high:g}]", peak[key])
+    return value
+
+
 def _fitted(r: _Reader, top: Mapping[str, Any]) -> RooflineParams:
     fitted_raw = r.table(r.get(top, "fitted", ""), "fitted")
     for f in dataclasses.fields(RooflineParams):
@@ -247,6 +273,9 @@ def profile_from_dict(
     version = top.get("schema_version")
     if version != SCHEMA_VERSION:
         raise r.fail("schema_version", f"{SCHEMA_VERSION}", version)
+    for key in top:
+        if key not in TOP_KEYS:
+            raise r.fail(str(key), "one of the keys " + ", ".join(TOP_KEYS), "an unknown key")
     bad = _find_non_finite(top, "")
     if bad:
         raise ProfileError(source, bad, "a finite number", "NaN or infinity")
@@ -256,8 +285,7 @@ def profile_from_dict(
         r.string(meta, key, "metadata")
     shapes = r.string(meta, "shapes", "metadata", SHAPES)
     peak = r.table(r.get(top, "peak", ""), "peak")
-    peak_bw = r.number(r.get(peak, "hbm_bytes_per_s", "peak"), "peak.hbm_bytes_per_s")
-    peak_flops = r.number(r.get(peak, "bf16_flops_per_s", "peak"), "peak.bf16_flops_per_s")
+    peak_bw, peak_flops = (_peak(r, peak, key) for key in PEAK_RANGES)
     fitted = _fitted(r, top)
     tables = r.table(top.get("tables", {}), "tables")
     moe = _moe(r, tables["moe"]) if tables.get("moe") is not None else None
@@ -300,6 +328,8 @@ def parse_profile_text(text: str, source: str, *, sha256: str | None = None) -> 
         sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     try:
         data = json.loads(text)
+    except RecursionError:  # nested thousands deep: no profile looks like that
+        data = None
     except json.JSONDecodeError as err:
         raise ProfileError(
             source,
@@ -307,6 +337,8 @@ def parse_profile_text(text: str, source: str, *, sha256: str | None = None) -> 
             "a complete JSON document (a simspec calibration profile)",
             f"invalid JSON at line {err.lineno} column {err.colno} ({err.msg}; truncated?)",
         ) from None
+    if data is None or nesting_depth(data) > MAX_NESTING:
+        raise ProfileError(source, "", f"JSON nested at most {MAX_NESTING} deep", "deeper nesting")
     return profile_from_dict(data, source, sha256=sha256)
 
 
@@ -322,20 +354,11 @@ def load_profile(path: str | Path) -> CalibrationProfile:
         non-finite value; the message names the file and the key path.
     """
     source = str(path)
-    file = Path(path)
+    raw = read_input_bytes(path, source, "calibration profile (JSON)", ProfileError)
     try:
-        file.stat()
-    except OSError:
-        raise ProfileError(
-            source, "", "an existing calibration profile (JSON)", "no such file"
-        ) from None
-    if not file.is_file():
-        raise ProfileError(source, "", "a calibration profile file", "a folder")
-    try:
-        raw = file.read_bytes()
         # Universal newlines, as Path.read_text would give (error columns stay the same).
         text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
         raise ProfileError(source, "", "a readable UTF-8 JSON file", type(err).__name__) from None
     key = (source, hashlib.sha256(raw).hexdigest())
     profile = _cache.get(key)

@@ -15,6 +15,8 @@ maxent          Monte-Carlo: the max-entropy sampler (any popularity, any overla
 overlap         the pairwise max-entropy law: odds ratios fitted to rho_d, Markov closed form
 ipf             the max-entropy law over T tokens by iterative proportional fitting
 predictor       analytic mode: expected unique experts of a pass (``UniqueExpertPredictor``)
+latent          Monte-Carlo: latent-state routers (topic, drifting hot set), not max-entropy
+hmm             the latent law (a hidden two-state chain per expert): exact U(T), fit to a trace
 trace           the routing-trace file format and the estimator of its statistics
 ==============  ================================================================================
 

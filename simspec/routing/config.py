@@ -46,8 +46,12 @@ class RoutingConfig:
         "law of the expert popularity weights per layer, a name registered in "
         "simspec.routing.popularity",
     )
-    zipf_exponent: float = param(0.8, "Zipf exponent s of popularity weights (rank^-s)", ge=0)
-    dirichlet_concentration: float = param(0.3, "Dirichlet concentration of popularity", gt=0)
+    zipf_exponent: float = param(
+        0.8, "Zipf exponent s of popularity weights (rank^-s)", ge=0, le=10
+    )
+    dirichlet_concentration: float = param(
+        0.3, "Dirichlet concentration of popularity", ge=1e-3, le=1e4
+    )
     overlap: float | None = param(
         None, "lag-1 overlap rho_1 of true tokens; unset = independent routing", ge=0, le=1
     )
@@ -73,6 +77,7 @@ class RoutingConfig:
         "factor on every overlap per MoE layer, first to last, interpolated linearly over "
         "depth (one value = all layers); unset = 1",
         ge=0,
+        le=1e3,
     )
 
     def __post_init__(self) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import InputError
+from simspec.inputs import check_regular
 from simspec.physics.experts import chance_overlap
 
 FORMAT = "simspec-routing-trace/1"
@@ -94,6 +95,11 @@ def save_trace(path: str | Path, trace: RoutingTrace) -> None:
         np.savez_compressed(handle, **arrays)  # type: ignore[arg-type]
 
 
+#: Most routed experts per layer a trace may declare (today's largest MoEs have a few hundred;
+#: the statistics allocate arrays of this size per layer).
+MAX_EXPERTS = 65536
+
+
 def _text(data: np.lib.npyio.NpzFile, key: str, source: str) -> str:
     if key not in data.files:
         return ""
@@ -113,6 +119,7 @@ def load_trace(path: str | Path) -> RoutingTrace:
         repeated within a token, bad sequence starts.
     """
     source = str(path)
+    check_regular(path, source, "routing trace (.npz)")  # a FIFO would block np.load forever
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -149,11 +156,11 @@ def _parse(data: np.lib.npyio.NpzFile, source: str) -> RoutingTrace:
     if "num_experts" not in data.files:
         raise InputError(source, "num_experts", "an integer scalar (N)", "nothing")
     n = data["num_experts"]
-    if n.ndim != 0 or n.dtype.kind not in "iu" or int(n) < ids.shape[2]:
+    if n.ndim != 0 or n.dtype.kind not in "iu" or not ids.shape[2] <= int(n) <= MAX_EXPERTS:
         raise InputError(
             source,
             "num_experts",
-            f"an integer scalar >= k_e = {ids.shape[2]}",
+            f"an integer scalar in [k_e = {ids.shape[2]}, {MAX_EXPERTS}]",
             f"{n!r}".replace("\n", " "),
         )
     num_experts = int(n)

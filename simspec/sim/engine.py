@@ -8,8 +8,10 @@ Two processes share one ``simpy.Environment``:
 * :func:`serve` is the GPU's scheduler loop. At each iteration boundary it admits waiting
   requests while the batch limit and the KV-cache capacity allow, runs one prefill pass for
   them (which commits their first token), then one decode iteration for the whole batch:
-  every request drafts k_b tokens (its policy decides, one token at a time), ONE target pass
-  verifies all Σ_b (k_b + 1) tokens, and each request commits min(k_b, m_b) + 1 tokens.
+  every request drafts k_b tokens (its policy decides, one depth at a time for the whole batch:
+  :func:`decide_step`), ONE target pass verifies all Σ_b (k_b + 1) tokens, and each request
+  commits min(k_b, m_b) + 1 tokens. A policy that reads the next draft's confidence and then
+  declines has run that draft step: it is charged in the draft phase but not verified.
 
 Processes only decide what happens and ``yield env.timeout(...)`` the time a pure cost function
 returned; they never do cost arithmetic. Requests are kept in admission order and admitted in
@@ -18,7 +20,6 @@ arrival order, so no set or dict order drives a decision.
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -29,7 +30,14 @@ import simpy
 
 from simspec.costs.base import CostModel, draft_phase_s
 from simspec.physics.models import kv_bytes_for_context
-from simspec.policies.base import BudgetPolicy, DecodeState, StepOutcome, initial_memory, observe
+from simspec.policies.base import (
+    BudgetPolicy,
+    DecodeState,
+    StepOutcome,
+    initial_memory,
+    observe,
+    reads_confidence,
+)
 from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
 from simspec.text.reference import ReferenceSet
@@ -115,45 +123,86 @@ class _BatchView:
     cap: int
 
 
+@dataclass
+class _Price:
+    """The share Δc(A) of one depth's extension set A, computed only if a policy reads it."""
+
+    plan: StepPlan
+    requests: tuple[int, ...]
+    step_overhead: bool = True
+    value: float | None = None
+
+    def __call__(self) -> float:
+        if self.value is None:
+            self.value = self.plan.share_cost_s(self.requests, step_overhead=self.step_overhead)
+        return self.value
+
+
 def decide_step(
     policy: BudgetPolicy,
     active: list[_Active],
     confidences: list[np.ndarray],
     plan: StepPlan,
     view: _BatchView,
-) -> np.ndarray:
-    """Ask ``policy`` token by token how many drafts each request makes this step.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ask ``policy`` depth by depth how many drafts each request makes this step.
 
-    Requests decide in batch order; ``plan`` records each decision, so a later request's
-    marginal cost sees the drafts already planned. Pure apart from updating ``plan``.
+    Draft step j runs once for every request still drafting, so the whole batch decides depth j
+    together (:mod:`simspec.sim.marginal`): the requests that drafted j − 1 tokens are asked at
+    their share of extending all of them without the step's fixed part; if the policy read that
+    price, those that agreed are asked at their share with it, and unless one of them still
+    agrees, nobody drafts at depth j. Policies are pure, so asking twice is harmless.
+
+    Returns ``(draft_tokens, probes)``: ``probes[b] = 1`` when ``b`` was asked, declined and the
+    policy reads confidences, i.e. draft step k_b + 1 ran to show the confidence it declined on
+    (charged in the draft phase, its token never verified). Pure apart from updating ``plan``.
     """
     ks = np.zeros(len(active), dtype=np.int64)
-    for b, (req, conf) in enumerate(zip(active, confidences, strict=True)):
-        acc, dra = tuple(req.accepted_history), tuple(req.drafted_history)
-        k = 0
-        while k < view.cap:
-            state = DecodeState(
+    probes = np.zeros(len(active), dtype=np.int64)
+    probing = reads_confidence(policy)
+    histories = [(tuple(a.accepted_history), tuple(a.drafted_history)) for a in active]
+    slot_confidences = [[float(c) for c in conf[: view.cap + 1]] for conf in confidences]
+
+    def asks(b: int, k: int, price: _Price) -> bool:
+        req, conf = active[b], slot_confidences[b]
+        return policy.continue_drafting(
+            DecodeState(
                 request_id=req.request_id,
                 position=req.position,
                 context_tokens=req.context_tokens,
                 drafted=k,
-                confidences=tuple(float(c) for c in conf[:k]),
-                next_confidence=float(conf[k]),
+                confidences=tuple(conf[:k]),
+                next_confidence=conf[k],
                 max_draft_tokens=view.max_draft_tokens,
                 batch_size=view.batch_size,
-                accepted_history=acc,
-                drafted_history=dra,
+                accepted_history=histories[b][0],
+                drafted_history=histories[b][1],
                 batch_accepted_history=view.batch_accepted_history,
                 time_per_token_s=view.time_per_token_s,
-                marginal_cost_s=functools.partial(plan.marginal_cost_s, b),
+                marginal_cost_s=price,
                 memory=view.memory,
             )
-            if not policy.continue_drafting(state):
-                break
-            plan.add_draft(b)
-            k += 1
-        ks[b] = k
-    return ks
+        )
+
+    drafting = list(range(len(active)))
+    for k in range(view.cap):
+        price = _Price(plan, tuple(drafting), step_overhead=False)
+        extend = [b for b in drafting if asks(b, k, price)]
+        if extend and price.value is not None:  # does the step's fixed part pay for itself?
+            whole = _Price(plan, tuple(extend))
+            if not any(asks(b, k, whole) for b in extend):
+                extend = []
+        if probing:
+            chosen = set(extend)
+            for b in drafting:
+                if b not in chosen:
+                    probes[b] = 1
+        plan.add_drafts(extend)
+        ks[extend] += 1
+        drafting = extend
+        if not drafting:
+            break
+    return ks, probes
 
 
 def serve(
@@ -182,6 +231,8 @@ def serve(
     recent_steps_s: deque[float] = deque(maxlen=HISTORY_STEPS)
     recent_tokens: deque[int] = deque(maxlen=HISTORY_STEPS)
     batch_history: deque[float] = deque(maxlen=HISTORY_STEPS)
+    successes: deque[int] = deque(maxlen=HISTORY_STEPS)  # accepted drafts per step
+    trials: deque[int] = deque(maxlen=HISTORY_STEPS)  # drafts judged per step (to 1st rejection)
     while finished < total:
         while queue.items:
             rid: int = yield queue.get()
@@ -216,7 +267,10 @@ def serve(
         # One decode iteration over the whole batch.
         batch = len(active)
         contexts = np.array([a.context_tokens for a in active], dtype=np.int64)
-        plan = StepPlan(costs, union_model, contexts)
+        # Shares are priced at the step end the batch's measured acceptance makes best
+        # (:meth:`StepPlan.anchor_drafts`); before any verify pass, at every request's cap.
+        acceptance = sum(successes) / sum(trials) if trials else None
+        plan = StepPlan(costs, union_model, contexts, None if trials else cap, acceptance, cap)
         if not recent_steps_s:  # no history yet: price a token at a plain decode pass / B
             first = costs.verify_pass(np.ones(batch, dtype=np.int64), contexts, plan.union)
             time_per_token = first.total_s / batch
@@ -226,8 +280,8 @@ def serve(
             batch, tuple(batch_history), time_per_token, memory, setup.max_draft_tokens, cap
         )
         confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
-        ks = decide_step(policy, active, confidences, plan, view)
-        draft_s = draft_phase_s(costs, contexts, ks)
+        ks, probes = decide_step(policy, active, confidences, plan, view)
+        draft_s = draft_phase_s(costs, contexts, ks + probes)  # probes run, never verified
         fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
         unique = refs.pass_unique_experts(fed)
         verify = costs.verify_pass(ks + 1, contexts, unique)
@@ -235,7 +289,7 @@ def serve(
         decode = costs.verify_pass(np.ones_like(ks), contexts, plain)
         start = env.now
         yield env.timeout(draft_s + verify.total_s)
-        accepted_total = 0
+        accepted_total = judged = 0
         still: list[_Active] = []
         for a, k in zip(active, ks, strict=True):
             m = int(refs.sequence(a.request_id).match_lengths[a.position])
@@ -247,6 +301,7 @@ def serve(
             a.accepted_history.append(acc)
             a.drafted_history.append(int(k))
             accepted_total += acc
+            judged += acc + int(acc < k)
             if a.position >= a.output_tokens:
                 log.requests.append(
                     RequestRecord(
@@ -275,6 +330,9 @@ def serve(
         recent_steps_s.append(step_s)
         recent_tokens.append(accepted_total + batch)
         batch_history.append(accepted_total / batch)
+        if judged:
+            successes.append(accepted_total)
+            trials.append(judged)
         memory = observe(policy, memory, StepOutcome(batch, int(ks.sum()), accepted_total, step_s))
         log.steps.append(
             StepRecord(
@@ -287,6 +345,7 @@ def serve(
                 verify,
                 decode.total_s,
                 float(unique.mean()) if len(unique) else 0.0,
+                int(probes.sum()),
             )
         )
 

@@ -20,6 +20,7 @@ class StepRecord:
     verify: PassCost
     decode_s: float  # the k = 0 pass of the same requests at the same contexts
     unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
+    probes: int = 0  # draft steps run only to read a confidence the policy declined on
 
 
 @dataclass(frozen=True, slots=True)

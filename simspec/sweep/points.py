@@ -14,6 +14,11 @@ point's results JSON (design §4), read back with :meth:`RunResult.from_dict`: t
 every figure of a sweep are views of the :class:`PointResult` objects :func:`read_sweep` returns,
 never of the CSV text. ``sweep.json`` fixes their order (cases × grid × replications, as in
 the tables); the point files alone do not, since they are written in completion order.
+
+A folder being resumed is an input too: :func:`check_folder` refuses one that holds points of
+another sweep (another scenario, other ``--set`` values: it names the keys that differ),
+removes the temporary files a killed writer left, and removes unreadable (truncated, empty)
+point files so that their points are simulated again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from simspec._version import __version__
 from simspec.analysis.results import RunResult
 from simspec.errors import InputError
+from simspec.inputs import read_input_text
 from simspec.io import results_json, write_atomic
 
 if TYPE_CHECKING:
@@ -35,6 +41,12 @@ if TYPE_CHECKING:
 
 #: The file that lists a finished sweep's points in table order.
 MANIFEST = "sweep.json"
+
+
+#: Sub-folders of a sweep folder.
+SUBFOLDERS = ("points", "delta")
+#: Files in the sweep folder itself whose orphan temporary files (".NAME.*.tmp*") we remove.
+TOP_FILES = (MANIFEST, "results.csv", "summary.csv")
 
 
 def point_path(out: Path, digest: str) -> Path:
@@ -73,7 +85,10 @@ class PointResult:
         if path is None:
             return None
         with np.load(path) as data:
-            return DeltaPoints(**{f.name: data[f.name] for f in fields(DeltaPoints)})
+            # ``if f.name in data``: points saved before a field with a default was added
+            return DeltaPoints(
+                **{f.name: data[f.name] for f in fields(DeltaPoints) if f.name in data}
+            )
 
 
 def axes(points: Sequence[PointResult]) -> list[str]:
@@ -100,16 +115,33 @@ def write_point(out: Path, point: Point, result: RunResult) -> None:
     write_atomic(point_path(out, point.digest), results_json(record))
 
 
+def _why(err: BaseException) -> str:
+    """A short account of why a sweep file could not be read (no raw bytes)."""
+    if isinstance(err, UnicodeDecodeError):
+        return "binary (non-UTF-8) bytes"
+    if isinstance(err, json.JSONDecodeError):
+        return f"invalid JSON at line {err.lineno} column {err.colno} ({err.msg}; truncated?)"
+    if isinstance(err, KeyError):
+        return f"no key {err.args[0]!r}" if err.args else "a missing key"
+    if isinstance(err, RecursionError):
+        return "JSON nested too deep"
+    text = str(err)
+    return f"{type(err).__name__} ({text[:120]})" if text else type(err).__name__
+
+
+def _load_json(path: Path) -> Any:
+    return json.loads(read_input_text(path, str(path), "sweep file (JSON)"))
+
+
 def _read_results(path: Path) -> RunResult:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        return RunResult.from_dict(record["results"])
-    except FileNotFoundError:
+    if not path.exists():
         raise InputError(
             str(path.parent.parent), f"points/{path.name}", "a finished point", "no such file"
-        ) from None
-    except (ValueError, KeyError, TypeError) as err:
-        raise InputError(str(path), "results", "a sweep point file", repr(err)) from None
+        )
+    try:
+        return RunResult.from_dict(_load_json(path)["results"])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise InputError(str(path), "results", "a sweep point file", _why(err)) from None
 
 
 def read_points(out: Path, points: Sequence[Point]) -> list[PointResult]:
@@ -139,26 +171,105 @@ def read_sweep(folder: str | Path) -> list[PointResult]:
         When ``folder`` holds no finished sweep (no ``sweep.json``, or a point file missing).
     """
     out = Path(folder)
-    try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-        listed = manifest["points"]
-    except FileNotFoundError:
+    if not (out / MANIFEST).exists():
         raise InputError(
             str(out),
             MANIFEST,
             "a finished sweep folder",
             f"no {MANIFEST}",
             "A sweep writes it with results.csv; resuming an interrupted sweep finishes it.",
-        ) from None
-    except (ValueError, KeyError, TypeError) as err:
-        raise InputError(str(out / MANIFEST), "points", "a sweep manifest", repr(err)) from None
-    return [
-        PointResult(
-            entry["case"],
-            entry["values"],
-            entry["replication"],
-            _read_results(point_path(out, entry["digest"])),
-            out,
         )
-        for entry in listed
+    try:
+        listed = _load_json(out / MANIFEST)["points"]
+        entries = [(e["case"], e["values"], e["replication"], str(e["digest"])) for e in listed]
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise InputError(str(out / MANIFEST), "points", "a sweep manifest", _why(err)) from None
+    return [
+        PointResult(case, values, replication, _read_results(point_path(out, digest)), out)
+        for case, values, replication, digest in entries
     ]
+
+
+def _orphans(out: Path) -> list[Path]:
+    """Temporary files :func:`simspec.io.write_atomic` leaves when killed mid-write."""
+    found = [
+        p
+        for name in SUBFOLDERS
+        if (out / name).is_dir()
+        for p in (out / name).glob(".*.tmp*")
+        if p.is_file()
+    ]
+    return found + [p for name in TOP_FILES for p in out.glob(f".{name}.*.tmp*") if p.is_file()]
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, Mapping):
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: data}
+
+
+def _difference(record: Any, points: Sequence[Point]) -> str:
+    """The scenario keys where a foreign point file differs from this sweep's closest point."""
+    try:
+        theirs = _flat(record["results"]["scenario"])
+        same = [p for p in points if p.values == record.get("values")] or list(points)
+    except (KeyError, TypeError, AttributeError):
+        return "a point file of another kind"
+    ours = _flat(same[0].scenario.to_dict())
+    keys = [k for k in dict.fromkeys([*ours, *theirs]) if ours.get(k) != theirs.get(k)]
+    keys = [k for k in keys if k != "seed"] or keys  # replications differ in seed alone
+    shown = ", ".join(f"{k} = {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys[:3])
+    more = f" and {len(keys) - 3} more keys" if len(keys) > 3 else ""
+    return (shown + more) if keys else "another profile"
+
+
+def _readable(path: Path) -> bool:
+    try:
+        RunResult.from_dict(_load_json(path)["results"])
+    except (InputError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return False
+    return True
+
+
+def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
+    """Check a sweep folder before anything runs; see the module docstring.
+
+    Raises
+    ------
+    InputError
+        ``out`` or one of its sub-folders is a file; ``out`` holds finished points and
+        ``resume`` is false; or it holds points that are not points of this sweep.
+    """
+    if out.exists() and not out.is_dir():
+        raise InputError("", "sweep.out", "a folder", f"{out}, an existing file")
+    for name in SUBFOLDERS:
+        if (out / name).exists() and not (out / name).is_dir():
+            raise InputError(
+                "", "sweep.out", f"a sweep folder ({name}/ a folder)", f"{out / name}, a file"
+            )
+    existing = sorted((out / "points").glob("*.json")) if (out / "points").is_dir() else []
+    if existing and not resume:
+        raise InputError(
+            "",
+            "sweep.out",
+            "an empty folder, or resuming the sweep saved there",
+            f"{out} with {len(existing)} finished points",
+        )
+    for orphan in _orphans(out):
+        orphan.unlink(missing_ok=True)
+    ours = {p.digest for p in points}
+    for path in existing:
+        if not _readable(path):  # truncated or empty: simulate the point again
+            path.unlink(missing_ok=True)
+            continue
+        if path.stem not in ours:
+            raise InputError(
+                "--resume",
+                str(out),
+                "a folder holding points of this sweep only (same scenario, --set and seed)",
+                f"{path.name}, a point of another sweep: {_difference(_load_json(path), points)}",
+                "Resume with the scenario and options that started the sweep, or use a new --out.",
+            )

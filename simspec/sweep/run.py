@@ -26,15 +26,23 @@ Example (the Python form of ``simspec sweep FILE --out DIR --grid ... --workers 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from simspec.analysis.experiment import run_experiment
 from simspec.analysis.results import RunResult
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
 from simspec.sweep.points import (
+    SUBFOLDERS,
     PointResult,
+    check_folder,
     point_path,
     read_points,
     write_manifest,
@@ -104,17 +112,10 @@ def run_sweep(
         raise InputError("", "sweep.executor", "one of " + ", ".join(EXECUTORS), describe(executor))
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError("", "sweep.workers", "an integer >= 1", describe(workers))
-    if out.exists() and not out.is_dir():
-        raise InputError("", "sweep.out", "a folder", f"{out}, an existing file")
-    existing = list((out / "points").glob("*.json")) if (out / "points").is_dir() else []
-    if existing and not resume:
-        raise InputError(
-            "",
-            "sweep.out",
-            "an empty folder, or resuming the sweep saved there",
-            f"{out} with {len(existing)} finished points",
-        )
-    out.mkdir(parents=True, exist_ok=True)
+    if executor == "dask" and scheduler:
+        check_scheduler(scheduler)
+    check_folder(out, points, resume)
+    created = not out.exists()  # created by the first point written, removed if none is
     todo = [p for p in points if not point_path(out, p.digest).exists()]
     done = len(points) - len(todo)
     if progress:
@@ -127,14 +128,26 @@ def run_sweep(
         if progress:
             progress(done, len(points))
 
-    if executor == "dask":
-        _run_dask(todo, finished, oracle, workers, scheduler)
-    else:
-        _run_processes(todo, finished, oracle, workers)
+    try:
+        if executor == "dask":
+            _run_dask(todo, finished, oracle, workers, scheduler)
+        else:
+            _run_processes(todo, finished, oracle, workers)
+    except BaseException:
+        if created:
+            _remove_empty(out)
+        raise
     results = read_points(out, points)
     write_tables(results, out)
     write_manifest(out, points)  # last: its presence says the tables are complete
     return results
+
+
+def _remove_empty(out: Path) -> None:
+    """Remove the sweep folder we created when nothing was written into it."""
+    for folder in [*(out / name for name in SUBFOLDERS), out]:
+        with contextlib.suppress(OSError):  # missing, or not empty: keep it
+            folder.rmdir()
 
 
 def _run_processes(todo: list[Point], finished: Finished, oracle: bool, workers: int) -> None:
@@ -152,6 +165,22 @@ def _run_processes(todo: list[Point], finished: Finished, oracle: bool, workers:
             finished(futures[future], future.result())
 
 
+#: Seconds to wait for a dask scheduler at ``--scheduler`` before giving up.
+CONNECT_TIMEOUT_S = 5
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-]+(?::\d{1,5})?/?|inproc://\S+")
+
+
+def check_scheduler(address: str) -> None:
+    """Refuse a dask scheduler address that is no address (before connecting to anything)."""
+    if not _ADDRESS.fullmatch(address):
+        raise InputError(
+            "--scheduler",
+            address,
+            "a dask scheduler address such as tcp://10.0.0.5:8786",
+            describe(address),
+        )
+
+
 def _run_dask(
     todo: list[Point], finished: Finished, oracle: bool, workers: int, scheduler: str | None
 ) -> None:
@@ -164,19 +193,70 @@ def _run_dask(
             "dask.distributed installed (pip install 'simspec[cluster]')",
             "'dask', which is not installed",
         ) from None
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(
-            n_workers=max(workers, 1), threads_per_worker=1, processes=True, dashboard_address=None
-        )
-        client = Client(cluster)
+    import multiprocessing
+
+    cluster: Any = None
+    client: Any = None
+    ours = set(multiprocessing.active_children())  # processes started before the cluster
     try:
+        if scheduler:
+            client = _connect(Client, scheduler)
+        else:
+            with _children_ignore_sigint():
+                cluster = LocalCluster(
+                    n_workers=max(workers, 1),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,
+                    preload=["simspec.sweep.dask_worker"],  # workers (even restarted) ignore it
+                )
+            client = Client(cluster)
         futures = {client.submit(run_point, p.scenario, oracle, pure=False): p for p in todo}
         for future in as_completed(futures):
             finished(futures[future], future.result())
-    finally:
+    except KeyboardInterrupt:
+        # The workers ignore SIGINT and would finish their points first: stop them now.
+        for process in set(multiprocessing.active_children()) - ours:
+            process.kill()
+        with contextlib.suppress(Exception):
+            if client is not None:
+                client.close(timeout=2)
+            if cluster is not None:
+                cluster.close(timeout=2)
+        raise
+    if client is not None:
         client.close()
-        if cluster is not None:
-            cluster.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def _connect(client_type: Any, scheduler: str) -> Any:
+    """A client of the scheduler at ``scheduler``, or an InputError after a short timeout."""
+    check_scheduler(scheduler)
+    try:
+        return client_type(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError, ValueError) as err:
+        raise InputError(
+            "--scheduler",
+            scheduler,
+            "the address of a running dask scheduler",
+            f"no connection within {CONNECT_TIMEOUT_S} s ({type(err).__name__})",
+        ) from None
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside inherit an ignored SIGINT (so does this one, meanwhile).
+
+    Ctrl-C reaches every process of the terminal's group; a worker that took it would print a
+    KeyboardInterrupt traceback. A Ctrl-C during the cluster's start (a few seconds) is lost.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -20,9 +20,11 @@ and figure of the sweep). A point is the base scenario with ``key = value`` over
 and validated like a scenario file by :func:`expand` *before* anything runs, so a bad value fails
 in a second, not after an hour.
 
-Replication r runs with seed(r): the scenario seed for r = 0 and, otherwise, 63 bits drawn from
+Replication r runs with seed(r): the point's seed for r = 0 and, otherwise, 63 bits drawn from
 ``numpy.random.SeedSequence([seed, r])`` — independent streams, reproducible, and independent of
-the grid, so adding an axis value never changes the other points' results.
+the grid, so adding an axis value never changes the other points' results. The point's seed is
+the scenario's, or the value a case or a grid axis gives ``seed`` (``--grid seed=1,2,3`` runs
+three base seeds; the CSV's ``seed`` column is the seed each row actually ran with).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 from simspec.config.load import (
     apply_overrides,
+    check_seed,
     parse_value,
     read_scenario_data,
     scenario_from_dict,
@@ -233,7 +236,6 @@ def expand(
         For the first invalid point, before anything runs.
     """
     base = {k: v for k, v in data.items() if k != "sweep"}
-    seed = base.get("seed", 0)
     keys = list(spec.grid)
     points: list[Point] = []
     for case in spec.cases or [{}]:
@@ -245,11 +247,13 @@ def expand(
                 values.update(dict(_flatten(value)) if isinstance(value, Mapping) else {key: value})
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             where = f"{source} (sweep point {', '.join(overrides) or 'base'})"
+            point = apply_overrides(base, overrides, where)
+            # A seed set by the case or a grid axis is the base seed of this point's
+            # replications (checked like a scenario's seed before it is derived from).
+            seed = check_seed(point.get("seed", 0), where)
             for r in range(spec.replications):
-                seeded = [*overrides, f"seed={replication_seed(int(seed), r)}"]
-                scenario = scenario_from_dict(
-                    apply_overrides(base, seeded, where), where, base_dir=base_dir
-                )
+                seeded = apply_overrides(point, {"seed": replication_seed(seed, r)}, where)
+                scenario = scenario_from_dict(seeded, where, base_dir=base_dir)
                 points.append(Point(len(points), label, values, r, scenario))
     return points
 

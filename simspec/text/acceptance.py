@@ -131,7 +131,10 @@ class AcceptanceConfig:
         0.10, "per-position probability of leaving the hard regime", ge=0, le=1
     )
     confidence_concentration: float = param(
-        8.0, "Beta concentration kappa of drafter confidences around alpha", gt=0
+        8.0,
+        "Beta concentration kappa of drafter confidences around alpha (about 1-100)",
+        ge=0.01,
+        le=1e4,
     )
 
     def __post_init__(self) -> None:

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.errors import FieldError
 from simspec.schema import param
+
+#: Longest span of open-loop arrivals, s of simulated time (about 116 days): float seconds
+#: then still resolve 2 ns, far below one decode step.
+MAX_ARRIVAL_SPAN_S = 1e7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,13 +34,32 @@ class WorkloadConfig:
     )
     num_requests: int = param(32, "requests served in the run", ge=1, le=1_000_000)
     concurrency: int = param(8, "requests in flight, closed loop", ge=1, le=65536)
-    arrival_rate_per_s: float = param(1.0, "Poisson arrival rate, open loop, requests/s", gt=0)
-    max_batch_size: int = param(256, "most requests decoded together, open loop", ge=1)
-    prompt_tokens: int = param(512, "mean prompt length, tokens", ge=1)
-    output_tokens: int = param(256, "mean output length, tokens", ge=2)
+    arrival_rate_per_s: float = param(
+        1.0,
+        "Poisson arrival rate, open loop, requests/s (all num_requests must arrive within "
+        f"{MAX_ARRIVAL_SPAN_S:g} s of simulated time)",
+        ge=1e-3,
+        le=1e6,
+    )
+    max_batch_size: int = param(256, "most requests decoded together, open loop", ge=1, le=65536)
+    prompt_tokens: int = param(512, "mean prompt length, tokens", ge=1, le=10_000_000)
+    output_tokens: int = param(256, "mean output length, tokens", ge=2, le=1_000_000)
     length_jitter: float = param(
         0.0, "lengths are uniform in [mean·(1 − j), mean·(1 + j)]", ge=0, lt=1
     )
+
+    def __post_init__(self) -> None:
+        # Arrivals spread over num_requests / rate seconds; beyond MAX_ARRIVAL_SPAN_S the
+        # float clock loses the sub-microsecond resolution a decode step needs.
+        span = self.num_requests / self.arrival_rate_per_s
+        if self.loop == "open" and span > MAX_ARRIVAL_SPAN_S:
+            raise FieldError(
+                "arrival_rate_per_s",
+                f"a rate that brings num_requests = {self.num_requests} within "
+                f"{MAX_ARRIVAL_SPAN_S:g} s of simulated time "
+                f"(>= {self.num_requests / MAX_ARRIVAL_SPAN_S:g} requests/s)",
+                self.arrival_rate_per_s,
+            )
 
 
 def draw_lengths(config: WorkloadConfig, rng: np.random.Generator) -> tuple[int, int]:

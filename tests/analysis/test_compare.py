@@ -31,7 +31,7 @@ def test_compare_adds_baseline_and_oracle_rows():
     for label in ("no-spec", "fixed-2", "cost_aware"):
         assert rows[label]["gap_to_oracle_pct"] > 0.0
     assert res["oracle"]["exact"] is True
-    assert res["oracle"]["delta"]["local_condition_violations"] == 0
+    assert res["oracle"]["delta"]["dp_consistency_violations"] == 0
 
 
 @pytest.mark.slow

@@ -63,6 +63,8 @@ def test_cpu_quick_calibration_end_to_end(tmp_path, capsys):
             "--set",
             f"costs.profile={out}",
             "--set",
+            "costs.allow_foreign_profile=true",  # a CPU profile on the H100 scenario
+            "--set",
             "workload.num_requests=4",
             "--set",
             "workload.output_tokens=16",

@@ -271,7 +271,7 @@ BAD = {
     "memory_utilization 0": (
         [('gpu = "h100-sxm"', 'gpu = "h100-sxm"\nmemory_utilization = 0')],
         "hardware.memory_utilization",
-        "expected a number > 0 and <= 1",
+        "expected a number >= 0.05 and <= 1",
     ),
     "nan": ([("overlap = 0.4", "overlap = nan")], "routing.overlap", "found nan (float)"),
     "inf": ([("alpha = 0.6", "alpha = inf")], "acceptance.alpha", "found inf (float)"),
@@ -368,7 +368,10 @@ BAD = {
         "only together with overlap",
     ),
     "weights do not fit": (
-        [('target = "qwen3-30b-a3b"', 'target = "deepseek-v3"')],
+        [
+            ('target = "qwen3-30b-a3b"', 'target = "deepseek-v3"'),
+            ('drafter = "eagle3-qwen3-30b-a3b"', 'drafter = "eagle3-deepseek-v3"'),
+        ],
         "hardware.num_gpus",
         "found 1 x 80 GB x 0.9 usable",
     ),
@@ -397,6 +400,7 @@ def test_bad_scenario(tmp_path, case):
 
 def test_weights_error_names_the_gpus_needed(tmp_path):
     text = replace_line(BASE, 'target = "qwen3-30b-a3b"', 'target = "deepseek-v3"')
+    text = replace_line(text, 'drafter = "eagle3-qwen3-30b-a3b"', 'drafter = "eagle3-deepseek-v3"')
     err = load_error(write(tmp_path, text))
     assert err.key_path == "hardware.num_gpus"
     need = int(re.search(r"at least (\d+)", err.expected).group(1))
@@ -424,7 +428,7 @@ def test_missing_file(tmp_path):
 def test_directory_instead_of_file(tmp_path):
     err = load_error(tmp_path)
     assert err.key_path == ""
-    assert "IsADirectoryError" in err.found
+    assert "folder" in err.found
 
 
 def test_not_a_table_from_dict():

@@ -1,0 +1,131 @@
+"""Checks only a whole scenario can tell, run by the loader so `validate` catches them.
+
+* **Drafters.** A drafter serves the targets its catalog entry lists (``targets``): an EAGLE-3
+  head is trained on one target's hidden states, and a dense draft model lists every target that
+  shares its tokenizer (vocabulary). A ``[model]`` table that names a target but no drafter
+  gets the target's own drafter (:func:`default_drafter`: its EAGLE-3 head, else the first dense
+  draft model that lists it); a drafter built for another target is an error listing those that
+  fit (:func:`check_drafter`).
+* **Routing statistics.** Overlap profiles must be reachable by a top-k router with the
+  scenario's expert popularities (lag overlaps such as ``[0.1, 0.9, 0.95]`` are not). The
+  check builds the same routing models the run builds (:class:`~simspec.text.reference.
+  ReferenceSet`), with the scenario's seed, so every statistic a run would reject is rejected
+  at load time, with the file name.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from simspec import catalog
+from simspec.config.scenario import ModelConfig
+from simspec.errors import InputError, ScenarioError
+from simspec.physics.drafters import DrafterSpec
+from simspec.physics.models import ModelShape
+from simspec.routing.config import RoutingConfig
+from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.reference import ReferenceSet
+from simspec.text.workload import WorkloadConfig
+
+
+def compatible_drafters(target: str) -> list[str]:
+    """Catalog drafters that serve ``target``: its EAGLE-3 heads first, then dense drafts."""
+    specs = [catalog.get_drafter(name) for name in catalog.drafter_names()]
+    fitting = [d for d in specs if target in d.targets]
+    return [d.name for d in sorted(fitting, key=lambda d: (d.kind != "eagle3", d.name))]
+
+
+def _none_serves(target: str) -> str:
+    return (
+        f"a drafter for target {target!r}, but no catalog drafter lists it in its targets "
+        "(add one under simspec/catalog/drafters/ or choose another target)"
+    )
+
+
+def default_drafter(target: str, source: str) -> str:
+    """The drafter a ``[model]`` table without ``drafter`` gets: the target's own."""
+    names = compatible_drafters(target)
+    if not names:
+        raise ScenarioError(source, "model.drafter", _none_serves(target), "nothing")
+    return names[0]
+
+
+def fill_default_drafter(model: Any, source: str) -> Any:
+    """``model`` (the raw ``[model]`` table) with its target's drafter when it names none."""
+    if not isinstance(model, dict) or model.get("drafter") is not None:
+        return model
+    target = model.get("target", ModelConfig().target)
+    if not isinstance(target, str) or target not in catalog.model_names():
+        return model  # the table's own checks report the target
+    return {**model, "drafter": default_drafter(target, source)}
+
+
+def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
+    """Raise ScenarioError when ``drafter`` does not serve ``target`` (module docstring)."""
+    if target in drafter.targets:
+        return
+    names = compatible_drafters(target)
+    expected = (
+        f"a drafter built for target {target!r}: " + ", ".join(names)
+        if names
+        else _none_serves(target)
+    )
+    built_for = ", ".join(drafter.targets) or "no listed target"
+    raise ScenarioError(
+        source,
+        "model.drafter",
+        expected,
+        f"{drafter.name!r}, built for {built_for}",
+        "Leave model.drafter unset to get the target's own drafter.",
+    )
+
+
+def drop_stale_drafter(data: dict[str, Any], keys: list[str]) -> None:
+    """Overrides that change the target but not the drafter: drop a drafter that does not fit.
+
+    The loader then picks the new target's own drafter (``--set model.target=...`` just
+    works); a drafter the overrides set themselves is kept (and checked).
+    """
+    if "model.target" not in keys or any(k in ("model", "model.drafter") for k in keys):
+        return
+    model = data.get("model")
+    if not isinstance(model, dict):
+        return
+    target, drafter = model.get("target"), model.get("drafter")
+    if (
+        isinstance(target, str)
+        and isinstance(drafter, str)
+        and drafter in catalog.drafter_names()
+        and drafter not in compatible_drafters(target)
+    ):
+        del model["drafter"]
+
+
+@functools.lru_cache(maxsize=64)
+def _routing_problem(
+    routing: RoutingConfig, shape: ModelShape, max_draft_tokens: int, seed: int
+) -> tuple[str, str, str] | None:
+    """(key path, expected, found) when the run's routing models cannot be built."""
+    try:
+        ReferenceSet(
+            seed=seed,
+            workload=WorkloadConfig(),
+            acceptance=AcceptanceConfig(),
+            routing=routing,
+            shape=shape,
+            max_draft_tokens=max_draft_tokens,
+        )
+    except InputError as err:
+        return err.key_path, err.expected, err.found
+    return None
+
+
+def check_routing(
+    routing: RoutingConfig, shape: ModelShape, max_draft_tokens: int, seed: int, source: str
+) -> None:
+    """Raise ScenarioError when the overlap statistics are out of a top-k router's reach."""
+    problem = _routing_problem(routing, shape, max_draft_tokens, seed)
+    if problem is not None:
+        key, expected, found = problem
+        raise ScenarioError(source, key, expected, found)

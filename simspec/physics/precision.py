@@ -1,0 +1,92 @@
+"""Weight precision: bytes per parameter of each kind of weight, per scenario.
+
+A checkpoint's linear weights may be stored in one of a few formats; the bytes a pass reads per
+parameter are what the roofline needs (block scales included):
+
+- ``bf16``: 2 bytes.
+- ``fp8`` (e4m3, per-channel or 128x128 block scales): 1 byte; the scales (one fp32 per 128x128
+  block, < 0.03 %) are ignored.
+- ``mxfp4`` (OCP Microscaling v1.0: 4-bit E2M1 values, one 8-bit E8M0 scale per block of 32):
+  4.25 bits = 0.53125 bytes (gpt-oss ships its routed experts this way).
+- ``nvfp4`` (NVIDIA NVFP4: 4-bit E2M1 values, one FP8 E4M3 scale per block of 16, plus one fp32
+  scale per tensor): 4.5 bits = 0.5625 bytes.
+
+A scenario's ``[model] precision`` sets the routed experts, the always-active FFN weights (shared
+experts and dense FFN layers) and the attention projections; ``expert_precision``,
+``shared_precision`` and ``attention_precision`` override one part (gpt-oss: ``precision =
+"bf16"``, ``expert_precision = "mxfp4"``). Embeddings, the LM head, the router and the KV cache
+keep the catalog's ``weight_bytes`` (quantised checkpoints keep them in bf16). ``"catalog"`` (the
+default) keeps the catalog's numbers, i.e. today's behaviour. FLOPs are counted per parameter at
+the bf16 tensor rate whatever the format (fp8/fp4 tensor-core rates are not modelled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from simspec.physics.models import ModelSpec
+
+#: Bytes per parameter of each weight format (module docstring).
+BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,
+}
+
+#: ``[model] precision`` values: the catalog's numbers, or one of :data:`BYTES_PER_PARAM`.
+PRECISIONS: tuple[str, ...] = ("catalog", *BYTES_PER_PARAM)
+
+#: Per-part overrides: "" follows ``precision``.
+PART_PRECISIONS: tuple[str, ...] = ("", *PRECISIONS)
+
+
+def with_precision(
+    spec: ModelSpec,
+    precision: str = "catalog",
+    *,
+    expert: str = "",
+    shared: str = "",
+    attention: str = "",
+) -> ModelSpec:
+    """``spec`` with the bytes per parameter of its routed, shared and attention weights set.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        The catalog model.
+    precision : str
+        ``"catalog"`` or a format of :data:`BYTES_PER_PARAM`, for all three parts.
+    expert, shared, attention : str
+        Per-part overrides ("" = ``precision``).
+
+    Returns
+    -------
+    ModelSpec
+        ``spec`` itself when every part is ``"catalog"`` (so today's numbers are reproduced
+        exactly), else a copy with ``expert_weight_bytes``, ``shared_weight_bytes`` and
+        ``attention_weight_bytes`` replaced where a format is named.
+
+    Examples
+    --------
+    >>> from simspec import catalog
+    >>> m = with_precision(catalog.get_model("qwen3-30b-a3b"), "fp8")
+    >>> m.expert_weight_bytes, m.attention_weight_bytes, m.weight_bytes
+    (1.0, 1.0, 2.0)
+    """
+    changes: dict[str, Any] = {}
+    for part, field in (
+        (expert, "expert_weight_bytes"),
+        (shared, "shared_weight_bytes"),
+        (attention, "attention_weight_bytes"),
+    ):
+        name = part or precision
+        if name not in PRECISIONS:
+            raise ValueError(f"unknown precision {name!r}: one of {', '.join(PRECISIONS)}")
+        if name != "catalog":
+            changes[field] = BYTES_PER_PARAM[name]
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+__all__ = ["BYTES_PER_PARAM", "PART_PRECISIONS", "PRECISIONS", "with_precision"]

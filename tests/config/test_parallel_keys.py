@@ -1,0 +1,48 @@
+"""[hardware] tensor_parallel / expert_parallel: validated, recorded, and cost-neutral today."""
+
+from __future__ import annotations
+
+import pytest
+
+from simspec.config.load import load_scenario
+from simspec.errors import ScenarioError
+from simspec.sim.setup import build_setup
+
+
+def test_defaults_and_divisors_are_accepted():
+    s = load_scenario()
+    assert (s.hardware.tensor_parallel, s.hardware.expert_parallel) == (0, 1)
+    s = load_scenario(
+        overrides={
+            "hardware.num_gpus": 8,
+            "hardware.tensor_parallel": 4,
+            "hardware.expert_parallel": 8,
+        }
+    )
+    assert (s.hardware.tensor_parallel, s.hardware.expert_parallel) == (4, 8)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "gpus"),
+    [
+        ("hardware.tensor_parallel", 3, 8),
+        ("hardware.expert_parallel", 16, 8),
+        ("hardware.expert_parallel", 0, 8),
+        ("hardware.tensor_parallel", -1, 1),
+    ],
+)
+def test_non_divisors_name_the_key(key, value, gpus):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(overrides={"hardware.num_gpus": gpus, key: value})
+    assert err.value.key_path == key
+
+
+def test_degrees_do_not_change_the_cost_model_yet():
+    base = {"hardware.num_gpus": 2}
+    plain = build_setup(load_scenario(overrides=base))
+    split = build_setup(
+        load_scenario(
+            overrides={**base, "hardware.tensor_parallel": 1, "hardware.expert_parallel": 2}
+        )
+    )
+    assert plain.cost_model == split.cost_model

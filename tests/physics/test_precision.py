@@ -1,0 +1,113 @@
+"""Weight precision per scenario: bytes per parameter by part, against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simspec import catalog
+from simspec.config.load import load_scenario
+from simspec.costs.kernels import target_pass_cost
+from simspec.costs.params import RooflineParams
+from simspec.errors import ScenarioError
+from simspec.physics.models import attention_params
+from simspec.physics.precision import BYTES_PER_PARAM, with_precision
+
+
+def test_bytes_per_parameter_of_each_format():
+    # OCP MX: 4-bit values + one 8-bit scale per 32; NVFP4: 4-bit values + one 8-bit per 16.
+    assert BYTES_PER_PARAM == {
+        "bf16": 2.0,
+        "fp8": 1.0,
+        "mxfp4": (32 * 4 + 8) / 32 / 8,
+        "nvfp4": (16 * 4 + 8) / 16 / 8,
+    }
+
+
+def test_catalog_precision_is_the_catalog_spec_itself():
+    spec = catalog.get_model("deepseek-v3")
+    assert with_precision(spec) is spec
+    assert with_precision(spec, "catalog", expert="", shared="", attention="") is spec
+
+
+def test_fp8_halves_every_quantised_part_and_keeps_the_rest():
+    spec = catalog.get_model("deepseek-v3")  # MLA, dense prefix, shared expert: every part
+    bf16, fp8 = spec.shape, with_precision(spec, "fp8").shape
+    h, m = spec.hidden_size, spec.moe
+    assert fp8.expert_bytes == 3 * h * m.expert_intermediate_size * 1.0
+    assert fp8.shared_expert_bytes == 3 * h * m.shared_expert_intermediate_size * 1.0
+    for g8, g16 in zip(fp8.groups, bf16.groups, strict=True):
+        assert g8.attention_weight_bytes == attention_params(spec, "full") * 1.0
+        assert g8.ffn_weight_bytes == g16.ffn_weight_bytes / 2
+        assert g8.kv_bytes_per_token == g16.kv_bytes_per_token  # the KV cache stays bf16
+    assert (fp8.router_bytes, fp8.lm_head_bytes, fp8.embedding_bytes) == (
+        bf16.router_bytes,
+        bf16.lm_head_bytes,
+        bf16.embedding_bytes,
+    )
+    # Everything but embeddings, LM head and routers halves.
+    kept = bf16.embedding_bytes + bf16.lm_head_bytes + bf16.num_moe_layers * bf16.router_bytes
+    assert fp8.total_weight_bytes == pytest.approx(kept + (bf16.total_weight_bytes - kept) / 2)
+
+
+def test_mixed_formats_reproduce_gpt_oss_as_released():
+    # gpt-oss ships MXFP4 routed experts and bf16 everything else: the catalog's numbers.
+    spec = catalog.get_model("gpt-oss-120b")
+    mixed = with_precision(spec, "bf16", expert="mxfp4")
+    assert mixed.shape.total_weight_bytes == pytest.approx(spec.shape.total_weight_bytes)
+    assert mixed.shape.expert_bytes == 3 * 2880 * 2880 * 4.25 / 8
+    only_attention = with_precision(spec, attention="fp8")
+    assert only_attention.expert_weight_bytes == spec.expert_weight_bytes
+    assert only_attention.shape.attention_bytes_per_param == 1.0
+
+
+def test_unknown_format_is_rejected():
+    with pytest.raises(ValueError, match="fp9"):
+        with_precision(catalog.get_model("qwen3-30b-a3b"), "fp9")
+
+
+def test_flops_do_not_depend_on_the_format_when_compute_bound():
+    # 2 FLOPs per parameter per token whatever the bytes: far above the ridge point the
+    # attention projections cost the same in bf16 and fp8.
+    spec = catalog.get_model("qwen3-8b")
+    gpu, params = catalog.get_gpu("h100-sxm"), RooflineParams()
+    tokens, ctx = np.array([65536]), np.array([0])
+    costs = [
+        target_pass_cost(with_precision(spec, p).shape, gpu, params, tokens, ctx, np.zeros(0))
+        for p in ("bf16", "fp8")
+    ]
+    assert costs[1].other_s == pytest.approx(costs[0].other_s, rel=1e-12)
+
+
+def test_scenario_key_changes_the_target_and_default_does_not():
+    default = load_scenario()
+    assert default.model.precision == "catalog"
+    assert default.target is catalog.get_model(default.model.target)
+    fp8 = load_scenario(overrides={"model.precision": "fp8", "model.shared_precision": "bf16"})
+    assert fp8.target.expert_weight_bytes == 1.0
+    assert fp8.target.shared_weight_bytes == 2.0
+    assert fp8.target.shape.total_weight_bytes < default.target.shape.total_weight_bytes
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("model.precision", "int4"), ("model.expert_precision", "fp16")]
+)
+def test_bad_precision_names_the_key(key, value):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(overrides={key: value})
+    assert err.value.key_path == key
+    assert "mxfp4" in err.value.expected
+
+
+def test_shared_experts_and_router_flops_do_not_depend_on_the_format():
+    # DeepSeek-V3: quantised shared experts next to a bf16 router in one roofline term; far
+    # above the ridge point every MoE term is FLOP-bound, so fp8 costs what bf16 costs.
+    spec = catalog.get_model("deepseek-v3")
+    gpu, params = catalog.get_gpu("h200"), RooflineParams()
+    tokens, ctx = np.array([262144]), np.array([0])
+    costs = []
+    for p in ("bf16", "fp8"):
+        shape = with_precision(spec, p).shape
+        unique = np.full(shape.num_moe_layers, float(shape.num_experts))
+        costs.append(target_pass_cost(shape, gpu, params, tokens, ctx, unique))
+    assert costs[1].moe_s == pytest.approx(costs[0].moe_s, rel=1e-12)

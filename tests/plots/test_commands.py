@@ -1,0 +1,99 @@
+"""`simspec plot` on real sweep folders, `compare --plot` bars and the U(T) figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import to_hex
+
+from simspec.cli import main
+from simspec.plots.layout import BASELINE_COLOR, ORACLE_COLOR
+from simspec.plots.policies import policy_bars_figure
+from simspec.plots.routing import unique_experts_figure, unique_experts_of_sweep_figure
+from simspec.sweep.points import read_sweep
+from tests.helpers import tiny
+
+# No [routing] overlap: independent routing, the default.
+INDEPENDENT = """
+name = "indep"
+seed = 3
+[model]
+target = "mixtral-8x7b"
+drafter = "eagle3-mixtral-8x7b"
+[hardware]
+num_gpus = 2
+[workload]
+prompt_tokens = 32
+output_tokens = 12
+[[policies]]
+name = "fixed"
+draft_tokens = 2
+[sweep.grid]
+batch = [{ "workload.concurrency" = 1, "workload.num_requests" = 1 },
+         { "workload.concurrency" = 2, "workload.num_requests" = 2 }]
+"""
+
+
+def test_plot_of_an_independent_routing_sweep(tmp_path: Path, capsys):
+    scenario = tmp_path / "indep.toml"
+    scenario.write_text(INDEPENDENT)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["plot", str(out)]) == 0
+    for name in ("speedup-vs-batch", "policies", "unique-experts"):
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    fig = unique_experts_of_sweep_figure(read_sweep(out), samples=20)
+    (ax,) = fig.axes
+    title = ax.get_title()
+    assert "independent routing" in title and "uniform popularity" in title
+    assert "top-2 of 8" in title
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["independent", "sampled (20 sequences)", "all 8 experts"]
+    # Independent routing, uniform popularity: U(T) = N(1 - (1 - k/N)^T) (MoESD), in units of k.
+    t = np.arange(1, 13)
+    independent = ax.get_lines()[0].get_ydata()
+    np.testing.assert_allclose(independent, 8 * (1 - (1 - 2 / 8) ** t) / 2, rtol=1e-9)
+
+
+def test_unique_experts_title_names_the_overlap_profile(tmp_path: Path, capsys):
+    scenario = tmp_path / "ov.toml"
+    text = INDEPENDENT.replace(
+        "[workload]", '[routing]\noverlaps = [0.4, 0.3]\npopularity = "zipf"\n[workload]'
+    )
+    scenario.write_text(text)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    (ax,) = unique_experts_of_sweep_figure(read_sweep(out), samples=20).axes
+    assert "Zipf popularity (s = 0.8)" in ax.get_title()
+    assert "rho_1..rho_2 = 0.4, 0.3" in ax.get_title()
+
+
+def test_ceiling_line_only_when_it_is_in_range():
+    t = np.arange(1, 5)
+    curve = {"independent": 8.0 * t}
+    (ax,) = unique_experts_figure(t, curve, 8, num_experts=512).axes
+    assert [x.get_text() for x in ax.get_legend().get_texts()] == ["independent"]
+    (ax,) = unique_experts_figure(t, curve, 8, num_experts=32).axes
+    assert ax.get_ylim()[1] >= 32 / 8
+
+
+def test_compare_bars_baseline_grey_oracle_black():
+    from simspec import compare
+
+    s = tiny(
+        "workload.concurrency=1",
+        "workload.num_requests=1",
+        "workload.output_tokens=20",
+        policies=[{"name": "fixed", "draft_tokens": 2}],
+    )
+    result = compare(s)
+    (ax,) = policy_bars_figure(result).axes
+    colors = [to_hex(p.get_facecolor()) for p in ax.patches]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["no-spec", "fixed-2", "oracle"]
+    assert colors[0] == BASELINE_COLOR.lower()
+    assert colors[2] == ORACLE_COLOR.lower()
+    assert len(set(colors)) == 3

@@ -1,0 +1,174 @@
+"""Sweep figures, checked on the matplotlib objects (legend texts, lines, colours), not pixels."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_hex
+
+from simspec.plots.comparison import policy_comparison_figure
+from simspec.plots.layout import BASELINE_COLOR, BATCH, ORACLE_COLOR
+from simspec.plots.sweep import MAX_LINES, speedup_by_case_figure, speedup_vs_batch_figure
+from simspec.sweep.summary import STATISTICS, PolicySummary
+
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def summary(
+    case: str,
+    values: dict[str, Any],
+    policy: str,
+    *,
+    speedup: float = 1.5,
+    tpot_ms: float = 3.0,
+    baseline: bool = False,
+    oracle: bool = False,
+) -> PolicySummary:
+    stats = dict.fromkeys(STATISTICS, math.nan)
+    stats.update(speedup_vs_no_spec=speedup, tpot_ms=tpot_ms)
+    return PolicySummary(
+        case=case,
+        values=values,
+        policy=policy,
+        is_baseline=baseline,
+        is_oracle=oracle,
+        replications=1,
+        **stats,
+    )
+
+
+def paper_b_rows(cases: int = 10, policies: tuple[str, ...] = ("fixed-3",)) -> list[PolicySummary]:
+    """Cases x batch sizes, the batch an axis of tables (num_requests set with concurrency)."""
+    rows = []
+    for c in range(cases):
+        for b in BATCHES:
+            values = {BATCH: b, "workload.num_requests": b}
+            rows.append(summary(f"model {c}", values, "no-spec", speedup=1.0, baseline=True))
+            for j, p in enumerate(policies):
+                rows.append(summary(f"model {c}", values, p, speedup=1 + 0.1 * j + 0.01 * b))
+    return rows
+
+
+def legend_texts(fig: Any) -> list[str]:
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes)]
+    return [t.get_text() for lg in legends if lg is not None for t in lg.get_texts()]
+
+
+def data_lines(fig: Any) -> list[Any]:
+    """Drawn lines with more than two points (not the y = 1 rule, not error-bar caps)."""
+    return [
+        ln
+        for ax in fig.axes
+        for ln in ax.get_lines()
+        if len(ln.get_xdata()) > 2 and ln.get_linestyle() not in ("None", "none", "")
+    ]
+
+
+def test_keys_varying_together_give_one_line_per_case():
+    fig = speedup_vs_batch_figure(paper_b_rows())
+    texts = legend_texts(fig)
+    assert len(texts) == 10  # was 90: num_requests split every point into its own line
+    assert not any("num_requests" in t for t in texts)
+    assert len(data_lines(fig)) == 10
+    for line in data_lines(fig):
+        assert list(line.get_xdata()) == list(BATCHES)
+
+
+def test_too_many_lines_split_into_one_panel_per_case():
+    fig = speedup_vs_batch_figure(paper_b_rows(6, ("fixed-1", "fixed-3")))  # 12 lines
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 6
+    assert sorted(legend_texts(fig)) == ["fixed-1", "fixed-3"]
+    assert len(legend_texts(fig)) <= MAX_LINES
+    lines = data_lines(fig)
+    assert len(lines) == 12
+    assert {ln.axes for ln in lines} == set(panels)
+
+
+def test_legend_of_one_panel_sits_outside_the_data():
+    fig = speedup_vs_batch_figure(paper_b_rows(3))
+    (ax,) = fig.axes
+    legend = ax.get_legend()
+    anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 >= 1.0  # right of the axes
+
+
+def test_several_folders_never_join_different_policies():
+    # Two policies per folder: each line must be one policy, one point per batch size.
+    tables = [paper_b_rows(2, ("fixed-1", "fixed-3")), paper_b_rows(2, ("fixed-1", "fixed-3"))]
+    fig = speedup_by_case_figure(tables, ["prior", "full"])
+    for line in data_lines(fig):
+        x = np.asarray(line.get_xdata(), dtype=float)
+        assert (np.diff(x) > 0).all()  # no vertical segment
+    assert sorted(legend_texts(fig)) == sorted(
+        ["prior: fixed-1", "prior: fixed-3", "full: fixed-1", "full: fixed-3"]
+    )
+    assert all(ax.get_legend() is None for ax in fig.axes)  # one legend, off the panels
+
+
+def test_one_policy_per_folder_is_named_by_folder():
+    fig = speedup_by_case_figure([paper_b_rows(3), paper_b_rows(3)], ["prior", "full"])
+    assert legend_texts(fig) == ["prior", "full"]
+    assert len(data_lines(fig)) == 6
+
+
+def paper_a_rows() -> list[PolicySummary]:
+    names = ["fixed-1", "fixed-2", "fixed-3", "fixed-4", "thr-a", "thr-b", "cost_aware"]
+    rows = []
+    for case in ("30B", "480B"):
+        rows.append(summary(case, {}, "no-spec", baseline=True, tpot_ms=4.0, speedup=1.0))
+        rows += [summary(case, {}, n, tpot_ms=3.0) for n in names]
+        rows.append(summary(case, {}, "oracle", oracle=True, tpot_ms=2.0, speedup=2.0))
+    return rows
+
+
+def _bar_colors(ax: Any) -> list[str]:
+    return [to_hex(p.get_facecolor()) for p in ax.patches]
+
+
+def test_paper_a_policies_no_spec_and_oracle_differ_and_no_legend_over_bars():
+    fig = policy_comparison_figure(paper_a_rows())
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["30B", "480B"]
+    for ax in panels:
+        colors = _bar_colors(ax)
+        assert len(colors) == 9
+        assert colors[0] == BASELINE_COLOR.lower() and colors[-1] == ORACLE_COLOR.lower()
+        assert len(set(colors)) == 9
+        assert ax.get_legend() is None  # policies named on the x axis instead
+        assert next(t.get_text() for t in ax.get_xticklabels()) == "no-spec"
+        assert "2.00x" in [t.get_text() for t in ax.texts]  # the oracle's speedup
+
+
+def test_policies_figure_covers_every_point():
+    fig = policy_comparison_figure(paper_b_rows())  # 90 points, 10 cases
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 10
+    for ax in panels:
+        assert len(ax.get_xticks()) == len(BATCHES)
+        assert len(ax.patches) == 2 * len(BATCHES)
+        assert "of" not in ax.get_title()
+    assert legend_texts(fig) == ["no-spec", "fixed-3"]
+
+
+def test_policies_figure_says_when_it_shows_a_subset():
+    rows = [
+        summary("", {"routing.overlap": i / 100}, p, baseline=p == "no-spec")
+        for i in range(20)
+        for p in ("no-spec", "fixed-3")
+    ]
+    fig = policy_comparison_figure(rows, max_points=12)
+    (ax,) = fig.axes
+    assert len(ax.get_xticks()) == 12
+    assert "12 of 20 points" in ax.get_title()
+
+
+@pytest.mark.parametrize("max_points", [5, 6])
+def test_policies_figure_subset_keeps_the_ends(max_points):
+    rows = [summary("", {BATCH: b}, "fixed-3") for b in BATCHES]
+    (ax,) = policy_comparison_figure(rows, max_points=max_points).axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "1" and labels[-1] == "256" and len(labels) == max_points
