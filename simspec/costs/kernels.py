@@ -28,6 +28,8 @@ calibrated model's fallback (:mod:`simspec.costs.calibrated`) and the synthetic 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from simspec.costs.params import PassCost, RooflineParams
@@ -126,39 +128,101 @@ def target_pass_cost(
     >>> round(c.overhead_s, 6)
     0.0008
     """
+    return pass_cost(
+        pass_constants(shape, gpu, params, num_gpus),
+        tokens_per_request,
+        context_tokens,
+        unique_experts,
+        overhead_s=overhead_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PassConstants:
+    """What a target pass's cost takes from (shape, GPU, params, num_gpus) alone.
+
+    Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them; the
+    arithmetic of :func:`pass_cost` is the same, term by term, as before, so results are
+    bit-identical.
+    """
+
+    shape: ModelShape
+    params: RooflineParams
+    num_gpus: int
+    bw: float
+    flops_per_s: float
+    w_bw: float  # bandwidth of dense weight reads
+    kv_bw: float  # bandwidth of KV reads
+    fixed_bytes: float  # shared experts + router, per MoE layer
+    fixed_bpp: float  # their bytes per parameter
+    num_layers: int
+
+
+def pass_constants(
+    shape: ModelShape, gpu: GpuSpec, params: RooflineParams, num_gpus: int = 1
+) -> PassConstants:
+    """The per-(model, GPU, params) constants of :func:`target_pass_cost`."""
     bw = gpu.hbm_bytes_per_s * num_gpus
-    flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
+    wb = shape.weight_bytes_per_param
+    fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
+    fixed_bpp = wb
+    if shape.num_moe_layers and shape.ffn_bytes_per_param != wb:  # shared experts quantised
+        params_count = shape.shared_expert_bytes / shape.ffn_bytes_per_param
+        fixed_bpp = fixed_bytes / (params_count + shape.router_bytes / wb)
+    return PassConstants(
+        shape=shape,
+        params=params,
+        num_gpus=num_gpus,
+        bw=bw,
+        flops_per_s=gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency,
+        w_bw=bw * params.weight_efficiency,
+        kv_bw=bw * params.kv_efficiency,
+        fixed_bytes=fixed_bytes,
+        fixed_bpp=fixed_bpp,
+        num_layers=sum(g.count for g in shape.groups),
+    )
+
+
+def _weights(nbytes: float, tokens: float, bpp: float, bw: float, flops_per_s: float) -> float:
+    """:func:`weights_s` on Python floats (same operations, same order, no numpy scalars)."""
+    return max(nbytes / bw, 2.0 * tokens * nbytes / bpp / flops_per_s)
+
+
+def pass_cost(
+    c: PassConstants,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """:func:`target_pass_cost` from precomputed constants (same parameters otherwise)."""
+    shape, params, flops_per_s, w_bw = c.shape, c.params, c.flops_per_s, c.w_bw
     tokens = np.asarray(tokens_per_request, dtype=float)
     ctx = np.asarray(context_tokens, dtype=float)
     n = float(tokens.sum())
     wb = shape.weight_bytes_per_param
-    w_bw = bw * params.weight_efficiency
 
     moe = 0.0
     if shape.num_moe_layers:
         rows = n * shape.experts_per_token
-        routed = routed_experts_s(shape, params, unique_experts, rows, bw, flops_per_s)
-        fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
-        fixed_bpp = wb
-        if shape.ffn_bytes_per_param != wb:  # shared experts quantised, router not
-            params_count = shape.shared_expert_bytes / shape.ffn_bytes_per_param
-            fixed_bpp = fixed_bytes / (params_count + shape.router_bytes / wb)
-        fixed = weights_s(fixed_bytes, n, fixed_bpp, w_bw, flops_per_s)
-        moe = float(routed.sum()) + shape.num_moe_layers * float(fixed)
+        routed = routed_experts_s(shape, params, unique_experts, rows, c.bw, flops_per_s)
+        fixed = _weights(c.fixed_bytes, n, c.fixed_bpp, w_bw, flops_per_s)
+        moe = float(routed.sum()) + shape.num_moe_layers * fixed
 
     attention = 0.0
     other = 0.0
     for g in shape.groups:
-        proj = weights_s(
+        proj = _weights(
             g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
         )
-        core = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
+        core = attention_core_s(g, tokens, ctx, c.kv_bw, flops_per_s)
         attention += g.count * float(proj + core)
         if g.ffn_weight_bytes:
-            ffn = weights_s(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
-            other += g.count * float(ffn)
-    other += float(weights_s(shape.lm_head_bytes, n, wb, w_bw, flops_per_s))
-    if num_gpus > 1:
-        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+            ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
+            other += g.count * ffn
+    other += _weights(shape.lm_head_bytes, n, wb, w_bw, flops_per_s)
+    if c.num_gpus > 1:
+        other += c.num_layers * params.comm_s_per_layer
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
     return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)

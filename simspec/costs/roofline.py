@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
-from simspec.costs.kernels import target_pass_cost
+from simspec.costs.kernels import PassConstants, pass_constants, pass_cost
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
@@ -27,25 +27,29 @@ class RooflineCostModel:
     num_gpus: int = 1
     draft_model: ModelSpec | None = None  # the dense draft model, when drafter.kind == "dense"
     profile: CalibrationProfile | None = None  # unused: the roofline needs only its fitted params
+    # Per-model constants, derived once here rather than in every pass (no spec hashing there).
+    _target: PassConstants = field(init=False, repr=False, compare=False)
+    _draft: PassConstants | None = field(init=False, repr=False, compare=False)
+    _draft_layers: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        target = pass_constants(self.target.shape, self.gpu, self.params, self.num_gpus)
+        object.__setattr__(self, "_target", target)
+        draft = None if self.draft_model is None else self.draft_model.shape
+        constants = None if draft is None else pass_constants(draft, self.gpu, self.params)
+        object.__setattr__(self, "_draft", constants)
+        object.__setattr__(self, "_draft_layers", 0 if draft is None else draft.num_moe_layers)
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
     ) -> PassCost:
-        """See :func:`target_pass_cost`."""
-        return target_pass_cost(
-            self.target.shape,
-            self.gpu,
-            self.params,
-            tokens_per_request,
-            context_tokens,
-            unique_experts,
-            num_gpus=self.num_gpus,
-        )
+        """See :func:`simspec.costs.kernels.target_pass_cost`."""
+        return pass_cost(self._target, tokens_per_request, context_tokens, unique_experts)
 
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
-        unique = prefill_unique_experts(self.target.shape, prompts)
+        unique = prefill_unique_experts(self._target.shape, prompts)
         return self.verify_pass(prompts, np.zeros_like(prompts), unique)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
@@ -57,14 +61,12 @@ class RooflineCostModel:
         if len(ctx) == 0:
             return 0.0
         overhead = self.params.draft_step_overhead_s
-        if self.draft_model is not None:
-            cost = target_pass_cost(
-                self.draft_model.shape,
-                self.gpu,
-                self.params,
+        if self._draft is not None:
+            cost = pass_cost(
+                self._draft,
                 np.ones_like(ctx),
                 ctx,
-                np.zeros(self.draft_model.shape.num_moe_layers),
+                np.zeros(self._draft_layers),
                 overhead_s=overhead,
             )
             return cost.total_s

@@ -4,9 +4,11 @@ from simspec.policies import adaptive_ema, batch_table, cost_aware, fixed, thres
 from simspec.policies.adaptive_ema import AdaptiveEmaPolicy
 from simspec.policies.base import (
     POLICIES,
+    BatchView,
     BudgetPolicy,
     DecodeState,
     StepOutcome,
+    batch_draft_lengths,
     initial_memory,
     observe,
     reads_confidence,
@@ -20,6 +22,7 @@ __all__ = [
     "POLICIES",
     "AdaptiveEmaPolicy",
     "BatchTablePolicy",
+    "BatchView",
     "BudgetPolicy",
     "CostAwarePolicy",
     "DecodeState",
@@ -27,6 +30,7 @@ __all__ = [
     "StepOutcome",
     "ThresholdPolicy",
     "adaptive_ema",
+    "batch_draft_lengths",
     "batch_table",
     "cost_aware",
     "fixed",

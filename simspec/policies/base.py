@@ -22,6 +22,13 @@ Policies are frozen dataclasses: their fields are their parameters. A policy tha
 across steps (an EMA, a current tier) threads it functionally: ``initial_memory()`` gives the
 starting value, the engine passes the current value in ``DecodeState.memory`` and, after every
 verify pass, replaces it with ``observe(memory, outcome)``. No policy object ever mutates.
+
+**The batch fast path.** A policy whose decision needs nothing per token (no confidence, no
+price, no per-request history: ``fixed``, ``batch_table``) may also offer
+``draft_lengths(view: BatchView) -> np.ndarray``: the draft tokens of every request of the
+step in one call, each within ``0..view.cap``. The engine then asks it once per step instead of
+once per draft token; the answer must equal what ``continue_drafting`` decides depth by depth
+(``tests/sim/test_fast_path.py`` checks every registered policy that offers it).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 from simspec.registry import Registry
 
@@ -60,6 +69,18 @@ class DecodeState:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchView:
+    """What every policy call of one step shares (the batch fast path's argument)."""
+
+    batch_size: int  # requests in this step's verify pass
+    batch_accepted_history: tuple[float, ...]  # mean accepted drafts per request, past steps
+    time_per_token_s: float  # running GPU time per committed token of the batch, s
+    memory: Any  # the policy's own memory
+    max_draft_tokens: int  # the drafter's cap K_max
+    cap: int  # the most drafts per request this step (policy's budget_cap within K_max)
+
+
+@dataclass(frozen=True, slots=True)
 class StepOutcome:
     """What a policy with memory learns after each verify pass."""
 
@@ -74,6 +95,8 @@ class BudgetPolicy(Protocol):
 
     # A policy that reads ``DecodeState.next_confidence`` also sets the class attribute
     # ``reads_confidence: ClassVar[bool] = True`` (module docstring); absent means False.
+    # A policy that decides per batch may also offer ``draft_lengths(view: BatchView) ->
+    # np.ndarray`` (the batch fast path, module docstring); absent means per-token calls only.
 
     def continue_drafting(self, state: DecodeState) -> bool:
         """True to draft one more token for this request in this step."""
@@ -93,6 +116,13 @@ def initial_memory(policy: BudgetPolicy) -> Any:
 def reads_confidence(policy: BudgetPolicy) -> bool:
     """True if ``policy`` reads the next draft's confidence (pays a probe step to decline)."""
     return bool(getattr(policy, "reads_confidence", False))
+
+
+def batch_draft_lengths(policy: BudgetPolicy) -> Callable[[BatchView], np.ndarray] | None:
+    """The policy's batch fast path ``draft_lengths``, or None when it decides per token."""
+    if reads_confidence(policy):
+        return None
+    return getattr(policy, "draft_lengths", None)
 
 
 def observe(policy: BudgetPolicy, memory: Any, outcome: StepOutcome) -> Any:

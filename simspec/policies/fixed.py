@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simspec.policies.base import POLICIES, DecodeState
+import numpy as np
+
+from simspec.policies.base import POLICIES, BatchView, DecodeState
 from simspec.schema import param
 
 
@@ -21,6 +23,11 @@ class FixedPolicy:
     def continue_drafting(self, state: DecodeState) -> bool:
         """Draft until ``draft_tokens`` are made (or the drafter's cap)."""
         return state.drafted < min(self.draft_tokens, state.max_draft_tokens)
+
+    def draft_lengths(self, view: BatchView) -> np.ndarray:
+        """Every request drafts ``draft_tokens`` (batch fast path; within the step's caps)."""
+        k = min(self.draft_tokens, view.max_draft_tokens, view.cap)
+        return np.full(view.batch_size, max(k, 0), dtype=np.int64)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``draft_tokens``, within the drafter's cap."""

@@ -28,6 +28,8 @@ its value off the nodes (:func:`interpolate_nodes`): the cost does not grow with
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -58,6 +60,17 @@ def _pair_targets(
     return depth, targets
 
 
+@functools.lru_cache(maxsize=256)
+def _pair_maps(span: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For the pair (x_{t−d}, x_t) in a window of ``span`` columns: the column → cell index
+    2·x_{t−d} + x_t, and the (2, span/2) indicators of x_{t−d} over the column pairs
+    (x_t is bit 0, so the columns of one pair are adjacent)."""
+    cols = np.arange(span)
+    cell = 2 * ((cols >> d) & 1) + (cols & 1)
+    bit = ((cols[::2] >> d) & 1).astype(float)
+    return cell, np.stack([1.0 - bit, bit])
+
+
 def _fit_factors(
     p: np.ndarray, targets: list[list[tuple[int, np.ndarray]]], tokens: int, depth: int
 ) -> tuple[list[np.ndarray], int]:
@@ -65,56 +78,67 @@ def _fit_factors(
 
     Returns (factors, sweeps). ``factors[t]`` has shape (M, 2^{D+1}); bit d of a column index is
     x_{t−d}. The pattern law is P(x) ∝ Π_t F_t.
+
+    Token t only works on the 2^{min(t, D+1)} columns whose tokens all exist (the others carry
+    no mass and keep factor 1): the iterates of raking the dense table, up to the order of
+    summation (results agree to ~1e-15 relative).
     """
     m = len(p)
     width = 1 << (depth + 1)
-    states = 1 << depth
-    cols = np.arange(width)
-    prev, nxt = cols >> 1, cols & (states - 1)
-    onehot = []
-    for d in range(depth + 1):
-        h = np.zeros((width, 4))
-        h[cols, 2 * ((cols >> d) & 1) + (cols & 1)] = 1.0
-        onehot.append(h)
-    factors = [np.ones((m, width)) for _ in range(tokens + 1)]
+    # Columns and states of the window of token t (tokens before the first one do not exist).
+    span = [1 << min(t, depth + 1) for t in range(tokens + 2)]
+    live = [1 << min(t, depth) for t in range(tokens + 2)]
+    factors = [np.ones((m, span[t])) for t in range(tokens + 1)]
+    # Per token: (cell index, pair indicators, target margin, rows with a target or None = all).
     goals = [
         [
-            (d, np.stack([1.0 - 2.0 * p + q, p - q, p - q, q], axis=1), ~np.isnan(q))
+            (
+                *_pair_maps(span[t], d),
+                np.stack([1.0 - 2.0 * p + q, p - q, p - q, q], axis=1),
+                ~np.isnan(q) if np.isnan(q).any() else None,
+            )
             for d, q in targets[t]
         ]
         for t in range(tokens + 1)
     ]
-    start = np.zeros((m, states))
-    start[:, 0] = 1.0  # tokens before the first one do not exist: their bits stay 0
     history = [np.inf]
+    add = np.add
     # nan / inf from inconsistent margins are detected below, not warned about.
     with np.errstate(all="ignore"):
         for sweep in range(1, MAX_SWEEPS + 1):
-            beta = [np.ones((m, states)) for _ in range(tokens + 1)]
+            beta: list[np.ndarray] = [np.ones((m, live[t])) for t in range(tokens + 1)]
             for t in range(tokens - 1, 0, -1):
-                b = (factors[t + 1] * beta[t + 1][:, nxt]).reshape(m, states, 2).sum(axis=2)
+                after = beta[t + 1] if span[t + 1] == live[t + 1] else np.tile(beta[t + 1], 2)
+                b = (factors[t + 1] * after).reshape(m, -1, 2).sum(axis=2)
                 beta[t] = b / b.sum(axis=1, keepdims=True)
-            alpha = start
+            alpha = np.ones((m, 1))
             worst = 0.0
             for t in range(1, tokens + 1):
-                base = alpha[:, prev] * beta[t][:, nxt]
                 f = factors[t]
-                for d, goal, valid in goals[t]:
+                before = np.repeat(alpha, 2, axis=1)
+                after = beta[t] if span[t] == live[t] else np.tile(beta[t], 2)
+                base = before * after
+                for cell, bits, goal, valid in goals[t]:
                     joint = base * f
-                    margin = joint @ onehot[d]
-                    margin /= margin.sum(axis=1, keepdims=True)
+                    margin = (bits @ joint.reshape(m, -1, 2)).reshape(m, 4)
+                    margin /= add.reduce(margin, axis=1, keepdims=True)
                     ratio = np.where(margin > 0.0, goal / margin, 0.0)
                     miss = np.abs(margin - goal)
-                    if not valid.all():  # rows without this lag (nan target) are left alone
+                    if valid is not None:  # rows without this lag (nan target) are left alone
                         miss = miss[valid]
                         ratio[~valid] = 1.0
                     miss_max = float(miss.max(initial=0.0))
-                    worst = max(worst, miss_max) if np.isfinite(miss_max) else np.inf
-                    f *= ratio[:, 2 * ((cols >> d) & 1) + (cols & 1)]
-                a = (alpha[:, prev] * f).reshape(m, 2, states).sum(axis=1)
+                    worst = max(worst, miss_max) if math.isfinite(miss_max) else np.inf
+                    f *= ratio.take(cell, axis=1)
+                a = before * f
+                if span[t] > live[t]:  # the oldest token leaves the window
+                    a = a.reshape(m, 2, live[t]).sum(axis=1)
                 alpha = a / a.sum(axis=1, keepdims=True)
             if worst < TOLERANCE:
-                return factors, sweep
+                full = [np.ones((m, width)) for _ in factors]
+                for padded, f in zip(full, factors, strict=True):
+                    padded[:, : f.shape[1]] = f
+                return full, sweep
             # Consistent margins converge geometrically; inconsistent ones stall (or collapse the
             # table to zeros, nan). Either way no process has these overlaps.
             history.append(worst if np.isfinite(worst) else np.inf)

@@ -18,7 +18,6 @@ token is a rejected draft uses the draft profile.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -103,7 +102,7 @@ class UniqueExpertPredictor:
         _, self._group_of_layer = np.unique(joint, axis=0, return_inverse=True)
         self._group_of_layer = self._group_of_layer.ravel()
         self._tables: dict[tuple[int, int], np.ndarray] = {}
-        self._answers: dict[tuple[tuple[int, int, int], ...], np.ndarray] = {}
+        self._answers: dict[tuple[int, bytes], np.ndarray] = {}
 
     def _fit(self, overlaps: Sequence[float] | np.ndarray) -> np.ndarray:
         return layer_log_odds_ratios(self.inclusion_probabilities, overlaps)
@@ -186,20 +185,32 @@ class UniqueExpertPredictor:
             How many of each sequence's tokens are true tokens (accepted drafts + 1); the rest
             are rejected drafts. Ignored unless a draft profile was given.
         """
+        # The batch composition as a histogram of (T, true tokens) codes: a few array calls
+        # instead of a Counter over Python tuples. Codes ascend as (T, a) do, so the terms are
+        # summed in the same order as sorted (T, a) pairs.
+        lengths = np.asarray(tokens_per_sequence, dtype=np.int64)
+        stride = 0
         if true_tokens is None or not self.split:
-            counts = Counter((int(t), int(t)) for t in tokens_per_sequence)
+            codes = lengths
         else:
-            counts = Counter(
-                (int(t), min(int(a), int(t)))
-                for t, a in zip(tokens_per_sequence, true_tokens, strict=True)
-            )
-        key = tuple(sorted((t, a, c) for (t, a), c in counts.items() if t > 0))
+            true = np.asarray(true_tokens, dtype=np.int64)
+            if true.shape != lengths.shape:
+                raise ValueError("tokens_per_sequence and true_tokens differ in length")
+            # At most T true tokens; fewer than 0 reads as 0 (all drafts).
+            stride = int(lengths.max(initial=0)) + 1
+            codes = lengths * stride + np.minimum(np.maximum(true, 0), lengths)
+        if len(codes) and codes.min() < 0:  # sequences of no tokens are ignored
+            codes = codes[lengths > 0]
+        counts = np.bincount(codes)
+        counts[: stride or 1] = 0  # T = 0
+        key = (stride, counts.tobytes())
         answer = self._answers.get(key)
         if answer is not None:
             return answer
         total = np.zeros_like(self.inclusion_probabilities)
-        for t, a, c in key:
-            total = total + c * self.log_silent(t, a)
+        for code in np.flatnonzero(counts):
+            t, a = divmod(int(code), stride) if stride else (int(code), int(code))
+            total = total + int(counts[code]) * self.log_silent(t, a)
         answer = (1.0 - np.exp(total)).sum(axis=1)
         answer.setflags(write=False)
         if len(self._answers) > 100_000:

@@ -31,9 +31,11 @@ import simpy
 from simspec.costs.base import CostModel, draft_phase_s
 from simspec.physics.models import kv_bytes_for_context
 from simspec.policies.base import (
+    BatchView,
     BudgetPolicy,
     DecodeState,
     StepOutcome,
+    batch_draft_lengths,
     initial_memory,
     observe,
     reads_confidence,
@@ -111,18 +113,6 @@ def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> 
         queue.put(rid)
 
 
-@dataclass(frozen=True)
-class _BatchView:
-    """What every policy call of one step shares."""
-
-    batch_size: int
-    batch_accepted_history: tuple[float, ...]
-    time_per_token_s: float
-    memory: Any
-    max_draft_tokens: int
-    cap: int
-
-
 @dataclass
 class _Price:
     """The share Δc(A) of one depth's extension set A, computed only if a policy reads it."""
@@ -143,7 +133,7 @@ def decide_step(
     active: list[_Active],
     confidences: list[np.ndarray],
     plan: StepPlan,
-    view: _BatchView,
+    view: BatchView,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ask ``policy`` depth by depth how many drafts each request makes this step.
 
@@ -228,6 +218,7 @@ def serve(
         shape.num_experts, shape.experts_per_token, shape.num_moe_layers, setup.mean_draft_overlap
     )
     memory = initial_memory(policy)
+    fast = batch_draft_lengths(policy)
     recent_steps_s: deque[float] = deque(maxlen=HISTORY_STEPS)
     recent_tokens: deque[int] = deque(maxlen=HISTORY_STEPS)
     batch_history: deque[float] = deque(maxlen=HISTORY_STEPS)
@@ -276,17 +267,24 @@ def serve(
             time_per_token = first.total_s / batch
         else:
             time_per_token = sum(recent_steps_s) / max(sum(recent_tokens), 1)
-        view = _BatchView(
+        view = BatchView(
             batch, tuple(batch_history), time_per_token, memory, setup.max_draft_tokens, cap
         )
-        confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
-        ks, probes = decide_step(policy, active, confidences, plan, view)
+        if fast is not None:  # one call for the batch, same answer as the per-token loop
+            ks = np.asarray(fast(view), dtype=np.int64)
+            probes = np.zeros_like(ks)
+        else:
+            confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
+            ks, probes = decide_step(policy, active, confidences, plan, view)
         draft_s = draft_phase_s(costs, contexts, ks + probes)  # probes run, never verified
         fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
         unique = refs.pass_unique_experts(fed)
         verify = costs.verify_pass(ks + 1, contexts, unique)
-        plain = refs.pass_unique_experts([(rid, state, 0) for rid, state, _ in fed])
-        decode = costs.verify_pass(np.ones_like(ks), contexts, plain)
+        if ks.any():  # the k = 0 pass at the same batch, for verify_over_decode only
+            plain = refs.pass_unique_experts([(rid, state, 0) for rid, state, _ in fed])
+            decode_s = costs.verify_pass(np.ones_like(ks), contexts, plain).total_s
+        else:  # nobody drafts: the verify pass is that pass (same tokens, experts, contexts)
+            decode_s = verify.total_s
         start = env.now
         yield env.timeout(draft_s + verify.total_s)
         accepted_total = judged = 0
@@ -343,7 +341,7 @@ def serve(
                 accepted_total,
                 draft_s,
                 verify,
-                decode.total_s,
+                decode_s,
                 float(unique.mean()) if len(unique) else 0.0,
                 int(probes.sum()),
             )

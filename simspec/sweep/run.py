@@ -64,6 +64,20 @@ def run_point(scenario: Scenario, oracle: bool) -> RunResult:
     return run_experiment(scenario, oracle=oracle)
 
 
+def point_work(point: Point, oracle: bool) -> int:
+    """Estimated cost of a point: requests × output tokens × simulations (policies, the k = 0
+    baseline and, with ``oracle``, the oracle)."""
+    workload = point.scenario.workload
+    runs = len(point.scenario.policies) + 1 + int(oracle)
+    return workload.num_requests * workload.output_tokens * runs
+
+
+def heaviest_first(todo: Sequence[Point], oracle: bool) -> list[Point]:
+    """The points by decreasing :func:`point_work` (ties in grid order): started first, the long
+    points do not finish last on one worker while the others idle."""
+    return sorted(todo, key=lambda p: -point_work(p, oracle))
+
+
 def run_sweep(
     points: Sequence[Point],
     out: str | Path,
@@ -118,6 +132,7 @@ def run_sweep(
     created = not out.exists()  # created by the first point written, removed if none is
     todo = [p for p in points if not point_path(out, p.digest).exists()]
     done = len(points) - len(todo)
+    todo = heaviest_first(todo, oracle)  # the files and tables follow the grid regardless
     if progress:
         progress(done, len(points))
 

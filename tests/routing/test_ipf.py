@@ -237,3 +237,36 @@ def test_ipf_matches_sampler_within_two_percent():
     assert errors.mean() < 0.02
     assert errors.mean(axis=1).max() < 0.03, per_config
     assert errors.max() < 0.05
+
+
+@pytest.mark.parametrize(("tokens", "lags"), [(7, 3), (9, 2), (6, 5)])
+def test_windowed_ipf_equals_classical_ipf_beyond_the_window(tokens, lags):
+    """T > D + 1: tokens past the first D + 1 use the full window, the oldest token leaves it."""
+    p = np.array([0.0625, 0.3, 0.01])
+    q = np.stack([np.array(SLOW[:lags]) * row for row in p])
+    fast = ipf.ipf_log_silent(p, q, tokens)
+    for row in range(len(p)):
+        dense = ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
+        assert fast[row] == pytest.approx(np.log(dense.reshape(-1)[0]), rel=1e-8)
+
+
+def test_rows_without_a_lag_are_fitted_as_with_fewer_lags():
+    p = np.array([0.0625, 0.2])
+    q = np.stack([np.array(SLOW[:3]) * row for row in p])
+    q[1, 2] = np.nan  # row 1: lags 1-2 only
+    both = ipf.ipf_log_silent(p, q, 7)
+    alone = ipf.ipf_log_silent(p[1:], q[1:, :2], 7)
+    assert both[1] == pytest.approx(alone[0], rel=1e-8)
+    assert both[0] == pytest.approx(ipf.ipf_log_silent(p[:1], q[:1], 7)[0], rel=1e-12)
+
+
+def test_batch_composition_key_ignores_order_and_empty_sequences():
+    pred = UniqueExpertPredictor(zipf(64, 4), list(SLOW[:3]), draft_overlaps=[0.2, 0.1])
+    first = pred.expected_unique([3, 5, 3, 0], [2, 5, 9, 0])
+    assert pred.expected_unique([5, 3, 3], [5, 3, 2]) is first  # one cache entry
+    expected = pred.log_silent(3, 2) + pred.log_silent(3, 3) + pred.log_silent(5, 5)
+    assert first == pytest.approx((1.0 - np.exp(expected)).sum(axis=1), rel=1e-12)
+    plain = UniqueExpertPredictor(zipf(64, 4), list(SLOW[:3]))
+    assert plain.expected_unique([4, 0, 4]) is plain.expected_unique(np.array([4, 4]))
+    with pytest.raises(ValueError, match="differ in length"):
+        pred.expected_unique([3, 4], [1])
