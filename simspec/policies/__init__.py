@@ -1,6 +1,7 @@
-"""Speculation-budget policies. Importing this package registers every implementation."""
+"""Speculation-budget policies: the protocol (:mod:`~simspec.policies.base`) and one module per
+policy. ``POLICIES`` finds every module of this package itself; the names below are re-exported
+for convenience only, so a new policy needs nothing but its own module."""
 
-from simspec.policies import adaptive_ema, batch_table, cost_aware, fixed, threshold
 from simspec.policies.adaptive_ema import AdaptiveEmaPolicy
 from simspec.policies.base import (
     POLICIES,
@@ -29,13 +30,8 @@ __all__ = [
     "FixedPolicy",
     "StepOutcome",
     "ThresholdPolicy",
-    "adaptive_ema",
     "batch_draft_lengths",
-    "batch_table",
-    "cost_aware",
-    "fixed",
     "initial_memory",
     "observe",
     "reads_confidence",
-    "threshold",
 ]

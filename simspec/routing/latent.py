@@ -37,6 +37,13 @@ def _uniform(num_experts: int, k: int) -> np.ndarray:
     return np.full((1, num_experts), k / num_experts)
 
 
+def _layer_probabilities(p: np.ndarray | None, num_experts: int, k: int) -> np.ndarray:
+    """Inclusion probabilities per layer (L, N): ``p``, or uniform k/N on one layer."""
+    if p is None:
+        return _uniform(num_experts, k)
+    return np.atleast_2d(np.asarray(p, dtype=float))
+
+
 def _draw(rng: np.random.Generator, targets: np.ndarray, k: int) -> np.ndarray:
     """Exactly ``k`` experts per row with inclusion close to ``targets`` (Pareto order
     sampling, Rosén 1997: the k smallest odds(U_e) / odds(target_e)); boolean (rows, N)."""
@@ -113,9 +120,9 @@ class TopicSampler:
     inclusion_probabilities: np.ndarray | None = None
 
     def _p(self) -> np.ndarray:
-        if self.inclusion_probabilities is None:
-            return _uniform(self.num_experts, self.experts_per_token)
-        return np.atleast_2d(np.asarray(self.inclusion_probabilities, dtype=float))
+        return _layer_probabilities(
+            self.inclusion_probabilities, self.num_experts, self.experts_per_token
+        )
 
     def sample_sequences(
         self, rng: np.random.Generator, num_sequences: int, length: int
@@ -172,9 +179,9 @@ class HotSetSampler:
     inclusion_probabilities: np.ndarray | None = None
 
     def _p(self) -> np.ndarray:
-        if self.inclusion_probabilities is None:
-            return _uniform(self.num_experts, self.experts_per_token)
-        return np.atleast_2d(np.asarray(self.inclusion_probabilities, dtype=float))
+        return _layer_probabilities(
+            self.inclusion_probabilities, self.num_experts, self.experts_per_token
+        )
 
     def sample_sequences(
         self, rng: np.random.Generator, num_sequences: int, length: int
