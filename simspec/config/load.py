@@ -30,6 +30,7 @@ from simspec.config.checks import (
     drop_stale_drafter,
     fill_default_drafter,
 )
+from simspec.config.engine import EngineConfig
 from simspec.config.profiles import load_scenario_profile
 from simspec.config.scenario import (
     CostsConfig,
@@ -39,6 +40,8 @@ from simspec.config.scenario import (
     Resolved,
     Scenario,
 )
+from simspec.config.slo import SloConfig
+from simspec.config.speculation import SpeculationConfig
 from simspec.errors import ScenarioError, describe
 from simspec.inputs import load_toml, read_input_text
 from simspec.physics.models import kv_bytes_for_context
@@ -63,6 +66,9 @@ TOP_KEYS = (
     "routing",
     "acceptance",
     "workload",
+    "engine",
+    "speculation",
+    "slo",
     "policies",
     "sweep",
 )
@@ -73,6 +79,9 @@ _TABLES = (
     ("routing", RoutingConfig),
     ("acceptance", AcceptanceConfig),
     ("workload", WorkloadConfig),
+    ("engine", EngineConfig),
+    ("speculation", SpeculationConfig),
+    ("slo", SloConfig),
 )
 _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 

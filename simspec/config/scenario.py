@@ -21,6 +21,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from simspec.config.engine import EngineConfig
+from simspec.config.slo import SloConfig
+from simspec.config.speculation import SpeculationConfig
 from simspec.costs.base import COST_MODELS
 from simspec.costs.params import RooflineParams
 from simspec.errors import FieldError, ScenarioError
@@ -192,6 +195,9 @@ class Scenario:
     routing: RoutingConfig = RoutingConfig()
     acceptance: AcceptanceConfig = AcceptanceConfig()
     workload: WorkloadConfig = WorkloadConfig()
+    engine: EngineConfig = EngineConfig()
+    speculation: SpeculationConfig = SpeculationConfig()
+    slo: SloConfig = SloConfig()
     policies: tuple[PolicySpec, ...] = field(default_factory=tuple)
     source: str = field(default="", compare=False)
     resolved: Resolved | None = field(default=None, compare=False, repr=False)
@@ -285,6 +291,9 @@ class Scenario:
             "routing": to_dict(self.routing),
             "acceptance": to_dict(self.acceptance),
             "workload": to_dict(self.workload),
+            "engine": to_dict(self.engine),
+            "speculation": to_dict(self.speculation),
+            "slo": to_dict(self.slo),
             "policies": [{"name": p.name, "label": p.label, **p.params()} for p in self.policies],
         }
 

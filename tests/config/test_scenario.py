@@ -124,6 +124,9 @@ def test_to_dict_fills_every_default(tmp_path):
         "routing",
         "acceptance",
         "workload",
+        "engine",
+        "speculation",
+        "slo",
         "policies",
     ]
     assert d["name"] == "bare"  # the file's stem when the file names none
