@@ -1,11 +1,16 @@
-"""Benchmark: simulated committed tokens per wall-clock second.
+"""Benchmark: simulated committed tokens per wall-clock second and per CPU second.
 
 Runs the embedded default scenario at batch 32 (closed loop, fixed k = 0..4) several times in
-this process and reports the median wall time and simulated tokens per wall second, counting
-every policy's tokens (the reference sequences are built once per scenario, inside the timing).
-Also times `simspec run` with no argument as a fresh process (target: < 30 s).
+this process, in Monte-Carlo routing and in analytic routing, and reports median wall and CPU
+time (``time.process_time``) and simulated committed tokens per CPU second, counting every
+policy's tokens (the reference sequences are built once per scenario, inside the timing). Each
+rate is also divided by the raw SimPy event rate measured in the same run
+(:mod:`simpy_rate`): tokens per CPU second per (SimPy events per CPU second).
 
-    python bench/bench_engine.py [--repeats 5] [--concurrency 32]
+Targets (issue 12): analytic >= 300k tokens per CPU second, Monte-Carlo >= 60k. Also times
+`simspec run` with no argument as a fresh process (target: < 30 s).
+
+    python bench/bench_engine.py [--repeats 5] [--concurrency 32] [--skip-cli]
 """
 
 from __future__ import annotations
@@ -19,8 +24,20 @@ import sys
 import time
 
 import numpy as np
+from simpy_rate import simpy_event_rate
 
 import simspec
+
+
+def _time_runs(scenario, repeats: int) -> tuple[list[float], list[float], int]:
+    walls, cpus, tokens = [], [], 0
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = simspec.run(scenario)
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+        tokens = sum(p.tokens for p in result.policies)
+    return walls, cpus, tokens
 
 
 def main() -> None:
@@ -28,40 +45,46 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--skip-cli", action="store_true", help="skip the fresh-process timing")
     args = parser.parse_args()
 
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, "
+        f"numpy {np.__version__}, simspec {simspec.__version__} "
+        f"({os.path.dirname(simspec.__file__)})"
+    )
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
     overrides = [
         f"workload.concurrency={args.concurrency}",
         f"workload.num_requests={args.requests}",
     ]
-    scenario = simspec.load_scenario(None, overrides)
-    walls, tokens = [], 0
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        result = simspec.run(scenario)
-        walls.append(time.perf_counter() - start)
-        tokens = sum(p.tokens for p in result.policies)
-    wall = statistics.median(walls)
-
+    events = simpy_event_rate()
+    print(f"raw SimPy event rate: {events:,.0f} events per CPU second")
+    for mode in ("monte_carlo", "analytic"):
+        scenario = simspec.load_scenario(None, [*overrides, f'routing.mode="{mode}"'])
+        walls, cpus, tokens = _time_runs(scenario, args.repeats)
+        cpu = statistics.median(cpus)
+        print(
+            f"{mode}: default with {' '.join(overrides)} ({len(scenario.policies)} policies), "
+            f"{tokens} simulated committed tokens"
+        )
+        print(
+            f"  simspec.run(): median {statistics.median(walls):.3f} s wall, {cpu:.3f} s CPU "
+            f"over {args.repeats} runs (CPU min {min(cpus):.3f}, max {max(cpus):.3f})"
+        )
+        rate = tokens / cpu
+        print(
+            f"  simulated tokens per CPU second: {rate:,.0f} "
+            f"({rate / events:.4f} per SimPy event per CPU second)"
+        )
+    if args.skip_cli:
+        return
     cli = []
     for _ in range(3):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "simspec", "run"], check=True, capture_output=True)
         cli.append(time.perf_counter() - start)
-
-    print(
-        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}, "
-        f"numpy {np.__version__}, simspec {simspec.__version__}"
-    )
-    print(f"command: {' '.join([sys.executable, *sys.argv])}")
-    print(f"scenario: default with {' '.join(overrides)} ({len(scenario.policies)} policies)")
-    print(
-        f"simspec.run(): median {wall:.3f} s over {args.repeats} runs "
-        f"(min {min(walls):.3f}, max {max(walls):.3f})"
-    )
-    print(f"simulated committed tokens (all policies): {tokens}")
-    print(f"simulated tokens per wall second: {tokens / wall:,.0f}")
     print(
         f"`simspec run` (default scenario, fresh process): median {statistics.median(cli):.2f} s "
         f"over 3 runs"

@@ -19,10 +19,14 @@ How a row is predicted:
   mean context of the decode steps is the row's (attention cost is linear in context).
 - **speculative**: the same run with ``fixed`` k = ``steps`` and i.i.d. acceptance alpha solving
   (1 − alpha^(k+1)) / (1 − alpha) = AL (the row's measured acceptance length); the prediction is
-  ``speedup_vs_no_spec``. Draft trees (topk > 1) are predicted as a chain of ``steps`` drafts.
+  ``speedup_vs_no_spec``. Draft trees (topk > 1) run as trees (``[speculation]`` topk and
+  num_draft_tokens, :mod:`simspec.text.tree`) with the alpha whose tree has the measured AL.
 
-Tensor / expert parallel degrees are recorded but not modelled yet: ``num_gpus`` GPUs act as one
-device with summed bandwidth, FLOP/s and memory plus a fixed per-layer communication time.
+Every decode and speculative row is predicted twice: with the engine preset of the row's engine
+(``fidelity_cases.engine_preset``: sglang, vllm, trtllm; fitted by ``bench/fit_presets.py``,
+whose ``validation/preset_fit.json`` adds the presets' values, residuals and leave-one-source-out
+errors to the report) and with ``ideal`` (physics only). Tensor and expert parallelism are
+modelled (:mod:`simspec.costs.parallel`).
 """
 
 from __future__ import annotations
@@ -41,16 +45,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fidelity_cases import CASES_PATH, Case, CaseFile, load_cases
+from fidelity_cases import CASES_PATH, Case, CaseFile, engine_preset, load_cases
+from fidelity_presets import preset_lines, target_lines
 
 import simspec
 from simspec import catalog
 from simspec.config.load import read_scenario_data, scenario_from_dict
+from simspec.config.speculation import DEFAULT_RANK_DECAY as RANK_DECAY
 from simspec.costs.kernels import routed_experts_s
 from simspec.errors import InputError
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
+from simspec.text.tree import expected_acceptance_length, fit_alpha
 
+FIT_PATH = Path(__file__).resolve().parent.parent / "validation" / "preset_fit.json"
+#: The issue's target series: (label, category, case-id prefixes).
+TARGETS = (
+    ("Qwen3-30B-A3B TP2 SGLang decode, bs 1-64", "decode", ("qwen3-30b-2xh100-tp2-sglang",)),
+    ("gpt-oss-120b TP8 vLLM decode, conc 4-64", "decode", ("gpt-oss-120b-8xh100-tp8-vllm",)),
+    ("GLM-4.7 TP8 EP8 TensorRT-LLM decode, conc 4-256", "decode", ("glm-4.7-8xh100",)),
+    ("all speculative rows", "speculative", ("",)),
+)
 #: TPOT rows simulate at most this many output tokens (module docstring).
 TPOT_OUTPUT_CAP = 256
 #: Requests simulated at least (batch 1 rows average over a few requests).
@@ -79,6 +94,22 @@ def alpha_for_acceptance_length(acceptance_length: float, draft_tokens: int) -> 
     return (lo + hi) / 2
 
 
+def is_tree_row(case: Case) -> bool:
+    """A draft tree: topk > 1, or fewer tokens verified than the chain's steps + 1."""
+    return case.topk > 1 or 0 < case.draft_tokens < case.steps + 1
+
+
+def tree_alpha(case: Case) -> float:
+    """The i.i.d. alpha whose (steps, topk, draft_tokens) tree has the row's AL (bisection).
+
+    Siblings share the rest of a node's acceptance by the default rank decay
+    (:mod:`simspec.text.tree`); capped at the tree's largest AL.
+    """
+    top = expected_acceptance_length(1.0, case.steps, case.topk, case.draft_tokens, RANK_DECAY)
+    target = min(case.acceptance_length, top)
+    return fit_alpha(target, case.steps, case.topk, case.draft_tokens, RANK_DECAY)
+
+
 def predict_kernel_us(case: Case, default: simspec.Scenario) -> float:
     """One MoE layer's routed-expert time at M = ``case.tokens`` tokens, µs (module docstring)."""
     spec = with_precision(
@@ -92,9 +123,18 @@ def predict_kernel_us(case: Case, default: simspec.Scenario) -> float:
     return float(routed_experts_s(shape, params, np.array([unique]), rows, bw, flops)[0]) * 1e6
 
 
-def scenario_data(case: Case) -> dict[str, Any]:
-    """The default scenario's data with the row's model, hardware, workload and policy."""
+def scenario_data(
+    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """The default scenario's data with the row's model, hardware, workload and policy.
+
+    ``preset`` is the engine preset (default: the row's engine, :func:`engine_preset`);
+    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes).
+    """
     data, _ = read_scenario_data(None)
+    data["engine"] = {"preset": preset or engine_preset(case)}
+    if costs:
+        data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
@@ -118,28 +158,55 @@ def scenario_data(case: Case) -> dict[str, Any]:
     }
     k = case.steps if case.category == "speculative" else 0
     data["policies"] = [{"name": "fixed", "draft_tokens": k}]
-    if k:
+    if k and is_tree_row(case):
+        data["speculation"] = {"topk": case.topk, "num_draft_tokens": case.draft_tokens}
+        data["acceptance"] = {"process": "iid", "alpha": min(tree_alpha(case), 0.999)}
+    elif k:
         alpha = alpha_for_acceptance_length(case.acceptance_length, k)
         data["acceptance"] = {"process": "iid", "alpha": min(alpha, 0.999)}
     return data
 
 
-def predict_run(case: Case) -> float:
-    """Decode and speculative rows: the quantity from one simulated run (module docstring)."""
-    scenario = scenario_from_dict(scenario_data(case), f"validation case {case.id}")
-    result = simspec.run(scenario)
-    row = result.policies[-1]
+#: What :func:`run_times` returns: times of one run that are linear in every fixed overhead
+#: (each pass or draft step adds its overhead once, and no decision of a fixed-k run depends on
+#: time), so the preset fit can interpolate them (bench/fit_presets.py).
+TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token")
+
+
+def run_times(
+    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+) -> dict[str, float]:
+    """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
+    data = scenario_data(case, preset, costs)
+    scenario = scenario_from_dict(data, f"validation case {case.id}")
+    row = simspec.run(scenario).policies[-1]
+    tpot = float(row.tpot_ms)
+    return {
+        "tpot_ms": tpot,
+        "baseline_tpot_ms": tpot * float(row.speedup_vs_no_spec),
+        "ttft_ms": float(row.ttft_ms),
+        "s_per_token": 1.0 / float(row.tokens_per_s),
+    }
+
+
+def quantity(case: Case, times: dict[str, float]) -> float:
+    """The row's published quantity from a run's :data:`TIMES` (module docstring)."""
     if case.category == "speculative":
-        return float(row.speedup_vs_no_spec)
+        return times["baseline_tpot_ms"] / times["tpot_ms"]
     if case.quantity == "tpot_ms":
-        return float(row.tpot_ms)
+        return times["tpot_ms"]
     if case.quantity == "tokens_per_s_per_user":
-        return 1000.0 / float(row.tpot_ms)
+        return 1000.0 / times["tpot_ms"]
     if case.quantity == "tokens_per_s":
-        return float(row.tokens_per_s)
+        return 1.0 / times["s_per_token"]
     if case.quantity == "e2e_latency_s":
-        return (float(row.ttft_ms) + float(row.tpot_ms) * (case.output_tokens - 1)) / 1000.0
+        return (times["ttft_ms"] + times["tpot_ms"] * (case.output_tokens - 1)) / 1000.0
     raise ValueError(case.quantity)
+
+
+def predict_run(case: Case, preset: str | None = None) -> float:
+    """Decode and speculative rows: the quantity from one simulated run (module docstring)."""
+    return quantity(case, run_times(case, preset))
 
 
 @dataclass(frozen=True)
@@ -150,6 +217,7 @@ class Outcome:
     measured: float
     predicted: float | None
     error: str = ""
+    ideal: float | None = None  # the prediction with the physics-only preset
 
     @property
     def relative_error(self) -> float | None:
@@ -165,6 +233,18 @@ class Outcome:
             return None
         return (self.predicted > 1) == (self.measured > 1)
 
+    @property
+    def ideal_error(self) -> float | None:
+        """(ideal − measured) / measured: the physics-only prediction's error."""
+        return None if self.ideal is None else (self.ideal - self.measured) / self.measured
+
+    @property
+    def ideal_sign_right(self) -> bool | None:
+        """The sign check of the physics-only prediction."""
+        if self.case.category != "speculative" or self.ideal is None:
+            return None
+        return (self.ideal > 1) == (self.measured > 1)
+
 
 def predict(case: Case) -> Outcome:
     """Predict one row; a scenario the row cannot build is an outcome with its reason."""
@@ -172,11 +252,16 @@ def predict(case: Case) -> Outcome:
     try:
         if case.category == "kernel":
             value = predict_kernel_us(case, simspec.load_scenario())
-        else:
-            value = predict_run(case)
+            return Outcome(case, measured, value, ideal=value)
+        value = predict_run(case)
+        ideal = value if engine_preset(case) == "ideal" else predict_run(case, "ideal")
     except InputError as exc:
         return Outcome(case, measured, None, str(exc))
-    return Outcome(case, measured, value)
+    return Outcome(case, measured, value, ideal=ideal)
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 4) if values else None
 
 
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -186,14 +271,33 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         rows = [o for o in outcomes if o.case.category == category]
         errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
         signs = [o.sign_right for o in rows if o.sign_right is not None]
+        ideal = [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
+        ideal_signs = [o.ideal_sign_right for o in rows if o.ideal_sign_right is not None]
         summary[category] = {
             "rows": len(rows),
             "predicted_rows": len(errors),
-            "median_abs_relative_error": round(statistics.median(errors), 4) if errors else None,
+            "median_abs_relative_error": _median(errors),
             "max_abs_relative_error": round(max(errors), 4) if errors else None,
             "wrong_signs": sum(1 for s in signs if not s),
             "signs_checked": len(signs),
+            "ideal_median_abs_relative_error": _median(ideal),
+            "ideal_wrong_signs": sum(1 for s in ideal_signs if not s),
         }
+    targets: dict[str, Any] = {}
+    for label, category, prefixes in TARGETS:
+        rows = [
+            o for o in outcomes if o.case.category == category and o.case.id.startswith(prefixes)
+        ]
+        targets[label] = {
+            "rows": len(rows),
+            "median_abs_relative_error": _median(
+                [abs(o.relative_error) for o in rows if o.relative_error is not None]
+            ),
+            "ideal_median_abs_relative_error": _median(
+                [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
+            ),
+        }
+    summary["targets"] = targets
     return summary
 
 
@@ -217,24 +321,34 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
         "cites its source); do not edit by hand. Method: the docstring of `bench/fidelity.py`.",
         "Predictions use the default scenario's cost model (roofline, assumed efficiencies, no",
         "calibration profile), its routing (lag-1 overlap 0.38, analytic mode) and the row's",
-        "model, weight precision, GPU, GPU count, batch and lengths. **TP/EP degrees are recorded",
-        "but not modelled**: `num_gpus` GPUs act as one device with summed bandwidth and FLOP/s",
-        "plus 20 µs of communication per layer. Draft trees are predicted as chains of `steps`.",
+        "model, weight precision, GPU, GPU count, TP/EP degrees, batch and lengths, and the",
+        "engine preset of the row's engine (sglang, vllm, trtllm: fitted overheads, see *Engine",
+        "presets*; other rows: `ideal`). Columns *ideal* give the physics-only prediction (preset",
+        "`ideal`, TP/EP sharding and alpha-beta collectives included). Draft trees run as",
+        "SGLang's (steps, topk, draft) trees.",
         "",
         "## Summary",
         "",
-        "| category | rows | predicted | median abs rel. error | max abs rel. error | "
-        "wrong sign of speedup − 1 |",
+        "| category | rows | predicted | median abs rel. error (ideal) | max abs rel. error | "
+        "wrong sign of speedup − 1 (ideal) |",
         "|---|---|---|---|---|---|",
     ]
     for category, s in summary.items():
+        if category == "targets":
+            continue
         med, mx = s["median_abs_relative_error"], s["max_abs_relative_error"]
-        signs = f"{s['wrong_signs']} of {s['signs_checked']}" if s["signs_checked"] else "—"
+        ideal = s["ideal_median_abs_relative_error"]
+        signs = (
+            f"{s['wrong_signs']} of {s['signs_checked']} ({s['ideal_wrong_signs']})"
+            if s["signs_checked"]
+            else "—"
+        )
         lines.append(
             f"| {category} | {s['rows']} | {s['predicted_rows']} | "
-            f"{'—' if med is None else f'{med:.0%}'} | {'—' if mx is None else f'{mx:.0%}'} | "
-            f"{signs} |"
+            f"{'—' if med is None else f'{med:.0%}'} ({'—' if ideal is None else f'{ideal:.0%}'})"
+            f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
         )
+    lines += target_lines(summary["targets"])
     titles = {
         "kernel": "Kernel: one MoE layer (µs) at M tokens",
         "decode": "Decode without speculation",
@@ -250,18 +364,20 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
         elif category == "decode":
             lines.append(
                 "| case | model | GPUs | precision | batch | in/out | quantity | measured | "
-                "predicted | rel. error |"
+                "predicted | rel. error | preset | ideal | rel. error |"
             )
-            lines.append("|---|---|---|---|---|---|---|---|---|---|")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         else:
             lines.append(
                 "| case | model | GPUs | batch | (steps, topk, draft) | AL | measured | "
-                "predicted | rel. error | sign |"
+                "predicted | rel. error | sign | preset | ideal | rel. error |"
             )
-            lines.append("|---|---|---|---|---|---|---|---|---|---|")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for o in (o for o in outcomes if o.case.category == category):
             c = o.case
             err = "—" if o.relative_error is None else f"{o.relative_error:+.0%}"
+            ierr = "—" if o.ideal_error is None else f"{o.ideal_error:+.0%}"
+            ideal = f"{engine_preset(c)} | {_fmt(o.ideal)} | {ierr} |"
             prec = c.precision + (f" / experts {c.expert_precision}" if c.expert_precision else "")
             if category == "kernel":
                 lines.append(
@@ -272,18 +388,19 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.batch} | "
                     f"{c.prompt_tokens}/{c.output_tokens} | {c.quantity} | {_fmt(o.measured)} | "
-                    f"{_fmt(o.predicted)} | {err} |"
+                    f"{_fmt(o.predicted)} | {err} | {ideal}"
                 )
             else:
                 sign = {None: "—", True: "right", False: "**wrong**"}[o.sign_right]
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
-                    f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} |"
+                    f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal}"
                 )
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
+    lines += preset_lines(outcomes, FIT_PATH)
     lines += ["", "## Notes and assumptions per series", ""]
     seen = set()
     for c in cases.cases:

@@ -71,6 +71,29 @@ class Case:
         return self.value / self.baseline_value
 
 
+#: Engine presets (simspec/catalog/engines) by the start of a row's ``engine`` text; rows of
+#: other engines (benchmark scripts, "not stated") are predicted with the physics-only "ideal".
+ENGINE_PRESETS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt-llm", "trtllm"))
+
+
+def engine_preset(case: Case) -> str:
+    """The engine preset a row is predicted (and presets are fitted) with.
+
+    Kernel rows time one MoE layer, outside any serving engine: always "ideal".
+
+    >>> engine_preset(Case("x", "decode", "m", "g", 1, 1, 1, "SGLang bench", "bf16", "q", "u",
+    ...                    1.0, "s"))
+    'sglang'
+    """
+    if case.category == "kernel":
+        return "ideal"
+    text = case.engine.lower()
+    for prefix, preset in ENGINE_PRESETS:
+        if text.startswith(prefix):
+            return preset
+    return "ideal"
+
+
 @dataclass(frozen=True)
 class Unexpressed:
     """A row of measurements.md no case can express yet."""

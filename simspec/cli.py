@@ -13,10 +13,45 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from simspec._version import __version__
 from simspec.errors import InputError
 
 #: Subcommand modules under simspec.commands, in the order `simspec --help` lists them.
-COMMANDS = ("run", "compare", "sweep", "plot", "validate", "models", "gpus", "routing", "calibrate")
+COMMANDS = (
+    "run",
+    "compare",
+    "recommend",
+    "sweep",
+    "plot",
+    "validate",
+    "models",
+    "gpus",
+    "routing",
+    "record",
+    "calibrate",
+    "fit",
+)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's line breaks and appends each option's default to its help.
+
+    Like :class:`argparse.ArgumentDefaultsHelpFormatter`, but silent where a default says
+    nothing (None, False, an empty list) or the help already names it.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or default == []
+            or not (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,14 +71,15 @@ def _parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
         description="Simulate speculative decoding on Mixture-of-Experts LLMs.",
         epilog="Run `simspec COMMAND --help` for each command's options and an example.",
     )
+    parser.add_argument("--version", action="version", version=f"simspec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, module in modules.items():
         command = sub.add_parser(
             module.NAME,
-            help=module.HELP,
+            help=module.HELP.replace("%", "%%"),  # argparse %-formats help texts
             description=module.HELP,
             epilog=f"example: {module.EXAMPLE}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         module.configure(command)
         command.set_defaults(_execute=module.execute, _name=name)

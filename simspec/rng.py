@@ -20,6 +20,7 @@ STREAMS: dict[str, int] = {
     "rejected_routing": 5,
     "popularity": 6,
     "delta_control": 7,
+    "tree_ranks": 8,
 }
 
 
@@ -31,3 +32,16 @@ def seed_sequence(seed: int, name: str, *index: int) -> np.random.SeedSequence:
 def stream(seed: int, name: str, *index: int) -> np.random.Generator:
     """A fresh Generator for stream ``name``: same arguments, same numbers."""
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, name, *index)))
+
+
+def replication_seed(seed: int, replication: int) -> int:
+    """The scenario seed of replication ``replication`` of a scenario whose seed is ``seed``.
+
+    Replication 0 runs ``seed`` itself (so one replication is the plain run); replication r > 0
+    runs 63 bits drawn from ``numpy.random.SeedSequence([seed, r])``: independent of the other
+    replications, reproducible, and the same in a sweep and in ``simspec run --replications``.
+    """
+    if replication == 0:
+        return seed
+    state = np.random.SeedSequence([seed, replication]).generate_state(2, dtype=np.uint32)
+    return int((int(state[0]) << 31) ^ int(state[1]))

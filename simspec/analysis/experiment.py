@@ -46,7 +46,11 @@ class _Run:
 
 
 def run_experiment(
-    scenario: Scenario, *, oracle: bool = False, progress: Progress | None = None
+    scenario: Scenario,
+    *,
+    oracle: bool = False,
+    progress: Progress | None = None,
+    keep_logs: bool = False,
 ) -> RunResult:
     """Run the baseline, every policy of ``scenario`` and optionally the oracle (module doc).
 
@@ -58,6 +62,9 @@ def run_experiment(
         Also find the hindsight oracle and analyse its decisions.
     progress : callable, optional
         Called as ``progress(done, total)`` after each simulated policy.
+    keep_logs : bool
+        Keep each run's engine records (:class:`~simspec.sim.engine.RunLog`, by row label) in
+        :attr:`RunResult.logs`, e.g. for a timeline (:mod:`simspec.io.perfetto`).
 
     Returns
     -------
@@ -114,6 +121,7 @@ def run_experiment(
             oracle_tpot_s=oracle_tpot,
             is_baseline=r.is_baseline,
             is_oracle=r.is_oracle,
+            slo=scenario.slo,
         )
         for r in runs
     )
@@ -125,4 +133,5 @@ def run_experiment(
         policies=rows,
         oracle=summary,
         delta_points=delta_points,
+        logs={r.label: r.log for r in runs} if keep_logs else None,
     )

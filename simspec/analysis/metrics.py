@@ -1,14 +1,76 @@
-"""From run records to a :class:`~simspec.analysis.results.PolicyResult` (definitions there)."""
+"""From run records to a :class:`~simspec.analysis.results.PolicyResult` (definitions there).
+
+Per request: TTFT = first-token time − arrival and TPOT = (finish − first-token time) /
+(output tokens − 1). A run reports their means, their 50th/90th/99th percentiles, and, against
+the scenario's ``[slo]`` targets, how many requests met every target and at what rate (goodput).
+:func:`requests_csv` writes the same per-request values, one row per request
+(:data:`REQUEST_COLUMNS`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import csv
+import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from simspec.analysis.results import GpuTime, PolicyResult
+from simspec.analysis.results import GpuTime, PolicyResult, RunResult
+from simspec.config.slo import SloConfig
 from simspec.sim.engine import RunLog
+from simspec.sim.records import RequestRecord
+
+#: The latency percentiles every run reports (``tpot_p50_ms``, ..., ``ttft_p99_ms``).
+PERCENTILES = (50, 90, 99)
+
+
+def request_ttft_s(requests: Sequence[RequestRecord]) -> np.ndarray:
+    """Time to first token of each request, s."""
+    return np.array([r.first_token_s - r.arrival_s for r in requests], dtype=float)
+
+
+def request_tpot_s(requests: Sequence[RequestRecord]) -> np.ndarray:
+    """Time per output token after the first, of each request, s (outputs have >= 2 tokens)."""
+    return np.array(
+        [(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in requests], dtype=float
+    )
+
+
+def percentiles_ms(values_s: np.ndarray) -> tuple[float, ...]:
+    """The :data:`PERCENTILES` of ``values_s`` in ms (zeros when there are no values)."""
+    if len(values_s) == 0:
+        return tuple(0.0 for _ in PERCENTILES)
+    return tuple(float(v) * 1e3 for v in np.percentile(values_s, PERCENTILES))
+
+
+def has_targets(slo: SloConfig | None) -> bool:
+    """Whether ``slo`` sets any target."""
+    return slo is not None and (slo.tpot_ms is not None or slo.ttft_ms is not None)
+
+
+def meets_slo(requests: Sequence[RequestRecord], slo: SloConfig) -> np.ndarray:
+    """Per request: its TPOT and TTFT are at most the targets ``slo`` sets (unset = no limit)."""
+    ok = np.ones(len(requests), dtype=bool)
+    if slo.tpot_ms is not None:
+        ok &= request_tpot_s(requests) * 1e3 <= slo.tpot_ms
+    if slo.ttft_ms is not None:
+        ok &= request_ttft_s(requests) * 1e3 <= slo.ttft_ms
+    return ok
+
+
+def _slo_metrics(
+    requests: Sequence[RequestRecord], slo: SloConfig | None, makespan_s: float
+) -> dict[str, float | None]:
+    if slo is None or not has_targets(slo):
+        return {}
+    ok = meets_slo(requests, slo)
+    good_tokens = sum(r.output_tokens for r, met in zip(requests, ok, strict=True) if met)
+    return {
+        "slo_attainment": float(ok.mean()) if len(ok) else 0.0,
+        "goodput_requests_per_s": int(ok.sum()) / makespan_s if makespan_s > 0 else 0.0,
+        "goodput_tokens_per_s": good_tokens / makespan_s if makespan_s > 0 else 0.0,
+    }
 
 
 def summarize(
@@ -21,8 +83,9 @@ def summarize(
     oracle_tpot_s: float | None = None,
     is_baseline: bool = False,
     is_oracle: bool = False,
+    slo: SloConfig | None = None,
 ) -> PolicyResult:
-    """The metrics and GPU-time breakdown of one run of one policy."""
+    """The metrics and GPU-time breakdown of one run of one policy (SLO metrics with ``slo``)."""
     reqs, steps = log.requests, log.steps
     tokens = sum(r.output_tokens for r in reqs)
     start = min((r.arrival_s for r in reqs), default=0.0)
@@ -34,6 +97,8 @@ def summarize(
     decode_s = sum(s.decode_s for s in steps)
     tpot = log.mean_tpot_s()
     prefill = [p.cost for p in log.prefills]
+    tpot_p = percentiles_ms(request_tpot_s(reqs))
+    ttft_p = percentiles_ms(request_ttft_s(reqs))
     gap = None
     if oracle_tpot_s is not None:
         gap = 100.0 * (tpot / oracle_tpot_s - 1.0) if oracle_tpot_s else 0.0
@@ -70,4 +135,77 @@ def summarize(
         gap_to_oracle_pct=gap,
         is_baseline=is_baseline,
         is_oracle=is_oracle,
+        tpot_p50_ms=tpot_p[0],
+        tpot_p90_ms=tpot_p[1],
+        tpot_p99_ms=tpot_p[2],
+        ttft_p50_ms=ttft_p[0],
+        ttft_p90_ms=ttft_p[1],
+        ttft_p99_ms=ttft_p[2],
+        **_slo_metrics(reqs, slo, makespan),
     )
+
+
+#: Columns of the per-request CSV (``--requests-csv``), in order: the replication and the seed it
+#: ran with, the policy's label, the request's id and its record (times in s of simulated time
+#: since the run began), its TTFT and TPOT in ms, and ``meets_slo`` (1 or 0; empty without an
+#: ``[slo]`` table).
+REQUEST_COLUMNS = (
+    "replication",
+    "seed",
+    "policy",
+    "request_id",
+    "arrival_s",
+    "first_token_s",
+    "finish_s",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "steps",
+    "drafted",
+    "accepted",
+    "meets_slo",
+)
+
+
+def request_rows(result: RunResult, replication: int = 0) -> list[dict[str, Any]]:
+    """One row per request per policy of ``result`` (kept logs needed: ``keep_logs=True``)."""
+    if result.logs is None:
+        raise ValueError("per-request rows need the run's logs: run_experiment(keep_logs=True)")
+    slo = SloConfig(**result.scenario.get("slo", {}))
+    rows = []
+    for row in result.policies:
+        reqs = result.logs[row.label].requests
+        met = meets_slo(reqs, slo) if has_targets(slo) else None
+        ttft, tpot = request_ttft_s(reqs) * 1e3, request_tpot_s(reqs) * 1e3
+        for i, r in enumerate(reqs):
+            rows.append(
+                {
+                    "replication": replication,
+                    "seed": result.seed,
+                    "policy": row.label,
+                    "request_id": r.request_id,
+                    "arrival_s": r.arrival_s,
+                    "first_token_s": r.first_token_s,
+                    "finish_s": r.finish_s,
+                    "prompt_tokens": r.prompt_tokens,
+                    "output_tokens": r.output_tokens,
+                    "ttft_ms": float(ttft[i]),
+                    "tpot_ms": float(tpot[i]),
+                    "steps": r.steps,
+                    "drafted": r.drafted,
+                    "accepted": r.accepted,
+                    "meets_slo": "" if met is None else int(met[i]),
+                }
+            )
+    return rows
+
+
+def requests_csv(results: Sequence[RunResult]) -> str:
+    """The per-request CSV text of the runs (replication r = ``results[r]``), floats as repr."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=REQUEST_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for replication, result in enumerate(results):
+        writer.writerows(request_rows(result, replication))
+    return out.getvalue()

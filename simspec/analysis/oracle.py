@@ -33,7 +33,7 @@ import numpy as np
 from simspec.physics.experts import independent_union
 from simspec.policies.base import BudgetPolicy, DecodeState
 from simspec.policies.fixed import FixedPolicy
-from simspec.routing.sets import to_sets
+from simspec.routing.sets import cumulative_union_sizes, to_sets
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 
 
@@ -94,10 +94,28 @@ def unique_experts_by_k(setup: EngineSetup, request_id: int, state: int, kmax: i
     refs = setup.references
     if not refs.num_layers:
         return np.zeros((kmax + 1, 0))
-    if refs.routing.mode == "monte_carlo":
+    if refs.routing.mode != "analytic":  # sampled or replayed sets
         sets = to_sets(refs.fed_routing(request_id, state, kmax), refs.num_experts)
         return np.logical_or.accumulate(sets, axis=0).sum(axis=-1).astype(float)
     return np.stack([refs.pass_unique_experts([(request_id, state, k)]) for k in range(kmax + 1)])
+
+
+def unique_experts_table(setup: EngineSetup, request_id: int, kmax: int) -> np.ndarray:
+    """:func:`unique_experts_by_k` at every state of a request: (L, kmax + 1, layers).
+
+    Row i is that function at state i (row 0 too). With sampled or replayed sets it is one
+    gather of every state's fed tokens and a cumulative bitmask union over them
+    (:func:`~simspec.routing.sets.cumulative_union_sizes`), not L separate unions; the counts
+    are the same integers.
+    """
+    refs = setup.references
+    last = refs.sequence(request_id).output_tokens
+    if not refs.num_layers:
+        return np.zeros((last, kmax + 1, 0))
+    if refs.routing.mode != "analytic":
+        routing = refs.state_routing(request_id, kmax)
+        return cumulative_union_sizes(routing, refs.num_experts).astype(float)
+    return np.stack([unique_experts_by_k(setup, request_id, i, kmax) for i in range(last)])
 
 
 def solve(cost_s: np.ndarray, next_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,23 +146,31 @@ def shortest_path_networkx(cost_s: np.ndarray, next_state: np.ndarray) -> float:
 
 
 def request_tables(
-    setup: EngineSetup, request_id: int, kmax: int, step_cost: StepCost | None = None
+    setup: EngineSetup,
+    request_id: int,
+    kmax: int,
+    step_cost: StepCost | None = None,
+    unique: np.ndarray | None = None,
 ) -> RequestTables:
-    """Build and solve one request's DP with the B = 1 pass cost (or ``step_cost``)."""
+    """Build and solve one request's DP with the B = 1 pass cost (or ``step_cost``).
+
+    ``unique`` is :func:`unique_experts_table` of the request, if the caller already has it.
+    """
     seq = setup.references.sequence(request_id)
     last = seq.output_tokens
     ks = np.arange(kmax + 1)
     cost = np.zeros((last, kmax + 1))
-    nxt = np.full((last, kmax + 1), last, dtype=np.int64)
     m = seq.match_lengths
+    if unique is None:
+        unique = unique_experts_table(setup, request_id, kmax)
     for i in range(1, last):
         ctx = seq.prompt_tokens + i
-        unique = unique_experts_by_k(setup, request_id, i, kmax)
         if step_cost is None:
-            cost[i] = _alone_cost(setup, ctx, unique, kmax)
+            cost[i] = _alone_cost(setup, ctx, unique[i], kmax)
         else:
-            cost[i] = step_cost(ctx, unique)
-        nxt[i] = i + np.minimum(ks, m[i]) + 1
+            cost[i] = step_cost(ctx, unique[i])
+    states = np.arange(last)[:, None]
+    nxt = np.where(states >= 1, states + np.minimum(ks, m[:, None]) + 1, last)
     value, choice = solve(cost, nxt)
     return RequestTables(request_id, cost, nxt, value, choice, m.copy(), seq.confidences)
 
@@ -183,6 +209,23 @@ class StepCost:
         self.tokens_each = max(1, round(tokens_each))
         self.context = int(context)
         self.others_union = others_union
+        # Draft steps repeat across states (same depth, same own context): priced once each.
+        self._with_me: dict[tuple[int, int], float] = {}
+        self._others_only: dict[int, float] = {}
+
+    def _draft_with_me(self, depth: int, own: int, drafting_others: int) -> float:
+        key = (depth, own)
+        if key not in self._with_me:
+            with_me = np.full(drafting_others + 1, self.context + depth - 1)
+            with_me[-1] = own
+            self._with_me[key] = self.setup.cost_model.draft_step(with_me)
+        return self._with_me[key]
+
+    def _draft_others(self, depth: int, drafting_others: int) -> float:
+        if depth not in self._others_only:
+            others = np.full(drafting_others, self.context + depth - 1)
+            self._others_only[depth] = self.setup.cost_model.draft_step(others)
+        return self._others_only[depth]
 
     def __call__(self, ctx: int, unique: np.ndarray) -> np.ndarray:
         costs, n = self.setup.cost_model, self.setup.references.num_experts
@@ -200,11 +243,9 @@ class StepCost:
         out = base / (self.others + 1) + (out - base)
         drafting_others = self.others if self.tokens_each - 1 >= 1 else 0
         for j in range(1, kmax + 1):
-            with_me = np.full(drafting_others + 1, self.context + j - 1)
-            with_me[-1] = ctx + j - 1
-            extra = costs.draft_step(with_me)
+            extra = self._draft_with_me(j, ctx + j - 1, drafting_others)
             if drafting_others and j <= self.tokens_each - 1:
-                extra -= costs.draft_step(with_me[:-1])
+                extra -= self._draft_others(j, drafting_others)
             out[j:] += extra
         return out
 
@@ -247,13 +288,12 @@ def batched_plan(setup: EngineSetup, kmax: int, rounds: int = 2) -> OracleResult
         log = run_policy(setup, fixed)
         candidates.append((log.mean_tpot_s(), f"fixed k = {k}", fixed, log, {}))
     best_log = min(candidates, key=lambda c: c[0])[3]
+    requests = range(setup.workload.num_requests)
+    uniques = {rid: unique_experts_table(setup, rid, kmax) for rid in requests}  # every round's
     for r in range(rounds):
         batch, tokens, context, union = _batch_stats(best_log, n)
         step = StepCost(setup, max(round(batch) - 1, 0), tokens, context, union)
-        tables = {
-            rid: request_tables(setup, rid, kmax, step)
-            for rid in range(setup.workload.num_requests)
-        }
+        tables = {rid: request_tables(setup, rid, kmax, step, uniques[rid]) for rid in requests}
         policy = _policy_from_tables(tables, kmax)
         log = run_policy(setup, policy)
         candidates.append((log.mean_tpot_s(), f"attribution DP round {r + 1}", policy, log, tables))

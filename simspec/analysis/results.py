@@ -12,6 +12,9 @@ output tokens / makespan; acceptance length = mean tokens committed per request 
 time / total time the same passes would take with k = 0; speedup_vs_no_spec = TPOT of the k = 0
 run / TPOT of this run on the same reference sequences; cost_fallbacks = passes in which the
 calibrated cost model took a term from its fitted roofline (0 for the roofline model).
+``tpot_pXX_ms`` / ``ttft_pXX_ms`` are percentiles over requests of the same per-request values
+(numpy's default linear interpolation); with an ``[slo]`` table, :data:`SLO_METRICS` score each
+request against its targets (a request meets them when its TPOT and TTFT are at most the targets).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from simspec.analysis.delta import DeltaPoints
+    from simspec.sim.engine import RunLog
 
 
 class NonFiniteResult(ArithmeticError):
@@ -97,9 +101,21 @@ class PolicyResult:
     gap_to_oracle_pct: float | None = None  # set when the run has an oracle
     is_baseline: bool = False  # the k = 0 run every speedup is measured against
     is_oracle: bool = False  # the hindsight oracle
+    # Per-request latency percentiles (numpy's linear interpolation between order statistics).
+    # The defaults read results written before these metrics existed.
+    tpot_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TPOT, ms"))
+    tpot_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TPOT, ms"))
+    tpot_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TPOT, ms"))
+    ttft_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TTFT, ms"))
+    ttft_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TTFT, ms"))
+    ttft_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TTFT, ms"))
+    # Set when the scenario has an [slo] target (see SLO_METRICS).
+    slo_attainment: float | None = None
+    goodput_requests_per_s: float | None = None
+    goodput_tokens_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in (*METRICS, "gap_to_oracle_pct"):
+        for name in (*METRICS, "gap_to_oracle_pct", *SLO_METRICS):
             _require_finite(f"{self.label}: {name}", getattr(self, name))
         for f in dataclasses.fields(self.gpu_time_s):
             _require_finite(f"{self.label}: gpu_time_s.{f.name}", getattr(self.gpu_time_s, f.name))
@@ -109,8 +125,9 @@ class PolicyResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["params"] = dict(self.params)
         data["gpu_time_s"] = dataclasses.asdict(self.gpu_time_s)
-        if self.gap_to_oracle_pct is None:
-            del data["gap_to_oracle_pct"]
+        for optional in ("gap_to_oracle_pct", *SLO_METRICS):
+            if data[optional] is None:
+                del data[optional]
         return data
 
     @classmethod
@@ -128,6 +145,15 @@ class PolicyResult:
 #: The scalar metrics of a :class:`PolicyResult`, in results-JSON order.
 METRICS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(PolicyResult) if f.metadata.get("metric")
+)
+#: Metrics against the scenario's ``[slo]`` targets, present only when it sets one: the fraction
+#: of requests that meet every target, and those requests (and their output tokens) per second of
+#: makespan. Counting only requests within their SLOs is the serving notion of goodput (DistServe,
+#: Zhong et al., OSDI 2024, go further and maximise the arrival rate at a target attainment).
+SLO_METRICS: tuple[str, ...] = (
+    "slo_attainment",
+    "goodput_requests_per_s",
+    "goodput_tokens_per_s",
 )
 
 
@@ -158,6 +184,8 @@ class RunResult:
     oracle: OracleSummary | None = None
     #: The oracle's Delta-space points (for figures; not part of the JSON).
     delta_points: DeltaPoints | None = field(default=None, compare=False, repr=False)
+    #: Each row's engine records by label, kept on request (``keep_logs``; not in the JSON).
+    logs: Mapping[str, RunLog] | None = field(default=None, compare=False, repr=False)
 
     @property
     def baseline(self) -> PolicyResult:
@@ -175,6 +203,31 @@ class RunResult:
             if p.label == label:
                 return p
         raise KeyError(f"no policy labelled {label!r}; labels: {[p.label for p in self.policies]}")
+
+    def records(self) -> list[dict[str, Any]]:
+        """One flat dict per row (what :meth:`to_dataframe` tabulates): the label, the scalar
+        metrics, the optional ones that are set, GPU time by component (``gpu_<part>_s``),
+        the policy's parameters (``param_<name>``) and the baseline/oracle flags."""
+        rows = []
+        for p in self.policies:
+            data = p.to_dict()
+            row: dict[str, Any] = {"policy": p.label, "name": p.name}
+            row.update({k: v for k, v in data.items() if isinstance(v, int | float)})
+            row.update({f"gpu_{k}_s": v for k, v in data["gpu_time_s"].items()})
+            row.update({f"param_{k}": v for k, v in data["params"].items()})
+            rows.append(row)
+        return rows
+
+    def to_dataframe(self) -> Any:
+        """The rows as a pandas DataFrame indexed by label (pandas is optional: imported here)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(
+                "RunResult.to_dataframe needs pandas, which simspec does not install: "
+                "`pip install pandas` (or use RunResult.records(), plain dicts)"
+            ) from None
+        return pandas.DataFrame.from_records(self.records()).set_index("policy")
 
     def to_dict(self) -> dict[str, Any]:
         """The results-JSON object (design §4)."""

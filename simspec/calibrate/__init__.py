@@ -26,6 +26,10 @@ before each flushed repetition; on a CPU the same code with ``time.perf_counter`
 shapes, to test the pipeline. :mod:`simspec.calibrate.fit` fits the roofline's efficiencies to
 the tables; :func:`assemble_profile` writes everything into one profile (:mod:`simspec.profile`).
 
+Without a GPU at hand, :mod:`.measured` (``simspec fit``) fits the overheads and efficiencies
+to serving benchmark numbers instead (vLLM / SGLang TPOT at a few batch sizes, with and without
+speculation), simulating each measured point.
+
 Only :func:`measure_profile` imports torch (lazily, through :mod:`.run`); this module and
 :mod:`.plan`, :mod:`.fit` and :mod:`.analytic` are numpy and scipy.
 """

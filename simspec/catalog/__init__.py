@@ -1,4 +1,4 @@
-"""The catalogs: target models, drafters and GPUs, one TOML file per entry.
+"""The catalogs: target models, drafters, GPUs and engine presets, one TOML file per entry.
 
 The files are data transcribed from public config.json files and data sheets (each cites its
 source). They are loaded strictly, like scenario files, so a malformed entry names its key.
@@ -11,13 +11,19 @@ import tomllib
 from importlib import resources
 from typing import Any
 
+from simspec.costs.presets import EnginePreset
 from simspec.errors import InputError
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
 from simspec.schema import build
 
-_KINDS: dict[str, type] = {"models": ModelSpec, "drafters": DrafterSpec, "gpus": GpuSpec}
+_KINDS: dict[str, type] = {
+    "models": ModelSpec,
+    "drafters": DrafterSpec,
+    "gpus": GpuSpec,
+    "engines": EnginePreset,
+}
 
 
 @functools.cache
@@ -51,6 +57,16 @@ def drafter_names() -> list[str]:
 def gpu_names() -> list[str]:
     """Names of the catalog's GPUs."""
     return sorted(_load("gpus"))
+
+
+def engine_names() -> list[str]:
+    """Names of the catalog's engine presets (``[engine] preset``)."""
+    return sorted(_load("engines"))
+
+
+def get_engine(name: str) -> EnginePreset:
+    """The catalog engine preset ``name``; KeyError lists valid names."""
+    return _get("engines", name)
 
 
 def get_model(name: str) -> ModelSpec:

@@ -215,7 +215,10 @@ def execute(args: argparse.Namespace) -> int:
         f"model {m['model'] or '-'} ({m['shapes'] or 'no tables'}), {elapsed:.1f} s"
     )
     fitted = data["fitted"]
-    rows = [(k, f"{v:.6g}", data["provenance"].get(k, "")) for k, v in fitted.items()]
+    rows = [
+        (k, f"{v:.6g}" if isinstance(v, float) else str(v), data["provenance"].get(k, ""))
+        for k, v in fitted.items()
+    ]
     print(table(("parameter", "value", "provenance"), rows))
     if data["validation"]:
         print()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simspec import catalog
+from simspec.errors import FieldError
 from simspec.schema import param
 
 
@@ -19,6 +21,11 @@ class EngineConfig:
 
     preset: str = param(
         "ideal",
-        "engine preset: ideal (physics only, no engine overheads) or a named engine's fitted "
-        "overheads",
+        "engine preset, a name from simspec/catalog/engines: ideal (physics only, no engine "
+        "overheads), or sglang, vllm, trtllm (overheads fitted on that engine's published rows)",
     )
+
+    def __post_init__(self) -> None:
+        names = catalog.engine_names()
+        if self.preset not in names:
+            raise FieldError("preset", "one of " + ", ".join(map(repr, names)), self.preset)

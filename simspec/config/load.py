@@ -10,7 +10,8 @@ resolved :class:`~simspec.config.scenario.Scenario` or raises a
 was found. :func:`with_overrides` derives a variant of a loaded scenario the same way.
 
 Paths: a relative ``costs.profile`` written in a scenario file is relative to that file's
-folder; one given as an override is relative to the working folder.
+folder; one given as an override is relative to the working folder. Trace paths
+(``routing.trace``, ``acceptance.trace``; :mod:`simspec.config.traces`) use the profile's folder.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.config.aliases import expand_aliases
 from simspec.config.checks import (
-    check_drafter,
     check_routing,
     drop_stale_drafter,
     fill_default_drafter,
 )
+from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
 from simspec.config.profiles import load_scenario_profile
 from simspec.config.scenario import (
@@ -42,6 +44,7 @@ from simspec.config.scenario import (
 )
 from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
+from simspec.config.traces import with_traces
 from simspec.errors import ScenarioError, describe
 from simspec.inputs import load_toml, read_input_text
 from simspec.physics.models import kv_bytes_for_context
@@ -136,10 +139,10 @@ def _key_parts(key: str, where: str) -> list[str | int]:
 
 def _pairs(overrides: Overrides, where: str) -> list[tuple[str, Any]]:
     if isinstance(overrides, Mapping):
-        return [(str(k), v) for k, v in overrides.items()]
+        return expand_aliases([(str(k), v) for k, v in overrides.items()])
     if isinstance(overrides, str):
         overrides = [overrides]
-    return [split_override(item, where) for item in overrides]
+    return expand_aliases([split_override(item, where) for item in overrides])
 
 
 def apply_overrides(
@@ -242,25 +245,11 @@ def _build_policies(raw: Any, source: str) -> tuple[PolicySpec, ...]:
 def _resolve(
     model: ModelConfig, hardware: HardwareConfig, costs: CostsConfig, source: str, base: str
 ) -> Resolved:
-    """Catalog look-ups and the profile (the only I/O of scenario validation)."""
-    for path, value, names in (
-        ("model.target", model.target, catalog.model_names()),
-        ("model.drafter", model.drafter, catalog.drafter_names()),
-        ("hardware.gpu", hardware.gpu, catalog.gpu_names()),
-    ):
-        if value not in names:
-            raise ScenarioError(
-                source,
-                path,
-                "one of " + ", ".join(names),
-                describe(value),
-                "Run `simspec models` or `simspec gpus` to list them.",
-            )
-    drafter = catalog.get_drafter(model.drafter)
-    check_drafter(model.target, drafter, source)
+    """Catalog or custom specs (config.custom) and the profile: the only I/O of validation."""
+    target, drafter, gpu = resolve_specs(model, hardware, source, base)
     return Resolved(
         target=with_precision(
-            catalog.get_model(model.target),
+            target,
             model.precision,
             expert=model.expert_precision,
             shared=model.shared_precision,
@@ -268,7 +257,7 @@ def _resolve(
         ),
         drafter=drafter,
         draft_model=catalog.get_model(drafter.model) if drafter.kind == "dense" else None,
-        gpu=catalog.get_gpu(hardware.gpu),
+        gpu=gpu,
         profile=load_scenario_profile(costs, hardware.gpu, model.target, source, base),
         profile_key=costs.profile,
         profile_base=base,
@@ -299,7 +288,7 @@ def scenario_from_dict(
             )
     sections: dict[str, Any] = {}
     for key, cls in _TABLES:
-        value = data.get(key, {})
+        value = with_custom_names(data, key, source)  # a custom model or GPU names itself
         if key == "model":  # a target without a drafter gets its own drafter
             value = fill_default_drafter(value, source)
         if not isinstance(value, Mapping):
@@ -313,6 +302,7 @@ def scenario_from_dict(
     resolved = _resolve(
         sections["model"], sections["hardware"], sections["costs"], source, str(base_dir)
     )
+    resolved = with_traces(resolved, sections, seed, source, str(base_dir))  # read once
     scenario = Scenario(
         name=data.get("name", Path(source).stem if source else "scenario"),
         description=data.get("description", ""),

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from simspec import catalog
 from simspec.config.engine import EngineConfig
 from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
@@ -34,6 +35,8 @@ from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
 from simspec.policies.base import BudgetPolicy
 from simspec.profile import CalibrationProfile
 from simspec.routing.config import RoutingConfig
+from simspec.routing.replay import TraceFile
+from simspec.routing.trace import RoutingTrace
 from simspec.schema import param, to_dict
 from simspec.text.acceptance import AcceptanceConfig
 from simspec.text.workload import WorkloadConfig
@@ -68,6 +71,14 @@ class ModelConfig:
     attention_precision: str = param(
         "", "attention-projection weight format ('' = precision)", choices=PART_PRECISIONS
     )
+    config: str = param(
+        "",
+        "Hugging Face config.json of a target outside the catalog (relative to the scenario "
+        "file's folder); target is then its name (simspec.config.custom)",
+    )
+    custom: ModelSpec | None = param(
+        None, "a target outside the catalog, inline with a catalog model file's keys"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,23 +86,30 @@ class HardwareConfig:
     """The GPUs (scenario table ``[hardware]``)."""
 
     gpu: str = param("h100-sxm", "GPU, a name from `simspec gpus`")
+    custom: GpuSpec | None = param(
+        None, "a GPU outside the catalog, inline with a catalog GPU file's keys (gpu names it)"
+    )
     num_gpus: int = param(
-        1, "GPUs acting as one device (summed bandwidth, FLOP/s, memory)", ge=1, le=1024
+        1,
+        "GPUs serving the model (tensor / expert parallel, simspec.costs.parallel; memory summed)",
+        ge=1,
+        le=1024,
     )
     memory_utilization: float = param(
         0.9, "fraction of GPU memory usable for weights + KV cache", ge=0.05, le=1
     )
     tensor_parallel: int = param(
         0,
-        "tensor-parallel degree, dividing num_gpus (0 = num_gpus); recorded, the cost model "
-        "still treats the GPUs as one device",
+        "tensor-parallel degree of attention and dense weights, dividing num_gpus "
+        "(0 = num_gpus); each GPU reads 1/t of them, two all-reduces per layer",
         ge=0,
         le=1024,
     )
     expert_parallel: int = param(
         1,
         "expert-parallel degree of the MoE layers, dividing num_gpus (1 = no expert "
-        "parallelism); recorded, not modelled yet",
+        "parallelism): whole experts per rank, the busiest rank sets the time, dispatch and "
+        "combine all-to-alls",
         ge=1,
         le=1024,
     )
@@ -136,20 +154,30 @@ class CostsConfig:
     draft_step_overhead_s: float | None = _from_profile("draft_step_overhead_s")
     moe_efficiency_max: float | None = _from_profile("moe_efficiency_max")
     moe_saturation_bytes: float | None = _from_profile("moe_saturation_bytes")
+    moe_kernel: str | None = _from_profile("moe_kernel")
+    moe_launch_s: float | None = _from_profile("moe_launch_s")
+    moe_expert_s: float | None = _from_profile("moe_expert_s")
+    moe_bandwidth_efficiency: float | None = _from_profile("moe_bandwidth_efficiency")
+    moe_l2_reuse: str | None = _from_profile("moe_l2_reuse")
+    moe_tile_rows: float | None = _from_profile("moe_tile_rows")
     weight_efficiency: float | None = _from_profile("weight_efficiency")
     kv_efficiency: float | None = _from_profile("kv_efficiency")
     compute_efficiency: float | None = _from_profile("compute_efficiency")
     comm_s_per_layer: float | None = _from_profile("comm_s_per_layer")
+    verify_overhead_s: float | None = _from_profile("verify_overhead_s")
+    draft_extend_passes: float | None = _from_profile("draft_extend_passes")
 
     def __post_init__(self) -> None:
         valid = COST_MODELS.names()
         if self.model not in valid:
             raise FieldError("model", "one of " + ", ".join(map(repr, valid)), self.model)
 
-    def explicit(self) -> dict[str, float]:
-        """The efficiencies the scenario sets itself."""
+    def explicit(self) -> dict[str, Any]:
+        """The efficiencies the scenario sets itself (names of forms and modes stay strings)."""
         values = {key: getattr(self, key) for key in ROOFLINE_KEYS}
-        return {key: float(v) for key, v in values.items() if v is not None}
+        return {
+            key: v if isinstance(v, str) else float(v) for key, v in values.items() if v is not None
+        }
 
     def resolve(self, fitted: RooflineParams | None) -> RooflineParams:
         """The cost model's parameters: the scenario's values over ``fitted`` (or defaults)."""
@@ -180,6 +208,8 @@ class Resolved:
     profile: CalibrationProfile | None = None
     profile_key: str = ""  # ``costs.profile`` as written
     profile_base: str = ""  # folder a relative ``costs.profile`` was resolved against ("" = cwd)
+    routing_trace: TraceFile | None = None  # replayed by routing.mode = "trace"
+    acceptance_trace: TraceFile | None = None  # replayed by acceptance.process = "trace"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,11 +290,29 @@ class Scenario:
         """The calibration profile, when ``costs.profile`` names one."""
         return self._resolved().profile
 
+    def replay_traces(self) -> tuple[RoutingTrace | None, RoutingTrace | None]:
+        """Contents of the (routing, acceptance) traces the scenario replays (None: no trace)."""
+        r = self._resolved()
+        return (
+            r.routing_trace.trace if r.routing_trace else None,
+            r.acceptance_trace.trace if r.acceptance_trace else None,
+        )
+
     @property
     def roofline(self) -> RooflineParams:
-        """The cost model's efficiencies: the scenario's, else the profile's, else defaults."""
+        """The cost model's parameters: the scenario's, else the engine preset's, else the
+        profile's, else the built-in defaults.
+
+        The preset outranks the profile because the two measure different things: a profile
+        times kernels one by one on one GPU (its overheads are a microbenchmark's), while a
+        preset's overheads were fitted on a serving engine's end-to-end rows, which is what
+        the simulator predicts. Presets set only overhead keys, so the profile's efficiencies
+        stay in force; a key written in the scenario's ``[costs]`` wins over both.
+        """
         profile = self.profile
-        return self.costs.resolve(profile.fitted if profile is not None else None)
+        fitted = profile.fitted if profile is not None else RooflineParams()
+        preset: dict[str, Any] = catalog.get_engine(self.engine.preset).overrides()
+        return self.costs.resolve(dataclasses.replace(fitted, **preset))
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -310,4 +358,6 @@ class Scenario:
         profile = self.profile
         if profile is not None:
             text += profile.sha256
+        for trace in (self._resolved().routing_trace, self._resolved().acceptance_trace):
+            text += trace.sha256 if trace is not None else ""
         return hashlib.sha256(text.encode()).hexdigest()[:12]

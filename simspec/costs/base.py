@@ -7,8 +7,9 @@ tokens, contexts and unique experts of a pass.
 
 :func:`simspec.sim.setup.build_setup` creates it with the keywords ``target``, ``drafter``,
 ``gpu`` (the profile's peaks when there is a profile), ``params`` (the resolved efficiencies),
-``num_gpus``, ``draft_model`` and ``profile`` (a :class:`~simspec.profile.CalibrationProfile`
-or None), so those are the fields a new cost model declares.
+``num_gpus``, ``tensor_parallel``, ``expert_parallel``, ``draft_model`` and ``profile`` (a
+:class:`~simspec.profile.CalibrationProfile` or None), so those are the fields a new cost model
+declares.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ class CostModel(Protocol):
         """Time of a prefill pass over newly admitted prompts."""
         ...
 
+    def speculation_overhead_s(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> float:
+        """Engine work of a speculative iteration besides its draft steps and target pass.
+
+        Verify bookkeeping and the drafter's extend over each request's committed tokens
+        (``accepted_tokens[b]`` = a_b + 1); 0 for an engine without such overheads.
+        """
+        ...
+
 
 COST_MODELS: Registry[CostModel] = Registry("cost model", package="simspec.costs")
 
@@ -66,6 +77,25 @@ def draft_phase_s(
     return float(
         sum(
             cost_model.draft_step(ctx[ks >= j] + (j - 1))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+    )
+
+
+def tree_draft_phase_s(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray, topk: int
+) -> float:
+    """Draft phase of a tree (:mod:`simspec.text.tree`): ``draft_tokens`` = depth per request.
+
+    Step 1 forwards one row per request (its root; the top ``topk`` of that one distribution
+    are the depth-1 candidates); each later step forwards the ``topk`` nodes each request
+    expands, i.e. ``topk`` rows per request. ``topk = 1`` is :func:`draft_phase_s`.
+    """
+    ks = np.asarray(draft_tokens)
+    ctx = np.asarray(context_tokens)
+    return float(
+        sum(
+            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else topk))
             for j in range(1, int(ks.max(initial=0)) + 1)
         )
     )

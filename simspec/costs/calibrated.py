@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
-from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
+from simspec.costs.kernels import (
+    attention_core_s,
+    collectives_s,
+    pass_constants,
+    routed_experts_s,
+    weights_s,
+)
+from simspec.costs.parallel import Parallelism
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.costs.roofline import RooflineCostModel
 from simspec.physics.drafters import DrafterSpec
@@ -31,6 +38,8 @@ def calibrated_pass_cost(
     *,
     num_gpus: int = 1,
     overhead_s: float | None = None,
+    parallel: Parallelism | None = None,
+    hidden_size: int = 0,
 ) -> PassCost:
     """Time of one target pass looked up in a profile's measured tables.
 
@@ -47,14 +56,17 @@ def calibrated_pass_cost(
     the linear-attention state update) comes from the roofline with ``params`` instead, never
     below the table's edge: ``max(table(clamped point), roofline(point))``, which keeps the
     cost monotone across the table's border. Each such term adds one to
-    ``PassCost.fallback_terms``. Table times are per GPU; ``num_gpus`` GPUs divide them, the
-    same idealisation (one device with summed rates) the roofline makes.
+    ``PassCost.fallback_terms``. Table times are one GPU's; split over t tensor-parallel GPUs
+    each term takes 1/t of them (a GPU computes its shard), plus the pass's collectives
+    (:func:`simspec.costs.kernels.collectives_s`). Expert parallelism is priced as tensor
+    parallelism here (the tables hold no per-rank expert counts).
 
     Parameters
     ----------
     shape, gpu, params, tokens_per_request, context_tokens, unique_experts, num_gpus, overhead_s
-        As in :func:`target_pass_cost`; ``gpu`` should carry the profile's peaks
-        (:meth:`CalibrationProfile.peak_gpu`) and ``params`` its fitted efficiencies.
+        As in :func:`target_pass_cost` (so are ``parallel`` and ``hidden_size``); ``gpu``
+        should carry the profile's peaks (:meth:`CalibrationProfile.peak_gpu`) and ``params``
+        its fitted efficiencies.
     profile : CalibrationProfile
         The measured tables.
 
@@ -63,6 +75,8 @@ def calibrated_pass_cost(
     PassCost
         With ``fallback_terms`` counting the terms that came from the roofline.
     """
+    split = parallel or Parallelism.of(num_gpus, 0, 1)
+    num_gpus = split.tensor
     bw = gpu.hbm_bytes_per_s * num_gpus
     flops_per_s = gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency
     tokens = np.asarray(tokens_per_request, dtype=float)
@@ -132,8 +146,9 @@ def calibrated_pass_cost(
         if g.ffn_weight_bytes:
             other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
     other += gemm("lm_head", shape.lm_head_bytes)
-    if num_gpus > 1:
-        other += sum(g.count for g in shape.groups) * params.comm_s_per_layer
+    if split.is_split:
+        constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
+        other += collectives_s(constants, n)
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
     return PassCost(
         overhead_s=fixed_s,
@@ -159,6 +174,8 @@ class CalibratedCostModel:
     profile: CalibrationProfile
     params: RooflineParams = RooflineParams()
     num_gpus: int = 1
+    tensor_parallel: int = 0
+    expert_parallel: int = 1
     draft_model: ModelSpec | None = None
     _drafts: RooflineCostModel = field(init=False, repr=False)
 
@@ -169,6 +186,8 @@ class CalibratedCostModel:
             gpu=self.gpu,
             params=self.params,
             num_gpus=self.num_gpus,
+            tensor_parallel=self.tensor_parallel,
+            expert_parallel=self.expert_parallel,
             draft_model=self.draft_model,
         )
         object.__setattr__(self, "_drafts", drafts)
@@ -186,6 +205,8 @@ class CalibratedCostModel:
             context_tokens,
             unique_experts,
             num_gpus=self.num_gpus,
+            parallel=Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel),
+            hidden_size=self.target.hidden_size,
         )
 
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
@@ -197,3 +218,9 @@ class CalibratedCostModel:
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""
         return self._drafts.draft_step(context_tokens)
+
+    def speculation_overhead_s(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> float:
+        """See :meth:`RooflineCostModel.speculation_overhead_s` (the drafter's roofline)."""
+        return self._drafts.speculation_overhead_s(accepted_tokens, context_tokens)

@@ -21,6 +21,11 @@ profile supplies it (``[costs] profile``, :mod:`simspec.profile`); the fixed per
 is what Cohere's 2026 analysis of speculative decoding on MoE models identifies as the batch-1
 mechanism (amortised over the k+1 tokens).
 
+Split over GPUs (:mod:`simspec.costs.parallel`: tensor degree t, expert degree e) each term is
+one GPU's: it reads 1/t of the dense weights and KV cache, the busiest expert-parallel rank's
+experts (each split t/e ways), and the pass adds every layer's collectives (alpha-beta) plus
+``comm_s_per_layer`` of engine software time per layer.
+
 The per-kernel terms here are shared by the roofline model (:mod:`simspec.costs.roofline`), the
 calibrated model's fallback (:mod:`simspec.costs.calibrated`) and the synthetic tables of
 :mod:`simspec.calibrate.analytic`, so all three agree to the last bit.
@@ -32,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simspec.costs.moe_kernel import moe_layer_s
+from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import LayerGroup, ModelShape
@@ -55,15 +62,26 @@ def routed_experts_s(
     rows: float,
     bw: float,
     flops_per_s: float,
+    l2_bytes: float = 0.0,
 ) -> np.ndarray:
     """Grouped routed-expert FFN per MoE layer: each distinct expert read once, ``rows`` rows.
 
-    ``rows`` is the number of (token, expert) pairs, n·k_e in a real pass.
+    ``rows`` is the number of (token, expert) pairs, n·k_e in a real pass. The form of the
+    kernel's time is ``params.moe_kernel`` (:func:`simspec.costs.moe_kernel.moe_layer_s`, which
+    takes one GPU's expert shard; a whole expert with ``bw``, ``flops_per_s`` and ``l2_bytes``
+    summed over the GPUs that hold its shards is the same arithmetic). ``l2_bytes`` is read only
+    by ``moe_l2_reuse = "fit"``.
     """
-    u = np.asarray(unique_experts, dtype=float)
-    eta = params.moe_efficiency(np.maximum(u, 1.0), shape.expert_bytes)
-    routed_flops = 2.0 * rows * shape.expert_params
-    return np.maximum(u * shape.expert_bytes / (eta * bw), routed_flops / flops_per_s)
+    return moe_layer_s(
+        params,
+        unique_experts,
+        rows,
+        expert_bytes=shape.expert_bytes,
+        expert_params=shape.expert_params,
+        bandwidth=bw,
+        flops_per_s=flops_per_s,
+        l2_bytes=l2_bytes,
+    )
 
 
 def attention_core_s(
@@ -93,6 +111,8 @@ def target_pass_cost(
     *,
     num_gpus: int = 1,
     overhead_s: float | None = None,
+    parallel: Parallelism | None = None,
+    hidden_size: int = 0,
 ) -> PassCost:
     """Roofline time of one target pass (module docstring formula).
 
@@ -101,7 +121,7 @@ def target_pass_cost(
     shape : ModelShape
         Derived architecture (``ModelSpec.shape``).
     gpu : GpuSpec
-        Peak numbers; ``num_gpus`` of them act as one device with summed bandwidth and FLOP/s.
+        Peak numbers of one GPU (and its links, for collectives).
     params : RooflineParams
         Efficiencies and overheads.
     tokens_per_request : array of int, shape (B,)
@@ -112,6 +132,9 @@ def target_pass_cost(
         Distinct routed experts touched per MoE layer (the union over all tokens).
     overhead_s : float, optional
         Fixed time of the pass; defaults to ``params.pass_overhead_s``.
+    num_gpus, parallel, hidden_size
+        How the model is split (:class:`~simspec.costs.parallel.Parallelism`; default: tensor
+        parallel over ``num_gpus``) and its hidden size (collective message size).
 
     Returns
     -------
@@ -129,7 +152,7 @@ def target_pass_cost(
     0.0008
     """
     return pass_cost(
-        pass_constants(shape, gpu, params, num_gpus),
+        pass_constants(shape, gpu, params, num_gpus, parallel=parallel, hidden_size=hidden_size),
         tokens_per_request,
         context_tokens,
         unique_experts,
@@ -139,11 +162,14 @@ def target_pass_cost(
 
 @dataclass(frozen=True, slots=True)
 class PassConstants:
-    """What a target pass's cost takes from (shape, GPU, params, num_gpus) alone.
+    """What a target pass's cost takes from (shape, GPU, params, parallelism) alone.
 
-    Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them; the
-    arithmetic of :func:`pass_cost` is the same, term by term, as before, so results are
-    bit-identical.
+    Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them. On
+    one GPU the arithmetic of :func:`pass_cost` is the same, term by term, as the original
+    single-device model, so results are bit-identical. Split over GPUs
+    (:mod:`simspec.costs.parallel`), ``bw`` and ``flops_per_s`` are one GPU's times t: each GPU
+    reads and computes 1/t of every dense weight and of the KV cache; the routed experts use
+    ``moe_bw`` / ``moe_flops_per_s`` (one GPU's times the t_moe shards of an expert).
     """
 
     shape: ModelShape
@@ -156,13 +182,31 @@ class PassConstants:
     fixed_bytes: float  # shared experts + router, per MoE layer
     fixed_bpp: float  # their bytes per parameter
     num_layers: int
+    parallel: Parallelism = Parallelism()
+    moe_bw: float = 0.0  # bandwidth behind one expert's shards (one GPU's × t_moe)
+    moe_flops_per_s: float = 0.0
+    moe_l2_bytes: float = 0.0  # L2 behind one expert's shards (one GPU's × t_moe)
+    hidden_size: int = 0
+    collective_latency_s: float = 0.0
+    link_bytes_per_s: float = 0.0
 
 
 def pass_constants(
-    shape: ModelShape, gpu: GpuSpec, params: RooflineParams, num_gpus: int = 1
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    num_gpus: int = 1,
+    *,
+    parallel: Parallelism | None = None,
+    hidden_size: int = 0,
 ) -> PassConstants:
-    """The per-(model, GPU, params) constants of :func:`target_pass_cost`."""
-    bw = gpu.hbm_bytes_per_s * num_gpus
+    """The per-(model, GPU, params, parallelism) constants of :func:`target_pass_cost`.
+
+    ``parallel`` defaults to tensor parallelism over ``num_gpus``; ``hidden_size`` sizes the
+    collectives' messages (0: latency-only collectives).
+    """
+    split = parallel or Parallelism.of(num_gpus, 0, 1)
+    bw = gpu.hbm_bytes_per_s * split.tensor
     wb = shape.weight_bytes_per_param
     fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
     fixed_bpp = wb
@@ -174,12 +218,67 @@ def pass_constants(
         params=params,
         num_gpus=num_gpus,
         bw=bw,
-        flops_per_s=gpu.bf16_flops_per_s * num_gpus * params.compute_efficiency,
+        flops_per_s=gpu.bf16_flops_per_s * split.tensor * params.compute_efficiency,
         w_bw=bw * params.weight_efficiency,
         kv_bw=bw * params.kv_efficiency,
         fixed_bytes=fixed_bytes,
         fixed_bpp=fixed_bpp,
         num_layers=sum(g.count for g in shape.groups),
+        parallel=split,
+        moe_bw=gpu.hbm_bytes_per_s * split.expert_shards,
+        moe_flops_per_s=gpu.bf16_flops_per_s * split.expert_shards * params.compute_efficiency,
+        moe_l2_bytes=gpu.l2_bytes * split.expert_shards,
+        hidden_size=hidden_size,
+        collective_latency_s=gpu.collective_latency_s,
+        link_bytes_per_s=gpu.link_bytes_per_s,
+    )
+
+
+def routed_experts_split_s(c: PassConstants, unique_experts: np.ndarray, n: float) -> np.ndarray:
+    """Routed experts per MoE layer on the busiest expert-parallel rank.
+
+    Without expert parallelism every GPU reads its 1/t shard of each distinct expert (the
+    single-device formula with t GPUs' bandwidth). With e ranks the rank holding the most
+    distinct experts sets the time (:func:`~simspec.costs.parallel.max_rank_experts`), over
+    its share n·k_e / e of the (token, expert) rows.
+    """
+    shape, split = c.shape, c.parallel
+    rows = n * shape.experts_per_token
+    if split.expert <= 1:
+        return routed_experts_s(
+            shape, c.params, unique_experts, rows, c.moe_bw, c.moe_flops_per_s, c.moe_l2_bytes
+        )
+    busiest = np.array(
+        [max_rank_experts(float(u), shape.num_experts, split.expert) for u in unique_experts]
+    )
+    return routed_experts_s(
+        shape,
+        c.params,
+        busiest,
+        rows / split.expert,
+        c.moe_bw,
+        c.moe_flops_per_s,
+        c.moe_l2_bytes,
+    )
+
+
+def collectives_s(c: PassConstants, n: float) -> float:
+    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed."""
+    if not c.parallel.is_split:
+        return 0.0
+    return sum(
+        g.count
+        * layer_collectives_s(
+            n,
+            c.hidden_size,
+            c.shape.experts_per_token,
+            g.is_moe,
+            c.parallel,
+            c.collective_latency_s,
+            c.link_bytes_per_s,
+            c.params.comm_s_per_layer,
+        )
+        for g in c.shape.groups
     )
 
 
@@ -205,8 +304,7 @@ def pass_cost(
 
     moe = 0.0
     if shape.num_moe_layers:
-        rows = n * shape.experts_per_token
-        routed = routed_experts_s(shape, params, unique_experts, rows, c.bw, flops_per_s)
+        routed = routed_experts_split_s(c, unique_experts, n)
         fixed = _weights(c.fixed_bytes, n, c.fixed_bpp, w_bw, flops_per_s)
         moe = float(routed.sum()) + shape.num_moe_layers * fixed
 
@@ -222,7 +320,7 @@ def pass_cost(
             ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
             other += g.count * ffn
     other += _weights(shape.lm_head_bytes, n, wb, w_bw, flops_per_s)
-    if c.num_gpus > 1:
-        other += c.num_layers * params.comm_s_per_layer
+    if c.parallel.is_split:
+        other += collectives_s(c, n)
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
     return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)

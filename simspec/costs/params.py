@@ -22,6 +22,22 @@ from simspec.schema import param
 EFFICIENCY_MIN = 0.002
 #: Overheads (per pass, per draft step) are below this, s: anything longer is not a GPU pass.
 OVERHEAD_MAX_S = 1.0
+#: Forms of the routed-expert kernel time (``[costs] moe_kernel``; simspec.costs.moe_kernel).
+MOE_KERNEL_FORMS = ("saturation", "launch")
+#: What L2 does to co-routed re-reads of an expert in one pass (simspec.costs.moe_kernel).
+L2_REUSE_MODES = ("ideal", "fit", "none")
+#: [costs] keys added after profile schema 1: a profile's ``fitted`` table may omit them (the
+#: default then applies), so profiles written before them still load.
+PROFILE_OPTIONAL_KEYS = (
+    "moe_kernel",
+    "moe_launch_s",
+    "moe_expert_s",
+    "moe_bandwidth_efficiency",
+    "moe_l2_reuse",
+    "moe_tile_rows",
+    "verify_overhead_s",
+    "draft_extend_passes",
+)
 
 
 def moe_efficiency(
@@ -64,6 +80,48 @@ class RooflineParams:
         ge=1,
         le=1e11,
     )
+    moe_kernel: str = param(
+        "saturation",
+        "form of the routed-expert kernel time: saturation (occupancy curve of "
+        "moe_efficiency_max, moe_saturation_bytes) or launch (moe_launch_s + per-expert cost + "
+        "bytes at moe_bandwidth_efficiency, fitted to published fused_moe tables; "
+        "validation/KERNEL_FIT.md)",
+        choices=MOE_KERNEL_FORMS,
+    )
+    moe_launch_s: float = param(
+        2.66e-5,
+        "launch form: fixed time of one MoE layer's routed-expert kernels, s (fitted: "
+        "validation/KERNEL_FIT.md)",
+        ge=0,
+        lt=0.01,
+    )
+    moe_expert_s: float = param(
+        2.34e-7,
+        "launch form: time per distinct expert on top of its bytes, s (fitted: "
+        "validation/KERNEL_FIT.md)",
+        ge=0,
+        lt=0.001,
+    )
+    moe_bandwidth_efficiency: float = param(
+        0.902,
+        "launch form: fraction of HBM bandwidth at which expert bytes stream (fitted: "
+        "validation/KERNEL_FIT.md)",
+        ge=EFFICIENCY_MIN,
+        le=1,
+    )
+    moe_l2_reuse: str = param(
+        "ideal",
+        "launch form: co-routed re-reads of an expert within one pass are L2 hits always "
+        "(ideal), only when the layer's distinct expert bytes fit in L2 (fit), or never (none)",
+        choices=L2_REUSE_MODES,
+    )
+    moe_tile_rows: float = param(
+        64.0,
+        "launch form: rows per tile of the grouped GEMM (Triton fused_moe BLOCK_SIZE_M); an "
+        "expert with more rows in a pass is streamed once per tile",
+        ge=1,
+        le=65536,
+    )
     weight_efficiency: float = param(
         0.70,
         "fraction of HBM bandwidth for dense weight GEMV/GEMM reads (assumed)",
@@ -83,7 +141,25 @@ class RooflineParams:
         le=1,
     )
     comm_s_per_layer: float = param(
-        2e-5, "collective-communication time per layer when num_gpus > 1, s [A]", ge=0, lt=0.01
+        0.0,
+        "engine software time per layer on top of its alpha-beta collectives when the model is "
+        "split over GPUs (simspec.costs.parallel), s (0 = physics only)",
+        ge=0,
+        lt=0.01,
+    )
+    verify_overhead_s: float = param(
+        0.0,
+        "fixed time per speculative iteration for verify bookkeeping (tree mask, rejection "
+        "sampling, accepted-token copies), s (0 = physics only)",
+        ge=0,
+        lt=OVERHEAD_MAX_S,
+    )
+    draft_extend_passes: float = param(
+        0.0,
+        "drafter passes over the accepted tokens after each verify (EAGLE-3 in SGLang and vLLM "
+        "run 1, a draft extend), each priced as a draft step over those tokens (0 = none)",
+        ge=0,
+        le=4,
     )
 
     def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:

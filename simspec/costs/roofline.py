@@ -1,4 +1,12 @@
-"""The roofline cost model: every pass priced by :func:`simspec.costs.kernels.target_pass_cost`."""
+"""The roofline cost model: every pass priced by :func:`simspec.costs.kernels.target_pass_cost`.
+
+Split over GPUs (:mod:`simspec.costs.parallel`) the drafter runs with the target's tensor
+parallelism, as EAGLE-3 does in SGLang and vLLM: each GPU reads 1/t of the head's weights and
+KV cache, and each head layer ends in two all-reduces. Besides draft steps and the target pass, a
+speculative iteration of a real engine does more (:meth:`RooflineCostModel.speculation_overhead_s`):
+verify bookkeeping and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM:
+the accepted tokens' target hidden states are fed through the head before the next draft).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import numpy as np
 
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import PassConstants, pass_constants, pass_cost
+from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
@@ -25,20 +34,42 @@ class RooflineCostModel:
     gpu: GpuSpec
     params: RooflineParams = RooflineParams()
     num_gpus: int = 1
+    tensor_parallel: int = 0  # 0 = num_gpus
+    expert_parallel: int = 1
     draft_model: ModelSpec | None = None  # the dense draft model, when drafter.kind == "dense"
     profile: CalibrationProfile | None = None  # unused: the roofline needs only its fitted params
     # Per-model constants, derived once here rather than in every pass (no spec hashing there).
     _target: PassConstants = field(init=False, repr=False, compare=False)
     _draft: PassConstants | None = field(init=False, repr=False, compare=False)
     _draft_layers: int = field(init=False, repr=False, compare=False)
+    _split: Parallelism = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        target = pass_constants(self.target.shape, self.gpu, self.params, self.num_gpus)
+        split = Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel)
+        object.__setattr__(self, "_split", split)
+        target = pass_constants(
+            self.target.shape,
+            self.gpu,
+            self.params,
+            self.num_gpus,
+            parallel=split,
+            hidden_size=self.target.hidden_size,
+        )
         object.__setattr__(self, "_target", target)
-        draft = None if self.draft_model is None else self.draft_model.shape
-        constants = None if draft is None else pass_constants(draft, self.gpu, self.params)
+        constants = None
+        if self.draft_model is not None:  # a dense draft model: tensor parallel like the target
+            t = split.tensor
+            constants = pass_constants(
+                self.draft_model.shape,
+                self.gpu,
+                self.params,
+                t,
+                parallel=Parallelism(tensor=t, expert=1, expert_shards=t),
+                hidden_size=self.draft_model.hidden_size,
+            )
         object.__setattr__(self, "_draft", constants)
-        object.__setattr__(self, "_draft_layers", 0 if draft is None else draft.num_moe_layers)
+        draft_moe = 0 if self.draft_model is None else self.draft_model.shape.num_moe_layers
+        object.__setattr__(self, "_draft_layers", draft_moe)
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -55,28 +86,51 @@ class RooflineCostModel:
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """One draft token for each request in ``context_tokens`` (the drafting ones).
 
-        The drafter runs on one GPU of the target's group (drafters are replicated).
+        The drafter runs with the target's tensor parallelism (module docstring).
         """
         ctx = np.asarray(context_tokens, dtype=float)
         if len(ctx) == 0:
             return 0.0
+        return self._drafter_pass(np.ones_like(ctx), ctx)
+
+    def speculation_overhead_s(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> float:
+        """Engine work of a speculative iteration besides its draft steps and target pass.
+
+        ``params.verify_overhead_s`` of verify bookkeeping plus ``params.draft_extend_passes``
+        drafter passes over each request's committed tokens (``accepted_tokens``: a_b + 1),
+        each priced like a draft step over those tokens. Exactly 0 when both are 0 (ideal).
+        """
+        p = self.params
+        extend = 0.0
+        if p.draft_extend_passes and len(accepted_tokens):
+            tokens = np.asarray(accepted_tokens, dtype=float)
+            ctx = np.asarray(context_tokens, dtype=float)
+            extend = p.draft_extend_passes * self._drafter_pass(tokens, ctx)
+        return p.verify_overhead_s + extend
+
+    def _drafter_pass(self, tokens: np.ndarray, ctx: np.ndarray) -> float:
+        """One drafter forward pass feeding ``tokens[b]`` tokens to request b (context ctx[b])."""
         overhead = self.params.draft_step_overhead_s
         if self._draft is not None:
             cost = pass_cost(
-                self._draft,
-                np.ones_like(ctx),
-                ctx,
-                np.zeros(self._draft_layers),
-                overhead_s=overhead,
+                self._draft, tokens, ctx, np.zeros(self._draft_layers), overhead_s=overhead
             )
             return cost.total_s
-        d = self.drafter
+        d, t = self.drafter, self._split.tensor
         wbytes = d.head_weight_bytes()
-        flops = 2.0 * len(ctx) * wbytes / d.weight_bytes
-        bw = self.gpu.hbm_bytes_per_s
+        flops = 2.0 * float(tokens.sum()) * wbytes / d.weight_bytes
+        bw = self.gpu.hbm_bytes_per_s * t
         weights = max(
             wbytes / (self.params.weight_efficiency * bw),
-            flops / (self.params.compute_efficiency * self.gpu.bf16_flops_per_s),
+            flops / (self.params.compute_efficiency * (self.gpu.bf16_flops_per_s * t)),
         )
-        kv = float((ctx + 1).sum()) * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
-        return overhead + weights + kv
+        seen = float((ctx + tokens).sum())
+        kv = seen * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
+        comm = 0.0
+        if t > 1:  # two all-reduces per head layer, as in the target's layers
+            message = float(tokens.sum()) * d.hidden_size * 2.0
+            one = allreduce_s(message, t, self.gpu.collective_latency_s, self.gpu.link_bytes_per_s)
+            comm = max(d.num_layers, 1) * (2.0 * one + self.params.comm_s_per_layer)
+        return overhead + weights + kv + comm

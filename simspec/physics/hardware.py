@@ -26,6 +26,15 @@ class GpuSpec:
     bf16_flops_per_s: float = param(help="peak dense bf16 tensor throughput, FLOP/s", gt=0)
     l2_bytes: float = param(0.0, "L2 cache, bytes", ge=0)
     num_sms: int = param(0, "streaming multiprocessors", ge=0)
+    link_bytes_per_s: float = param(
+        0.0,
+        "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s; 0 = not stated "
+        "(collectives then cost their latency only)",
+        ge=0,
+    )
+    collective_latency_s: float = param(
+        0.0, "latency of one small collective (all-reduce, all-to-all) across the GPUs, s", ge=0
+    )
 
     @property
     def ridge_flops_per_byte(self) -> float:

@@ -1,7 +1,9 @@
 """Calibration profiles: what one GPU measured (or what is assumed), in one validated JSON file.
 
 A profile is written by ``simspec calibrate`` (``kind = "measured"``: torch microbenchmarks on a
-device) or describes spec-sheet numbers with assumed efficiencies (``kind = "analytic"``). It has:
+device) or describes spec-sheet numbers with assumed efficiencies (``kind = "analytic"``), or is
+written by ``simspec fit`` (``kind = "fitted"``: parameters fitted to serving benchmarks,
+:mod:`simspec.calibrate.measured`; ``fit_details`` holds the rows and residuals). It has:
 
 ``metadata``
     device, catalog GPU name (``gpu``, empty when the device is not in the catalog), model,

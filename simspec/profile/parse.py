@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.params import RooflineParams
+from simspec.costs.params import PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.errors import InputError, describe
 from simspec.inputs import MAX_NESTING, nesting_depth, read_input_bytes
 from simspec.schema import build
@@ -176,7 +176,8 @@ def _peak(r: _Reader, peak: Mapping[str, Any], key: str) -> float:
 def _fitted(r: _Reader, top: Mapping[str, Any]) -> RooflineParams:
     fitted_raw = r.table(r.get(top, "fitted", ""), "fitted")
     for f in dataclasses.fields(RooflineParams):
-        r.get(fitted_raw, f.name, "fitted")
+        if f.name not in PROFILE_OPTIONAL_KEYS:  # newer keys: a missing one takes its default
+            r.get(fitted_raw, f.name, "fitted")
     try:
         params: RooflineParams = build(RooflineParams, fitted_raw, source=r.source, path="fitted")
     except InputError as err:  # a ScenarioError from schema.build: re-brand it as a profile error

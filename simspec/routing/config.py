@@ -13,8 +13,9 @@ on a trace) and what the unique-experts count of a verify pass depends on:
   (``layer_overlap_scale``).
 
 ``mode`` picks how a pass's unique experts are obtained: sampled expert sets
-(:mod:`simspec.routing.independent`, :mod:`simspec.routing.maxent`) or the max-entropy
-expectation (:mod:`simspec.routing.predictor`).
+(:mod:`simspec.routing.independent`, :mod:`simspec.routing.maxent`), the max-entropy
+expectation (:mod:`simspec.routing.predictor`), or the sets of a recorded trace, replayed
+(``mode = "trace"``, ``trace``; :mod:`simspec.routing.replay`), which replaces the statistics.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ class RoutingConfig:
     mode: str = param(
         "monte_carlo",
         "monte_carlo: sample expert sets; analytic: expected unique experts from the "
-        "max-entropy IPF model (simspec.routing.predictor), no sampling",
-        choices=("monte_carlo", "analytic"),
+        "max-entropy IPF model (simspec.routing.predictor), no sampling; trace: replay the "
+        "expert sets of a recorded routing trace (routing.trace, simspec.routing.replay)",
+        choices=("monte_carlo", "analytic", "trace"),
     )
     popularity: str = param(
         "uniform",
@@ -79,8 +81,19 @@ class RoutingConfig:
         ge=0,
         le=1e3,
     )
+    trace: str = param(
+        "",
+        "routing trace (.npz) replayed in mode = 'trace', relative to the folder of "
+        "costs.profile (the scenario file's folder; the working folder without a file)",
+    )
+    trace_wrap: bool = param(
+        False,
+        "reuse the trace's sequences (cyclically) when the workload needs more or longer "
+        "requests than it holds; false = refuse such a workload",
+    )
 
     def __post_init__(self) -> None:
+        _check_trace_keys(self)
         valid = POPULARITIES.names()
         if self.popularity not in valid:
             raise FieldError("popularity", "one of " + ", ".join(map(repr, valid)), self.popularity)
@@ -113,6 +126,11 @@ class RoutingConfig:
                     f"factors that keep every overlap <= 1 (at most {1.0 / top:.4g} here)",
                     list(self.layer_overlap_scale),
                 )
+
+    @property
+    def replays_trace(self) -> bool:
+        """True in mode = 'trace': expert sets come from a recorded trace, not statistics."""
+        return self.mode == "trace"
 
     @property
     def rejected_overlap(self) -> float | None:
@@ -158,3 +176,20 @@ class RoutingConfig:
         """True when the reuse sampler applies: uniform popularity and lag-1 overlap only."""
         draft = self.draft_profile or ()
         return self.popularity == "uniform" and len(self.true_profile) <= 1 and len(draft) <= 1
+
+
+def _check_trace_keys(config: RoutingConfig) -> None:
+    """``trace`` goes with mode = 'trace', which takes its statistics from the trace itself."""
+    if config.mode != "trace":
+        if config.trace:
+            raise FieldError("trace", "to be set only with mode = 'trace'", config.trace)
+        return
+    if not config.trace:
+        raise FieldError("trace", "a routing trace path (.npz) for mode = 'trace'", config.trace)
+    for key in ("overlap", "overlaps", "draft_overlap", "draft_overlaps", "layer_overlap_scale"):
+        value = getattr(config, key)
+        if value is not None:
+            found = list(value) if isinstance(value, tuple) else value
+            raise FieldError(
+                key, "unset in mode = 'trace' (the trace's own routing is replayed)", found
+            )

@@ -114,17 +114,35 @@ def _history_tables(p: np.ndarray, profiles: np.ndarray, nodes: int) -> _History
         # float32 inverse odds (|logit| <= 40, pinned experts at 50): no overflow in the keys.
         rows = np.clip(rows, -_ODDS_BOUND, _ODDS_BOUND)
         rows = np.where(np.isnan(pinned)[:, None], rows, np.sign(pinned)[:, None] * 50.0)
-        row0 = (inverse.reshape(p.shape) * size).astype(np.int32)
+        row0 = (inverse.reshape(p.shape) * size).astype(np.intp)  # take() wants intp indices
         values = np.exp(-rows).astype(np.float32).ravel()
         return _HistoryTables(values, row0, None, None, None, depth)
     return _HistoryTables(
         nodes_logit.ravel(),
-        (lo * size).astype(np.int32),
-        (hi * size).astype(np.int32),
+        (lo * size).astype(np.intp),
+        (hi * size).astype(np.intp),
         weight,
         fixed if not np.isnan(fixed).all() else None,
         depth,
     )
+
+
+def smallest_sorted(key: np.ndarray, k: int) -> np.ndarray:
+    """Column ids of the ``k`` smallest entries of each row of ``key``, ascending: (rows, k).
+
+    ``np.argpartition`` selects per row with a loop that costs more than the sampling itself at
+    N = 128; instead one ``np.partition`` finds each row's k-th smallest value and a comparison
+    against it marks the chosen columns, which ``np.flatnonzero`` returns already sorted. When
+    a row has ties at that value (or NaN), more or fewer than k columns are marked, and the
+    whole call falls back to ``argpartition`` + ``sort``, which it otherwise equals exactly.
+    """
+    rows, width = key.shape
+    kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
+    chosen = np.flatnonzero(key <= kth)
+    # Without NaN among the k smallest every row marks at least k, so k in all of them.
+    if len(chosen) == rows * k and not np.isnan(kth).any():
+        return chosen.reshape(rows, k) - (np.arange(rows) * width)[:, None]
+    return np.sort(np.argpartition(key, k - 1, axis=1)[:, :k], axis=1)
 
 
 class MaxEntSampler:
@@ -193,8 +211,6 @@ class MaxEntSampler:
         if n == 0 or self.k == 0:
             return np.zeros((n, self.k), dtype=np.int64)
         tables = self._draft if draft else self._true
-        if base is None:
-            base = tables.row0[layer_of_chain]
         if not isinstance(known, int | np.integer) and (known >= tables.depth).all():
             known = tables.depth  # the usual case: the whole window is known
         if isinstance(known, int | np.integer):
@@ -208,7 +224,13 @@ class MaxEntSampler:
         else:
             a = np.minimum(np.asarray(known), tables.depth)[:, None]
             pattern = history & ((1 << a) - 1)
-        index = base + ((1 << a) - 1) + pattern
+        # Offsets into the flat table, summed in place ((n, N) int arrays are the costly part).
+        if base is None:
+            index = tables.row0[layer_of_chain]
+            index += (1 << a) - 1
+        else:
+            index = base + ((1 << a) - 1)
+        index += pattern
         if tables.row1 is None:
             # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32.
             u = rng.random((n, self.num_experts), dtype=np.float32)
@@ -227,10 +249,8 @@ class MaxEntSampler:
                 g = np.where(np.isnan(pinned), g, pinned)
             key = np.log(u64) - np.log1p(-u64) - g
         if self.k < self.num_experts:
-            ids = np.argpartition(key, self.k - 1, axis=1)[:, : self.k]
-        else:
-            ids = np.broadcast_to(np.arange(self.num_experts), (n, self.k))
-        return np.sort(ids, axis=1)
+            return smallest_sorted(key, self.k)
+        return np.broadcast_to(np.arange(self.num_experts), (n, self.k)).copy()
 
     def sample_sequences(
         self, rng: np.random.Generator, num_sequences: int, length: int

@@ -19,7 +19,8 @@ key                  shape / type                 meaning
 ===================  ===========================  =================================================
 
 Tokens of a sequence are in generation order (one row per decoded token; prompt tokens may be
-included, they route the same way). Shared experts are not listed: they are always loaded.
+included, they route the same way). Shared experts are not listed: they are always loaded. A trace
+recorded with a drafter adds optional draft sections (:mod:`simspec.routing.trace_drafts`).
 
 :func:`estimate_statistics` measures, per layer, the inclusion frequency p_e of every expert,
 the lag-d overlaps rho_d = mean |S_t ∩ S_{t+d}| / k_e over token pairs d apart in the same
@@ -40,6 +41,7 @@ import numpy as np
 from simspec.errors import InputError
 from simspec.inputs import check_regular
 from simspec.physics.experts import chance_overlap
+from simspec.routing.trace_drafts import DraftSections, parse_draft_sections
 
 FORMAT = "simspec-routing-trace/1"
 
@@ -54,6 +56,7 @@ class RoutingTrace:
     model: str = ""
     source: str = ""
     layers: np.ndarray | None = None
+    drafts: DraftSections = DraftSections()
 
     @property
     def num_tokens(self) -> int:
@@ -91,6 +94,7 @@ def save_trace(path: str | Path, trace: RoutingTrace) -> None:
     }
     if trace.layers is not None:
         arrays["layers"] = np.asarray(trace.layers, dtype=np.int64)
+    arrays.update(trace.drafts.arrays())
     with open(path, "wb") as handle:
         np.savez_compressed(handle, **arrays)  # type: ignore[arg-type]
 
@@ -220,6 +224,7 @@ def _parse(data: np.lib.npyio.NpzFile, source: str) -> RoutingTrace:
         model=_text(data, "model", source),
         source=_text(data, "source", source),
         layers=layers,
+        drafts=parse_draft_sections(data, source, ids, num_experts),
     )
 
 

@@ -42,6 +42,7 @@ from simspec.policies.base import (
 )
 from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
+from simspec.sim.tree import TreeSpeculation
 from simspec.text.reference import ReferenceSet
 from simspec.text.workload import WorkloadConfig
 
@@ -98,6 +99,7 @@ class EngineSetup:
     kv_capacity_bytes: float
     max_draft_tokens: int
     mean_draft_overlap: float  # mean lag-1 overlap of a draft with its predecessor (estimates)
+    tree: TreeSpeculation | None = None  # draft trees ([speculation]); None: chains
 
 
 def arrivals(env: simpy.Environment, queue: simpy.Store, setup: EngineSetup) -> Process:
@@ -276,25 +278,40 @@ def serve(
         else:
             confidences = [refs.sequence(a.request_id).confidences[a.position] for a in active]
             ks, probes = decide_step(policy, active, confidences, plan, view)
-        draft_s = draft_phase_s(costs, contexts, ks + probes)  # probes run, never verified
-        fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, ks, strict=True)]
-        unique = refs.pass_unique_experts(fed)
-        verify = costs.verify_pass(ks + 1, contexts, unique)
+        if setup.tree is None:
+            draft_s = draft_phase_s(costs, contexts, ks + probes)  # probes run, never verified
+            drafts, tree_accepted = ks, None
+        else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
+            draft_s = setup.tree.draft_phase_s(costs, contexts, ks + probes)
+            states = [(a.request_id, a.position) for a in active]
+            drafts, tree_accepted = setup.tree.verify_plan(refs, states, ks)
+        fed = [(a.request_id, a.position, int(k)) for a, k in zip(active, drafts, strict=True)]
+        unique = refs.pass_unique_experts(fed, tree_accepted)
+        verify = costs.verify_pass(drafts + 1, contexts, unique)
         if ks.any():  # the k = 0 pass at the same batch, for verify_over_decode only
             plain = refs.pass_unique_experts([(rid, state, 0) for rid, state, _ in fed])
             decode_s = costs.verify_pass(np.ones_like(ks), contexts, plain).total_s
         else:  # nobody drafts: the verify pass is that pass (same tokens, experts, contexts)
             decode_s = verify.total_s
+        extra_s = 0.0  # verify bookkeeping + the drafter's extend (engine presets; 0 if ideal)
+        if ks.any():
+            committed = [
+                1 + (min(int(k), int(refs.sequence(a.request_id).match_lengths[a.position])))
+                if tree_accepted is None
+                else 1 + int(tree_accepted[b])
+                for b, (a, k) in enumerate(zip(active, ks, strict=True))
+            ]
+            extra_s = costs.speculation_overhead_s(np.array(committed), contexts)
         start = env.now
-        yield env.timeout(draft_s + verify.total_s)
+        yield env.timeout(draft_s + verify.total_s + extra_s)
         accepted_total = judged = 0
         still: list[_Active] = []
-        for a, k in zip(active, ks, strict=True):
+        for b, (a, k) in enumerate(zip(active, ks, strict=True)):
             m = int(refs.sequence(a.request_id).match_lengths[a.position])
-            acc = min(int(k), m)
+            acc = min(int(k), m) if tree_accepted is None else int(tree_accepted[b])
             a.position += acc + 1
             a.steps += 1
-            a.drafted += int(k)
+            a.drafted += int(drafts[b])
             a.accepted += acc
             a.accepted_history.append(acc)
             a.drafted_history.append(int(k))
@@ -324,7 +341,7 @@ def serve(
             else:
                 still.append(a)
         active = still
-        step_s = draft_s + verify.total_s
+        step_s = draft_s + verify.total_s + extra_s
         recent_steps_s.append(step_s)
         recent_tokens.append(accepted_total + batch)
         batch_history.append(accepted_total / batch)
@@ -336,14 +353,15 @@ def serve(
             StepRecord(
                 start,
                 batch,
-                int((ks + 1).sum()),
-                int(ks.sum()),
+                int((drafts + 1).sum()),
+                int(drafts.sum()),
                 accepted_total,
                 draft_s,
                 verify,
                 decode_s,
                 float(unique.mean()) if len(unique) else 0.0,
                 int(probes.sum()),
+                speculation_overhead_s=extra_s,
             )
         )
 

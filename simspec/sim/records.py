@@ -21,6 +21,7 @@ class StepRecord:
     decode_s: float  # the k = 0 pass of the same requests at the same contexts
     unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
     probes: int = 0  # draft steps run only to read a confidence the policy declined on
+    speculation_overhead_s: float = 0.0  # verify bookkeeping + drafter extend (engine presets)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from simspec.costs.base import COST_MODELS, CostModel
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
 from simspec.sim.engine import EngineSetup
+from simspec.sim.tree import TreeSpeculation
 from simspec.text.reference import ReferenceSet
 from simspec.text.workload import arrival_times
 
@@ -44,6 +45,8 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         "gpu": s.gpu,
         "params": s.roofline,
         "num_gpus": s.hardware.num_gpus,
+        "tensor_parallel": s.hardware.tensor_parallel,
+        "expert_parallel": s.hardware.expert_parallel,
         "draft_model": s.draft_model,
     }
     profile = s.profile
@@ -51,6 +54,7 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         common["gpu"] = profile.peak_gpu(s.gpu)
         common["profile"] = profile
     cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
+    replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
     references = ReferenceSet(
         seed=s.seed,
         workload=s.workload,
@@ -58,6 +62,8 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         routing=s.routing,
         shape=target.shape,
         max_draft_tokens=drafter.max_draft_tokens,
+        routing_trace=replayed[0],
+        acceptance_trace=replayed[1],
     )
     return EngineSetup(
         references=references,
@@ -67,4 +73,11 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         kv_capacity_bytes=s.usable_memory_bytes - s.weight_bytes,
         max_draft_tokens=drafter.max_draft_tokens,
         mean_draft_overlap=mean_draft_overlap(s.routing, references),
+        tree=(
+            TreeSpeculation.from_config(
+                s.speculation, s.acceptance, drafter.max_draft_tokens, s.seed
+            )
+            if s.speculation.is_tree
+            else None
+        ),
     )

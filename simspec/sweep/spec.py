@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from simspec.config.load import (
     apply_overrides,
     check_seed,
@@ -48,6 +46,7 @@ from simspec.config.load import (
 )
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
+from simspec.rng import replication_seed
 
 #: The keys of a ``[sweep]`` table.
 SWEEP_KEYS = ("replications", "grid", "cases", "oracle")
@@ -84,14 +83,6 @@ class Point:
     def digest(self) -> str:
         """The key of the point's files: the digest of its resolved scenario."""
         return self.scenario.digest()
-
-
-def replication_seed(seed: int, replication: int) -> int:
-    """The scenario seed for replication 0, a derived 63-bit seed otherwise."""
-    if replication == 0:
-        return seed
-    state = np.random.SeedSequence([seed, replication]).generate_state(2, dtype=np.uint32)
-    return int((int(state[0]) << 31) ^ int(state[1]))
 
 
 def _grid_axes(grid: GridAxes, source: str) -> Iterable[tuple[str, list[Any]]]:

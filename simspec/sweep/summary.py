@@ -21,33 +21,15 @@ variation too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from simspec.analysis.replications import half_width_95, paired_ci
 from simspec.analysis.results import PolicyResult, RunResult
 from simspec.sweep.points import PointResult, axes
-
-
-def half_width_95(values: Sequence[float] | np.ndarray) -> float:
-    """95 % half-width of the mean of independent values: t_{0.975,n−1}·s/√n (nan for n < 2)."""
-    from scipy.stats import t
-
-    n = len(values)
-    if n < 2:
-        return math.nan
-    std = float(np.asarray(values, dtype=float).std(ddof=1))
-    return float(t.ppf(0.975, n - 1)) * std / math.sqrt(n)
-
-
-def paired_ci(diffs: Sequence[float]) -> tuple[float, float]:
-    """Mean and 95 % half-width of paired differences (nan width for one; nan, nan for none)."""
-    if len(diffs) == 0:
-        return math.nan, math.nan
-    return float(np.mean(np.asarray(diffs, dtype=float))), half_width_95(diffs)
 
 
 def _statistic() -> Any:

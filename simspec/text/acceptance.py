@@ -15,6 +15,8 @@ names one registered in :data:`ACCEPTANCE_PROCESSES`:
 * ``per_position``: alpha_j per draft slot (drafts further out are harder).
 * ``bursty``: a two-state (easy/hard) Markov regime along the text, e.g. boiler-plate code vs
   novel logic, with alpha_easy / alpha_hard.
+* ``trace``: no law at all: the accept/reject outcomes and confidences recorded from a real
+  drafter run (``acceptance.trace``, replayed by :mod:`simspec.text.replay`).
 
 Adding a process is one frozen dataclass here, decorated with
 ``@ACCEPTANCE_PROCESSES.register("name")``, with a ``slot_alphas(positions, slots, rng)`` method
@@ -110,6 +112,10 @@ class BurstyAcceptance:
         return np.repeat(alpha[:, None], slots, axis=1)
 
 
+#: ``acceptance.process`` that replays a recorded trace: not a law, so not in the registry.
+TRACE_PROCESS = "trace"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcceptanceConfig:
     """The acceptance process (scenario table ``[acceptance]``)."""
@@ -136,16 +142,33 @@ class AcceptanceConfig:
         ge=0.01,
         le=1e4,
     )
+    trace: str = param(
+        "",
+        "trace (.npz) with recorded draft outcomes, replayed by process = 'trace', relative "
+        "to the folder of costs.profile (the scenario file's; the working folder without one)",
+    )
+    trace_wrap: bool = param(
+        False,
+        "reuse the trace's sequences (cyclically) when the workload needs more or longer "
+        "requests than it holds (trace); false = refuse such a workload",
+    )
 
     def __post_init__(self) -> None:
-        valid = ACCEPTANCE_PROCESSES.names()
+        valid = [*ACCEPTANCE_PROCESSES.names(), TRACE_PROCESS]
         if self.process not in valid:
             raise FieldError("process", "one of " + ", ".join(map(repr, valid)), self.process)
-        self.acceptance_process()  # runs the process's own checks
+        if self.process == TRACE_PROCESS and not self.trace:
+            raise FieldError("trace", "a trace path (.npz) for process = 'trace'", self.trace)
+        if self.process != TRACE_PROCESS:
+            if self.trace:
+                raise FieldError("trace", "to be set only with process = 'trace'", self.trace)
+            self.acceptance_process()  # runs the process's own checks
 
     def acceptance_process(self) -> AcceptanceProcess:
         """The process named by ``process``, its parameters read from this table's fields."""
         name = self.process
+        if name == TRACE_PROCESS:
+            raise ValueError("process = 'trace' replays recorded outcomes; it has no law")
         params = {
             p: getattr(self, p) for p in ACCEPTANCE_PROCESSES.parameters(name) if hasattr(self, p)
         }

@@ -24,10 +24,15 @@ the max-entropy expectation of :class:`~simspec.routing.predictor.UniqueExpertPr
 sequences of
 k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
 overlap profiles) the Monte-Carlo sampler realises.
+
+With ``routing.mode = "trace"`` / ``acceptance.process = "trace"`` they are replayed from a
+recorded trace the loader read (:mod:`simspec.routing.replay`, :mod:`simspec.text.replay`).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +46,9 @@ from simspec.routing.popularity import draw_inclusion_probabilities, popularity_
 from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.reuse import ExpertSampler, sample_sequences
 from simspec.routing.sets import history_bits, union_sizes
-from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
+from simspec.routing.trace import RoutingTrace
+from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.replay import TraceReplay
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
@@ -71,6 +78,8 @@ class ReferenceSet:
         routing: RoutingConfig,
         shape: ModelShape,
         max_draft_tokens: int,
+        routing_trace: RoutingTrace | None = None,
+        acceptance_trace: RoutingTrace | None = None,
     ):
         self.seed = seed
         self.workload = workload
@@ -86,9 +95,12 @@ class ReferenceSet:
         self._sampler: ExpertSampler | None = None
         self._maxent: MaxEntSampler | None = None
         self._predictor: UniqueExpertPredictor | None = None
+        self._trace = TraceReplay(routing_trace, acceptance_trace, routing, acceptance)
         #: Inclusion probability of each expert per MoE layer, (layers, N).
         self.inclusion_probabilities = np.zeros((self.num_layers, self.num_experts))
-        if self.num_layers:
+        if self.num_layers and routing.replays_trace:  # the trace is the model: nothing to fit
+            self.inclusion_probabilities = self._trace.inclusion_or(self.inclusion_probabilities)
+        elif self.num_layers:
             k = shape.experts_per_token
             stream = rngs.stream(seed, "popularity")
             if routing.uses_reuse_sampler():
@@ -152,7 +164,8 @@ class ReferenceSet:
             prompt, output = draw_lengths(
                 self.workload, rngs.stream(self.seed, "workload", request_id)
             )
-            confidence, match = draw_acceptance(
+            confidence, match = self._trace.draw_acceptance(  # or replay a recorded run's
+                request_id,
                 self.acceptance,
                 output,
                 self.max_draft_tokens,
@@ -168,10 +181,13 @@ class ReferenceSet:
     # -- routing -----------------------------------------------------------------------------
     def _ensure_sampler(self) -> None:
         if self._sampler is None and self._maxent is None:
-            self._maxent = self._build_maxent()
+            self._maxent = self._trace.fitted_sampler() or self._build_maxent()
 
     def _block_true(self, block: int) -> np.ndarray:
         masks = self._true.get(block)
+        if masks is None and self._trace.routing is not None:
+            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
+            masks = self._true[block] = self._trace.true_block(ids, self.sequence)
         if masks is None:
             self._ensure_sampler()
             ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
@@ -212,6 +228,10 @@ class ReferenceSet:
             anchor[q, :n] = np.arange(n) + seq.match_lengths
         for level in range(len(levels), depth):
             rng = rngs.stream(self.seed, "rejected_routing", block, level)
+            if self._trace.routing is not None:  # recorded drafts, the rest from a fitted model
+                draw = functools.partial(self._continue_maxent, true, anchor, levels, rng)
+                levels.append(self._trace.rejected(first, nseq, self.sequence, level, draw))
+                continue
             if self._maxent is not None:
                 levels.append(self._continue_maxent(true, anchor, levels, rng))
                 continue
@@ -246,6 +266,7 @@ class ReferenceSet:
         rng: np.random.Generator,
     ) -> np.ndarray:
         """Rejected drafts of the next level r, each conditioned on the D tokens before it."""
+        self._ensure_sampler()  # replayed traces fit theirs on first use
         assert self._maxent is not None
         nseq, length, layers, k = true.shape
         r = len(levels) + 1
@@ -269,9 +290,13 @@ class ReferenceSet:
             ).astype(true.dtype)
         return out.reshape(nseq, length, layers, k)
 
-    def fed_routing(self, request_id: int, state: int, draft_tokens: int) -> np.ndarray:
+    def fed_routing(
+        self, request_id: int, state: int, draft_tokens: int, accepted: int | None = None
+    ) -> np.ndarray:
         """Expert ids of the k + 1 tokens fed at ``state`` with k = ``draft_tokens``.
 
+        ``accepted`` overrides the accepted drafts min(k, m_i) (a draft tree accepts its own
+        count: the nodes off its accepted path are fed as the rejected drafts of the chain).
         Returns int16 (k + 1, num_moe_layers, k_e); zero layers for a dense model.
         """
         seq = self.sequence(request_id)
@@ -279,7 +304,8 @@ class ReferenceSet:
             return np.zeros((draft_tokens + 1, 0, 0), dtype=np.int16)
         block, q = divmod(request_id, BLOCK_REQUESTS)
         true = self._block_true(block)[q]
-        accepted = min(draft_tokens, int(seq.match_lengths[state]))
+        if accepted is None:
+            accepted = min(draft_tokens, int(seq.match_lengths[state]))
         parts = [true[state : state + accepted + 1]]
         rejected = draft_tokens - accepted
         if rejected:
@@ -287,22 +313,79 @@ class ReferenceSet:
             parts.append(np.stack([levels[r][q, state] for r in range(rejected)]))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
-    def pass_unique_experts(self, fed: list[tuple[int, int, int]]) -> np.ndarray:
+    def state_routing(self, request_id: int, draft_tokens: int) -> np.ndarray:
+        """``fed_routing(request_id, i, draft_tokens)`` for every state i at once, stacked:
+        (L, k + 1, num_moe_layers, k_e), one gather per rejected depth (the oracle's tables)."""
+        seq = self.sequence(request_id)
+        states = np.arange(seq.output_tokens)
+        if not self.num_layers:
+            return np.zeros((len(states), draft_tokens + 1, 0, 0), dtype=np.int16)
+        block, q = divmod(request_id, BLOCK_REQUESTS)
+        true = self._block_true(block)[q]
+        depth = (
+            np.arange(draft_tokens + 1)[None, :]
+            - np.minimum(draft_tokens, seq.match_lengths[states])[:, None]
+        )  # <= 0: a true token; r > 0: the rejected draft of depth r
+        position = np.minimum(states[:, None] + np.arange(draft_tokens + 1), len(true) - 1)
+        out = true[position]
+        deepest = int(depth.max(initial=0))
+        if deepest > 0:
+            levels = self._block_rejected(block, deepest)
+            for r in range(1, deepest + 1):
+                state, j = np.nonzero(depth == r)
+                out[state, j] = levels[r - 1][q, state]
+        return out
+
+    def pass_unique_experts(
+        self, fed: list[tuple[int, int, int]], accepted: Sequence[int] | np.ndarray | None = None
+    ) -> np.ndarray:
         """Distinct routed experts per MoE layer of one pass.
 
         ``fed`` lists, for every request in the pass, (request id, state, draft tokens). The
         pass loads, per layer, the union of the experts of all the tokens it feeds. Returns a
         float array (num_moe_layers,); empty for a dense model. In analytic routing mode it is the
-        max-entropy expectation (read-only, cached per batch composition).
+        max-entropy expectation (read-only, cached per batch composition). ``accepted``, one per
+        request, overrides the accepted drafts of each (a draft tree's accepted path).
         """
         if not self.num_layers:
             return np.zeros(0)
         if self.routing.mode == "analytic":
             tokens = [k + 1 for _, _, k in fed]
             true = [min(k, int(self.sequence(r).match_lengths[i])) + 1 for r, i, k in fed]
+            if accepted is not None:  # a draft tree's accepted path (fed_routing)
+                true = [a + 1 for a in accepted]
             try:
                 return self.predictor.expected_unique(tokens, true)
             except ValueError as err:
                 raise self._statistics_error(err) from None
-        routing = np.concatenate([self.fed_routing(r, i, k) for r, i, k in fed])
-        return union_sizes(routing, self.num_experts).astype(float)
+        return union_sizes(self._pass_routing(fed, accepted), self.num_experts).astype(float)
+
+    def _pass_routing(
+        self, fed: list[tuple[int, int, int]], accepted: Sequence[int] | np.ndarray | None
+    ) -> np.ndarray:
+        """Every token a pass feeds (its requests' :meth:`fed_routing`, in another order),
+        gathered per block at once: true tokens, then each rejected depth."""
+        request, state, drafts = np.array(fed, dtype=np.int64).reshape(-1, 3).T
+        if accepted is None:
+            matches = [self.sequence(r).match_lengths[i] for r, i, _ in fed]
+            taken = np.minimum(drafts, np.array(matches, dtype=np.int64))
+        else:
+            taken = np.asarray(accepted, dtype=np.int64)
+        block, row = np.divmod(request, BLOCK_REQUESTS)
+        parts = []
+        for b in np.unique(block).tolist():
+            mine = block == b
+            q, i, acc = row[mine], state[mine], taken[mine]
+            count = acc + 1  # true tokens y_i..y_{i+a}
+            offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+            true, position = self._block_true(b), np.repeat(i, count) + offset
+            inside = position < true.shape[1]  # as fed_routing's slice stops at the block's end
+            parts.append(true[np.repeat(q, count)[inside], position[inside]])
+            rejected = drafts[mine] - acc
+            deepest = int(rejected.max())
+            if deepest > 0:
+                levels = self._block_rejected(b, deepest)
+                for r in range(1, deepest + 1):
+                    deep = rejected >= r
+                    parts.append(levels[r - 1][q[deep], i[deep]])
+        return np.concatenate(parts)

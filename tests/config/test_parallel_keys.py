@@ -1,4 +1,4 @@
-"""[hardware] tensor_parallel / expert_parallel: validated, recorded, and cost-neutral today."""
+"""[hardware] tensor_parallel / expert_parallel: validated, and priced by the cost model."""
 
 from __future__ import annotations
 
@@ -37,12 +37,16 @@ def test_non_divisors_name_the_key(key, value, gpus):
     assert err.value.key_path == key
 
 
-def test_degrees_do_not_change_the_cost_model_yet():
+def test_degrees_change_the_cost_model():
+    """TP2 and TP1 x EP2 on the same two GPUs price the same pass differently (costs.parallel)."""
+    import numpy as np
+
     base = {"hardware.num_gpus": 2}
-    plain = build_setup(load_scenario(overrides=base))
+    plain = build_setup(load_scenario(overrides=base)).cost_model
     split = build_setup(
         load_scenario(
             overrides={**base, "hardware.tensor_parallel": 1, "hardware.expert_parallel": 2}
         )
-    )
-    assert plain.cost_model == split.cost_model
+    ).cost_model
+    args = (np.array([1, 1]), np.array([100, 100]), np.full(48, 16.0))
+    assert plain.verify_pass(*args).total_s != split.verify_pass(*args).total_s

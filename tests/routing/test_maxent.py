@@ -58,3 +58,18 @@ def test_independent_routing_with_skewed_popularity():
     draft = sampler.step(rng, chains, history_bits([], 32), np.full(1000, 7), draft=True)
     assert draft.shape == (1000, 4)
     assert (np.diff(draft, axis=1) > 0).all()  # k_e distinct experts, sorted
+
+
+def test_smallest_sorted_equals_argpartition_and_handles_ties():
+    from simspec.routing.maxent import smallest_sorted
+
+    rng = np.random.default_rng(8)
+    for dtype in (np.float32, np.float64):
+        key = rng.random((300, 128)).astype(dtype)
+        expected = np.sort(np.argpartition(key, 7, axis=1)[:, :8], axis=1)
+        assert np.array_equal(smallest_sorted(key, 8), expected)
+    # A tie across the k-th value marks k + 1 columns: the argpartition fallback keeps k.
+    tied = np.array([[0.1, 0.3, 0.3, 0.9], [0.2, 0.4, 0.1, 0.8]])
+    got = smallest_sorted(tied, 2)
+    assert got[0].tolist() in ([0, 1], [0, 2]) and got[1].tolist() == [0, 2]
+    assert np.array_equal(got, np.sort(np.argpartition(tied, 1, axis=1)[:, :2], axis=1))

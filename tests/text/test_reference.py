@@ -148,3 +148,29 @@ def test_impossible_overlaps_are_input_errors():
             _refs(f'routing.mode="{mode}"', "routing.overlap=0.99", "routing.overlaps=[0.99, 0.0]")
         assert err.value.key_path == "routing.overlaps"
         assert "cannot be matched" in str(err.value)
+
+
+@pytest.mark.parametrize("popularity", ["uniform", "zipf"])
+def test_pass_unique_experts_is_the_union_of_every_fed_token(popularity):
+    """The batched gather (grouped by block) equals the union of each request's fed_routing."""
+    refs = _refs(
+        "workload.num_requests=66",
+        "workload.output_tokens=12",
+        f'routing.popularity="{popularity}"',
+    )
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        rids = rng.choice(66, size=int(rng.integers(1, 9)), replace=False)  # spans two blocks
+        fed = [
+            (
+                int(r),
+                int(rng.integers(0, refs.sequence(int(r)).output_tokens)),
+                int(rng.integers(6)),
+            )
+            for r in rids
+        ]
+        accepted = [int(rng.integers(k + 1)) for _, _, k in fed] if trial % 2 else None
+        counts = accepted or [None] * len(fed)
+        tokens = [refs.fed_routing(r, i, k, a) for (r, i, k), a in zip(fed, counts, strict=True)]
+        expected = to_sets(np.concatenate(tokens), 128).any(axis=0).sum(axis=-1)
+        assert np.array_equal(refs.pass_unique_experts(fed, accepted), expected)

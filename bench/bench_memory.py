@@ -1,0 +1,59 @@
+"""Benchmark: peak resident memory of `simspec run` for about 10^6 simulated tokens.
+
+Runs the embedded default scenario (five fixed-k policies, 256-token outputs on average) with
+``--requests`` requests in a fresh process per routing mode and reads the child's peak RSS
+(``os.wait4``). 800 requests x 256 tokens x 5 policies = 1.02 M simulated committed tokens.
+Target (issue 12): <= 500 MB.
+
+    python bench/bench_memory.py [--requests 800] [--modes analytic monte_carlo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+
+def peak_rss_mb(command: list[str]) -> tuple[float, float]:
+    """Peak RSS (MB) and CPU seconds of ``command`` run as a child process."""
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"failed: {' '.join(command)}")
+    return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=800)
+    parser.add_argument("--modes", nargs="+", default=["analytic", "monte_carlo"])
+    args = parser.parse_args()
+    machine = f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    print(f"machine: {machine}")
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    for mode in args.modes:
+        command = [
+            sys.executable,
+            "-m",
+            "simspec",
+            "run",
+            "--set",
+            f"workload.num_requests={args.requests}",
+            "--set",
+            f'routing.mode="{mode}"',
+        ]
+        start = time.perf_counter()
+        rss, cpu = peak_rss_mb(command)
+        print(
+            f"{mode}: {args.requests} requests (~{args.requests * 256 * 5 / 1e6:.2f} M simulated "
+            f"tokens): peak RSS {rss:.0f} MB, {cpu:.1f} CPU s, "
+            f"{time.perf_counter() - start:.1f} s wall"
+        )
+
+
+if __name__ == "__main__":
+    main()

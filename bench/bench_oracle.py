@@ -1,0 +1,93 @@
+"""Benchmark: the hindsight oracle's cost tables and `simspec compare` on the batch-32 scenario.
+
+1. Table rate: every request's DP tables (B > 1 attribution cost,
+   :func:`simspec.analysis.oracle.request_tables` with a fixed typical
+   :class:`~simspec.analysis.oracle.StepCost`), timed after one warm-up pass that generates the
+   routing; reported as (position × candidate k) entries per CPU second, also divided by the
+   raw SimPy event rate measured in the same run. Target: >= 1M entries per second.
+2. The whole `simspec compare` experiment (five fixed policies, the k = 0 baseline and the
+   oracle) in this process, CPU seconds. Target: <= 15 CPU s.
+
+Medians of ``--repeats`` runs (CPU time: ``time.process_time``).
+
+    python bench/bench_oracle.py [--repeats 5] [--compare-repeats 5] [--scenario PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+from simpy_rate import simpy_event_rate
+
+import simspec
+from simspec.analysis import oracle
+from simspec.analysis.experiment import run_experiment
+from simspec.sim.setup import build_setup
+
+SCENARIO = "scenarios/qwen3-30b-h100-batch32.toml"
+
+
+def table_rate(scenario, repeats: int) -> tuple[float, int]:
+    """Median CPU seconds to build every request's tables, and how many entries that is."""
+    setup = build_setup(scenario)
+    refs, kmax = setup.references, setup.max_draft_tokens
+    step = oracle.StepCost(
+        setup, 31, 3.0, scenario.workload.prompt_tokens + 128, np.full(refs.num_layers, 100.0)
+    )
+    requests = range(scenario.workload.num_requests)
+    for rid in requests:  # warm-up: generates the routing once
+        oracle.request_tables(setup, rid, kmax, step)
+    entries = sum((refs.sequence(r).output_tokens - 1) * (kmax + 1) for r in requests)
+    cpus = []
+    for _ in range(repeats):
+        fresh = oracle.StepCost(setup, step.others, 3.0, step.context, step.others_union)
+        start = time.process_time()
+        for rid in requests:
+            oracle.request_tables(setup, rid, kmax, fresh)
+        cpus.append(time.process_time() - start)
+    return statistics.median(cpus), entries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--compare-repeats", type=int, default=5)
+    parser.add_argument("--scenario", default=SCENARIO)
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, numpy {np.__version__}, "
+        f"simspec {simspec.__version__} ({os.path.dirname(simspec.__file__)})"
+    )
+    print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    events = simpy_event_rate()
+    print(f"raw SimPy event rate: {events:,.0f} events per CPU second")
+    scenario = simspec.load_scenario(args.scenario, [])
+    cpu, entries = table_rate(scenario, args.repeats)
+    rate = entries / cpu
+    print(
+        f"oracle tables ({args.scenario}, B > 1 attribution cost): {entries} (position x k) "
+        f"entries in {cpu:.3f} CPU s (median of {args.repeats}): {rate:,.0f} per CPU second "
+        f"({rate / events:.4f} per SimPy event per CPU second)"
+    )
+    cpus = []
+    for _ in range(args.compare_repeats):
+        start = time.process_time()
+        run_experiment(scenario, oracle=True)
+        cpus.append(time.process_time() - start)
+    print(
+        f"compare experiment (policies + baseline + oracle): median "
+        f"{statistics.median(cpus):.2f} CPU s over {args.compare_repeats} runs "
+        f"(min {min(cpus):.2f}, max {max(cpus):.2f}); "
+        f"{statistics.median(cpus) * events / 1e6:.2f} M SimPy-event equivalents"
+    )
+
+
+if __name__ == "__main__":
+    main()

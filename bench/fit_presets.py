@@ -1,0 +1,265 @@
+"""Fit the engine presets' overheads on each engine's published rows.
+
+    python bench/fit_presets.py [--workers 2] [--write]
+
+For every engine with rows in ``validation/cases.toml`` (``fidelity_cases.engine_preset``) the
+fixed overheads of its preset (``simspec/catalog/engines/<engine>.toml``) are fitted by
+``scipy.optimize.least_squares`` on the relative errors of its decode and speculative rows,
+with physical bounds. Writes ``validation/preset_fit.json`` (values, every row's prediction,
+leave-one-source-out errors); ``--write`` also rewrites the presets' TOML files.
+
+Fast and exact: every fixed overhead adds its value once per pass (or draft step, or layer's
+collective) and nothing a fixed-k run decides depends on time, so each run's times
+(``fidelity.TIMES``) are affine in the overheads. Each row is simulated at zero overheads and
+once more per overhead that can touch it (one unit each), with the real simulator
+(``fidelity.run_times``); the fit then interpolates those affine times, and
+``bench/fidelity.py`` checks the fitted presets' predictions against fresh simulations.
+
+Rows in :data:`INCONSISTENT` are predicted and reported but not fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fidelity import TIMES, quantity, run_times
+from fidelity_cases import CASES_PATH, Case, engine_preset, load_cases
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINES_DIR = ROOT / "simspec" / "catalog" / "engines"
+FIT_PATH = ROOT / "validation" / "preset_fit.json"
+
+#: Fitted overheads per engine: (unit of the probe run, lower bound, upper bound, start).
+#: Bounds are physical: a pass overhead of at most 50 ms, a draft step's at most 5 ms, verify
+#: bookkeeping at most 20 ms, at most 100 µs of software per layer's collectives.
+BOUNDS = {
+    "pass_overhead_s": (1e-3, 0.0, 0.05, 1e-3),
+    "draft_step_overhead_s": (1e-3, 0.0, 0.005, 2e-4),
+    "verify_overhead_s": (1e-3, 0.0, 0.02, 1e-3),
+    "comm_s_per_layer": (1e-5, 0.0, 1e-4, 5e-6),
+}
+#: What each engine's rows can determine: no vLLM or TensorRT-LLM row is speculative, so
+#: their draft and verify overheads keep the built-in values.
+FITTED = {
+    "sglang": ("pass_overhead_s", "draft_step_overhead_s", "verify_overhead_s", "comm_s_per_layer"),
+    "vllm": ("pass_overhead_s", "comm_s_per_layer"),
+    "trtllm": ("pass_overhead_s", "comm_s_per_layer"),
+}
+#: Set by the engine's design, not fitted: EAGLE-3 in SGLang and vLLM runs one draft-extend
+#: pass over the accepted tokens after every verify (sglang/srt/speculative/eagle_worker.py,
+#: forward_draft_extend_after_decode; vllm/v1/spec_decode/eagle.py).
+FIXED = {"sglang": {"draft_extend_passes": 1.0}, "vllm": {"draft_extend_passes": 1.0}}
+#: Only these overheads can change a plain-decode row.
+DECODE_KEYS = ("pass_overhead_s", "comm_s_per_layer")
+
+#: Rows that look inconsistent with the others (predicted and reported, never fitted).
+INCONSISTENT = {
+    "qwen3-30b-2xh100-tp2-sglang[4]": "mtbench:20 has 20 prompts, so 'bs 32' runs at most 20 "
+    "requests at once (a plateau with bs 64)",
+    "qwen3-30b-2xh100-tp2-sglang[5]": "mtbench:20 has 20 prompts, so 'bs 64' runs at most 20 "
+    "requests at once (a plateau with bs 32)",
+    "gpt-oss-120b-8xh100-tp8-vllm-1k8k[4]": "the source attributes the jump to KV-cache "
+    "preemption, which simspec does not model",
+    "glm-4.7-flash-1xh100-sglang-bs32": "~8 tok/s per request at batch 32, 15x slower per "
+    "request than batch 1: a differently defined number",
+    "gpt-oss-120b-a100-vllm-single-stream[1]": "TP2 slower than TP1 on one user's machine "
+    "(user comments; PCIe or config issue suspected), inconsistent with TP scaling",
+    "gpt-oss-120b-a100-vllm-single-stream[2]": "TP4 slower than TP1 on one user's machine "
+    "(user comments), inconsistent with TP scaling",
+}
+
+
+def probe_runs(case: Case) -> list[tuple[str, dict[str, float]]]:
+    """(label, [costs]) of the runs one row needs: all overheads zero, then one unit each."""
+    engine = engine_preset(case)
+    keys = FITTED[engine]
+    if case.category != "speculative":
+        keys = tuple(k for k in keys if k in DECODE_KEYS)
+    base = dict.fromkeys(FITTED[engine], 0.0) | FIXED.get(engine, {})
+    runs = [("base", base)]
+    runs += [(key, base | {key: BOUNDS[key][0]}) for key in keys]
+    return runs
+
+
+def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, float]]:
+    case, label, costs = task
+    return case.id, label, run_times(case, "ideal", costs)
+
+
+class AffineRow:
+    """One row's times as an affine function of its engine's overheads."""
+
+    def __init__(self, case: Case, runs: dict[str, dict[str, float]]) -> None:
+        self.case = case
+        self.engine = engine_preset(case)
+        self.base = np.array([runs["base"][t] for t in TIMES])
+        keys = FITTED[self.engine]
+        self.slopes = np.zeros((len(TIMES), len(keys)))
+        for j, key in enumerate(keys):
+            if key in runs:
+                probe = np.array([runs[key][t] for t in TIMES])
+                self.slopes[:, j] = (probe - self.base) / BOUNDS[key][0]
+
+    @property
+    def measured(self) -> float:
+        c = self.case
+        return c.measured_speedup if c.category == "speculative" else c.value
+
+    def predict(self, theta: np.ndarray) -> float:
+        times = self.base + self.slopes @ theta
+        return quantity(self.case, dict(zip(TIMES, (float(t) for t in times), strict=True)))
+
+    def log_error(self, theta: np.ndarray) -> float:
+        return math.log(self.predict(theta) / self.measured)
+
+
+def fit(rows: list[AffineRow], keys: tuple[str, ...]) -> np.ndarray:
+    """Least squares of log(predicted / measured) over ``rows`` (soft-L1 against outliers)."""
+    from scipy.optimize import least_squares
+
+    lower = np.array([BOUNDS[k][1] for k in keys])
+    upper = np.array([BOUNDS[k][2] for k in keys])
+    start = np.array([BOUNDS[k][3] for k in keys])
+    result = least_squares(
+        lambda th: np.array([r.log_error(th) for r in rows]),
+        start,
+        bounds=(lower, upper),
+        loss="soft_l1",
+        f_scale=0.1,
+        x_scale=np.array([BOUNDS[k][0] for k in keys]),
+    )
+    return np.asarray(result.x)
+
+
+def round_values(theta: np.ndarray, keys: tuple[str, ...]) -> np.ndarray:
+    """Three significant digits (what the catalog file stores); below 0.1 % of a unit, 0."""
+    units = [BOUNDS[k][0] for k in keys]
+    pairs = zip(theta, units, strict=True)
+    return np.array([0.0 if v < 1e-3 * u else float(f"{v:.3g}") for v, u in pairs])
+
+
+def rel(row: AffineRow, theta: np.ndarray) -> float:
+    return row.predict(theta) / row.measured - 1.0
+
+
+def engine_fit(engine: str, rows: list[AffineRow]) -> dict[str, Any]:
+    """Values, per-row residuals and leave-one-source-out errors of one engine."""
+    keys = FITTED[engine]
+    used = [r for r in rows if r.case.id not in INCONSISTENT]
+    theta = round_values(fit(used, keys), keys)
+    table = [
+        {
+            "id": r.case.id,
+            "source": r.case.source,
+            "category": r.case.category,
+            "measured": r.measured,
+            "predicted": r.predict(theta),
+            "relative_error": rel(r, theta),
+            "fitted": r.case.id not in INCONSISTENT,
+            "inconsistent": INCONSISTENT.get(r.case.id, ""),
+        }
+        for r in rows
+    ]
+    loso = []
+    for source in sorted({r.case.source for r in used}):
+        rest = [r for r in used if r.case.source != source]
+        held = [r for r in used if r.case.source == source]
+        if not rest:
+            loso.append({"source": source, "rows": len(held), "note": "the engine's only source"})
+            continue
+        without = round_values(fit(rest, keys), keys)
+        errors = [abs(rel(r, without)) for r in held]
+        loso.append(
+            {
+                "source": source,
+                "rows": len(held),
+                "values": dict(zip(keys, without.tolist(), strict=True)),
+                "median_abs_relative_error": statistics.median(errors),
+                "max_abs_relative_error": max(errors),
+            }
+        )
+    fitted_errors = [abs(t["relative_error"]) for t in table if t["fitted"]]
+    return {
+        "values": dict(zip(keys, theta.tolist(), strict=True)) | FIXED.get(engine, {}),
+        "fitted_rows": len(used),
+        "median_abs_relative_error": statistics.median(fitted_errors),
+        "rows": table,
+        "leave_one_source_out": loso,
+    }
+
+
+def preset_toml(engine: str, result: dict[str, Any]) -> str:
+    """The catalog file of a fitted preset, its comment citing the rows it was fitted on."""
+    names = {
+        "sglang": "SGLang",
+        "vllm": "vLLM",
+        "trtllm": "TensorRT-LLM",
+    }
+    sources = sorted({row["source"] for row in result["rows"] if row["fitted"]})
+    lines = [
+        f"# Fitted by bench/fit_presets.py on {result['fitted_rows']} published {names[engine]} "
+        "rows of validation/cases.toml, sources:",
+        *(f"#   {source}" for source in sources),
+        f"# Median |relative error| of those rows: {result['median_abs_relative_error']:.1%}.",
+        "# Rows, residuals and leave-one-source-out errors: validation/REPORT.md,",
+        "# validation/preset_fit.json. Keys left out keep the built-in defaults.",
+        f'name = "{engine}"',
+        f'display_name = "{names[engine]}"',
+        'source = "fitted on published rows: validation/preset_fit.json"',
+        'notes = "Overheads fitted by least squares with physical bounds; see the comment above."',
+    ]
+    for key, value in result["values"].items():
+        lines.append(f"{key} = {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=str(CASES_PATH))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--write", action="store_true", help="rewrite the presets' TOML files")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    cases = [c for c in load_cases(args.cases).cases if engine_preset(c) in FITTED]
+    tasks = [(c, label, costs) for c in cases for label, costs in probe_runs(c)]
+    tasks.sort(key=lambda t: -(t[0].batch * t[0].output_tokens))
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for case_id, label, times in pool.map(_run, tasks):
+            runs.setdefault(case_id, {})[label] = times
+    rows = [AffineRow(c, runs[c.id]) for c in cases]
+    results = {}
+    for engine in FITTED:
+        mine = [r for r in rows if r.engine == engine]
+        results[engine] = engine_fit(engine, mine)
+        print(
+            f"{engine}: {results[engine]['values']} on {results[engine]['fitted_rows']} rows, "
+            f"median |err| {results[engine]['median_abs_relative_error']:.1%}"
+        )
+        for item in results[engine]["leave_one_source_out"]:
+            if "median_abs_relative_error" in item:
+                print(
+                    f"  without {item['source']}: median |err| of its {item['rows']} rows "
+                    f"{item['median_abs_relative_error']:.1%}"
+                )
+    FIT_PATH.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if args.write:
+        for engine, result in results.items():
+            (ENGINES_DIR / f"{engine}.toml").write_text(preset_toml(engine, result), "utf-8")
+    print(f"{len(tasks)} runs in {time.perf_counter() - start:.0f} s -> {FIT_PATH}")
+
+
+if __name__ == "__main__":
+    main()

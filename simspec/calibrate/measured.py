@@ -1,0 +1,204 @@
+"""Calibrating from your own serving benchmarks: measurements -> least-squares fit -> profile.
+
+``simspec calibrate`` times kernels with torch; most teams already have something simpler: the
+output of ``vllm bench serve`` or SGLang's ``bench_serving`` at a few batch sizes, with and
+without speculative decoding. ``simspec fit`` turns 4-6 such numbers into a calibration profile:
+
+1. :mod:`.measured_file` reads and validates the measurements (CSV or TOML; the format and an
+   example are in its docstring);
+2. :mod:`.measured_fit` predicts every row with the simulator on the user's scenario and fits
+   the per-pass and per-draft-step overheads and the efficiencies by
+   ``scipy.optimize.least_squares`` on log residuals, with one-sigma uncertainties from the
+   Jacobian and a warning for any parameter the rows cannot identify;
+3. :func:`fitted_profile` (here) writes the result as a profile (``metadata.kind = "fitted"``)
+   whose ``fitted`` table is the scenario's resolved cost parameters with the fitted ones
+   replaced, so ``[costs] profile = "that.json"`` reproduces the measurements, and whose
+   ``fit_details`` records the measurements file's SHA-256, the scenario, each parameter's
+   start, value, bounds and uncertainty, and every row's prediction and residual.
+
+A profile the scenario already used (measured tables, peaks, ceilings) is carried over, so a
+fit on top of a torch-measured profile keeps its tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from simspec.config.scenario import Scenario
+from simspec.physics.hardware import GpuSpec
+from simspec.profile import SCHEMA, SCHEMA_VERSION, profile_from_dict
+from simspec.schema import help_of, to_dict
+
+from .measured_file import MeasurementRow, Measurements, read_measurements
+from .measured_fit import (
+    FitResult,
+    FitSettings,
+    RowFit,
+    alpha_for_acceptance_length,
+    default_fit_params,
+    fit_measurements,
+    fittable_params,
+)
+
+__all__ = [
+    "FitResult",
+    "FitSettings",
+    "MeasurementRow",
+    "Measurements",
+    "RowFit",
+    "alpha_for_acceptance_length",
+    "default_fit_params",
+    "fit_measurements",
+    "fittable_params",
+    "fitted_profile",
+    "read_measurements",
+]
+
+SOURCES = (
+    "simspec/calibrate/measured_fit.py: each row simulated with the scenario; "
+    "scipy.optimize.least_squares (trf) on log(predicted / measured)",
+    "Leviathan, Kalman & Matias 2023, Fast Inference from Transformers via Speculative "
+    "Decoding (i.i.d. acceptance: expected tokens per verify)",
+)
+
+
+def _row_record(fit: RowFit) -> dict[str, Any]:
+    row = fit.row
+    return {
+        "row": row.where,
+        "batch": row.batch,
+        "quantity": row.quantity,
+        "prompt_tokens": row.prompt_tokens,
+        "output_tokens": row.output_tokens,
+        "draft_tokens": row.draft_tokens,
+        "acceptance_length": row.acceptance_length,
+        "simulated_acceptance_length": fit.simulated_acceptance_length,
+        "measured": row.value,
+        "predicted": fit.predicted,
+        "log_residual": fit.residual,
+    }
+
+
+def _provenance(
+    scenario: Scenario, result: FitResult, measurements: Measurements
+) -> dict[str, str]:
+    helps = help_of(type(result.params))
+    explicit = scenario.costs.explicit()
+    base = scenario.profile
+    inherited: Mapping[str, Any] = base.data.get("provenance", {}) if base is not None else {}
+    provenance = {}
+    for name in helps:
+        if name in result.values:
+            sigma = result.uncertainty.get(name)
+            spread = f" +- {sigma:.3g}" if sigma is not None else " (uncertainty not estimable)"
+            provenance[name] = (
+                f"fitted to {len(measurements.rows)} serving measurements "
+                f"({measurements.source}): {result.values[name]:.6g}{spread}"
+            )
+        elif name in explicit:
+            provenance[name] = f"set in the scenario's [costs] ({scenario.source or scenario.name})"
+        elif base is not None and name in inherited:
+            provenance[name] = f"from {base.source}: {inherited[name]}"
+        else:
+            provenance[name] = f"assumed: {helps[name]}"
+    return provenance
+
+
+def _peak(gpu: GpuSpec) -> dict[str, Any]:
+    return {
+        "hbm_bytes_per_s": gpu.hbm_bytes_per_s,
+        "bf16_flops_per_s": gpu.bf16_flops_per_s,
+        "source": f"spec sheet (catalog gpu {gpu.name}: {gpu.source})",
+    }
+
+
+def fitted_profile(
+    scenario: Scenario,
+    measurements: Measurements,
+    result: FitResult,
+    *,
+    date: str = "",
+    command: str = "",
+    git_sha: str = "",
+    settings: FitSettings | None = None,
+) -> dict[str, Any]:
+    """The profile of a fit, as JSON-ready data that passes the profile parser (module doc)."""
+    settings = settings or FitSettings()
+    base = scenario.profile
+    base_data: Mapping[str, Any] = base.data if base is not None else {}
+    metadata = {
+        "kind": "fitted",
+        "device": scenario.gpu.display_name or scenario.gpu.name,
+        "gpu": base.gpu if base is not None else scenario.hardware.gpu,
+        "model": scenario.model.target,
+        "shapes": base.shapes if base is not None else "",
+        "dtype": scenario.model.precision,
+        "torch_version": "",
+        "cuda_version": "",
+        "date": date,
+        "command": command,
+        "git_sha": git_sha,
+        "notes": (
+            f"Cost parameters {', '.join(result.names)} fitted to the serving measurements "
+            f"{measurements.source} (sha256 {measurements.sha256[:12]}...) by simulating each "
+            f"row with the scenario {scenario.source or scenario.name}; every other parameter "
+            "is the scenario's resolved value."
+        ),
+        "sources": [*SOURCES, *base_data.get("metadata", {}).get("sources", [])],
+        "measurements": {
+            "file": measurements.source,
+            "sha256": measurements.sha256,
+            "rows": len(measurements.rows),
+        },
+        "scenario": {
+            "source": scenario.source,
+            "name": scenario.name,
+            "digest": scenario.digest(),
+            "profile": base.source if base is not None else "",
+        },
+    }
+    details = {
+        "method": "scipy.optimize.least_squares (trf, bounded) on log(predicted / measured)",
+        "params": {
+            name: {
+                "start": result.start[name],
+                "value": result.values[name],
+                "uncertainty": result.uncertainty[name],
+                "lower": result.bounds[name][0],
+                "upper": result.bounds[name][1],
+            }
+            for name in result.names
+        },
+        "rms_log_residual": result.rms_residual,
+        "evaluations": result.evaluations,
+        "optimizer_message": result.message,
+        "warnings": list(result.warnings),
+        "settings": to_dict(settings),
+        "rows": [_row_record(fit) for fit in result.rows],
+    }
+    data = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "metadata": metadata,
+        "peak": dict(base_data["peak"]) if base is not None else _peak(scenario.gpu),
+        "ceilings": dict(base_data.get("ceilings", {})),
+        "fitted": to_dict(result.params),
+        "provenance": _provenance(scenario, result, measurements),
+        "fit_details": _finite(details),
+        "validation": [],
+        "tables": dict(base_data.get("tables", {})),
+    }
+    profile_from_dict(data, "<fitted profile>")  # a profile we write must load
+    return data
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with infinite bounds written as None (JSON has no infinity)."""
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

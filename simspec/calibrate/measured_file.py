@@ -1,0 +1,274 @@
+"""Serving measurements a user brings to ``simspec fit``: the file format and its strict reader.
+
+A team that ran ``vllm bench serve`` or SGLang's ``bench_serving`` has, for a few batch sizes,
+the mean time per output token of plain decoding, and for speculative decoding the same numbers
+with the acceptance length the engine reported. One measurement is one row:
+
+``batch``
+    requests in flight (the benchmark's ``--max-concurrency``), an integer >= 1.
+``quantity``
+    what ``value`` is (means over the benchmark's requests):
+    ``tpot_ms`` time per output token after the first; ``itl_ms`` time between streamed chunks
+    (one chunk per decode iteration, so with speculation ITL = TPOT x acceptance length);
+    ``tokens_per_s`` output throughput of the whole server; ``tokens_per_s_per_user`` 1000 /
+    TPOT; ``e2e_latency_s`` arrival to last token.
+``value``
+    the measured number, finite and > 0.
+``prompt_tokens``, ``output_tokens``
+    the benchmark's input and output lengths (integers; output >= 2).
+``draft_tokens``
+    speculative steps per iteration (``--num-speculative-tokens``, SGLang's
+    ``--speculative-num-steps``); 0 or empty = plain decoding.
+``acceptance_length``
+    required when ``draft_tokens > 0`` and empty otherwise: the reported mean tokens committed
+    per verify pass (accepted drafts + 1), in [1, draft_tokens + 1].
+``topk``, ``num_draft_tokens``
+    optional, speculative rows only: a draft tree's width and size (SGLang's
+    ``--speculative-eagle-topk`` / ``--speculative-num-draft-tokens``). Recorded; the row is
+    simulated as a chain of ``draft_tokens`` drafts.
+``note``
+    optional free text (where the number comes from).
+
+The file is CSV with a header row (``#`` lines and blank lines are skipped, column order is
+free, unknown columns are refused), or TOML with one ``[[measurements]]`` table per row and the
+same keys. A CSV example (numbers invented for illustration)::
+
+    # H100 SXM, Qwen3-30B-A3B bf16, vLLM 0.11, EAGLE-3 head
+    batch,quantity,value,prompt_tokens,output_tokens,draft_tokens,acceptance_length
+    1,tpot_ms,4.9,512,256,,
+    16,tpot_ms,9.8,512,256,,
+    16,tpot_ms,6.1,512,256,3,2.6
+
+Every problem raises :class:`~simspec.errors.InputError` (exit code 2) naming the file, the
+row (and its line) and column, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simspec.errors import InputError, describe
+from simspec.inputs import read_input_bytes
+
+#: What a row's ``value`` may measure (module docstring).
+QUANTITIES = ("tpot_ms", "itl_ms", "tokens_per_s", "tokens_per_s_per_user", "e2e_latency_s")
+REQUIRED = ("batch", "quantity", "value", "prompt_tokens", "output_tokens")
+OPTIONAL = ("draft_tokens", "acceptance_length", "topk", "num_draft_tokens", "note")
+COLUMNS = REQUIRED + OPTIONAL
+#: More rows than this is not a calibration set (every row is simulated many times).
+MAX_ROWS = 200
+#: Largest batch, prompt and output lengths a row may state (the scenario's own limits).
+MAX_BATCH = 65536
+MAX_TOKENS = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class MeasurementRow:
+    """One measured number and the benchmark settings it was measured at."""
+
+    batch: int
+    quantity: str
+    value: float
+    prompt_tokens: int
+    output_tokens: int
+    draft_tokens: int = 0
+    acceptance_length: float | None = None
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    note: str = ""
+    where: str = ""  # "row 3 (line 5)" or "measurements[2]": how error messages name the row
+
+    @property
+    def speculative(self) -> bool:
+        """True when the row was measured with speculative decoding."""
+        return self.draft_tokens > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Measurements:
+    """A measurements file, validated: its rows, where it came from and its digest."""
+
+    rows: tuple[MeasurementRow, ...]
+    source: str
+    sha256: str
+
+
+class _Row:
+    """Typed access to one raw row; every failure names the file, the row and the column."""
+
+    def __init__(self, source: str, where: str, raw: Mapping[str, Any], separator: str):
+        # a column's key path: "row 3 (line 5), column value" or "measurements[2].value"
+        self.source, self.where, self.raw, self.separator = source, where, raw, separator
+
+    def fail(self, key: str, expected: str, found: Any) -> InputError:
+        return InputError(self.source, f"{self.where}{self.separator}{key}", expected, found)
+
+    def present(self, key: str) -> bool:
+        value = self.raw.get(key)
+        return value is not None and not (isinstance(value, str) and not value.strip())
+
+    def number(self, key: str, expected: str, *, integer: bool) -> float:
+        value = self.raw.get(key)
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                value = int(text) if integer else float(text)
+            except ValueError:
+                raise self.fail(key, expected, describe(text)) from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(key, expected, describe(value))
+        if integer and not isinstance(value, int):
+            raise self.fail(key, expected, describe(value))
+        if not math.isfinite(value):
+            raise self.fail(key, expected, describe(value))
+        return value
+
+    def integer(self, key: str, low: int, high: int, default: int | None = None) -> int:
+        if default is not None and not self.present(key):
+            return default
+        if not self.present(key):
+            raise self.fail(key, f"an integer in [{low}, {high}]", "an empty cell")
+        value = int(self.number(key, f"an integer in [{low}, {high}]", integer=True))
+        if not low <= value <= high:
+            raise self.fail(key, f"an integer in [{low}, {high}]", describe(value))
+        return value
+
+
+def _row(r: _Row) -> MeasurementRow:
+    quantity = str(r.raw.get("quantity") or "").strip()
+    if quantity not in QUANTITIES:
+        raise r.fail("quantity", "one of " + ", ".join(QUANTITIES), describe(r.raw.get("quantity")))
+    if not r.present("value"):
+        raise r.fail("value", "a finite number > 0", "an empty cell")
+    value = float(r.number("value", "a finite number > 0", integer=False))
+    if not value > 0:
+        raise r.fail("value", "a finite number > 0", describe(value))
+    draft = r.integer("draft_tokens", 0, 64, default=0)
+    acceptance = None
+    if r.present("acceptance_length"):
+        if not draft:
+            raise r.fail(
+                "acceptance_length",
+                "an empty cell on a plain-decoding row (draft_tokens = 0)",
+                describe(r.raw["acceptance_length"]),
+            )
+        expected = f"a number in [1, {draft + 1}] (draft_tokens + 1)"
+        acceptance = float(r.number("acceptance_length", expected, integer=False))
+        if not 1 <= acceptance <= draft + 1:
+            raise r.fail("acceptance_length", expected, describe(acceptance))
+    elif draft:
+        raise r.fail(
+            "acceptance_length",
+            "the measured acceptance length on a speculative row (draft_tokens > 0)",
+            "an empty cell",
+        )
+    for key in ("topk", "num_draft_tokens"):
+        if r.present(key) and not draft:
+            raise r.fail(key, "an empty cell on a plain-decoding row", describe(r.raw[key]))
+    topk = r.integer("topk", 1, 64, default=1)
+    tree = None
+    if r.present("num_draft_tokens"):
+        tree = r.integer("num_draft_tokens", draft, 4096)
+    note = r.raw.get("note") or ""
+    if not isinstance(note, str):
+        raise r.fail("note", "text", describe(note))
+    return MeasurementRow(
+        batch=r.integer("batch", 1, MAX_BATCH),
+        quantity=quantity,
+        value=value,
+        prompt_tokens=r.integer("prompt_tokens", 1, MAX_TOKENS),
+        output_tokens=r.integer("output_tokens", 2, MAX_TOKENS),
+        draft_tokens=draft,
+        acceptance_length=acceptance,
+        topk=topk,
+        num_draft_tokens=tree,
+        note=note.strip(),
+        where=r.where,
+    )
+
+
+def _check_keys(source: str, where: str, keys: list[str], what: str) -> None:
+    for key in keys:
+        if key not in COLUMNS:
+            raise InputError(source, where, f"{what} among " + ", ".join(COLUMNS), repr(key))
+    for key in REQUIRED:
+        if key not in keys:
+            raise InputError(source, where, f"the {what} {key!r}", "none")
+
+
+def _csv_rows(text: str, source: str) -> list[MeasurementRow]:
+    lines = [
+        (number, line)
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not lines:
+        raise InputError(source, "", "a CSV header row and measurement rows", "no rows")
+    reader = csv.reader(io.StringIO("\n".join(line for _, line in lines)))
+    records = list(reader)
+    header_line = lines[0][0]
+    header = [h.strip() for h in records[0]]
+    where = f"header (line {header_line})"
+    _check_keys(source, where, header, "column")
+    for i, name in enumerate(header):
+        if name in header[:i]:
+            raise InputError(source, where, "each column once", f"{name!r} twice")
+    rows = []
+    for n, (cells, (line, _)) in enumerate(zip(records[1:], lines[1:], strict=True), 1):
+        where = f"row {n} (line {line})"
+        if len(cells) != len(header):
+            raise InputError(
+                source, where, f"{len(header)} cells (one per header column)", f"{len(cells)}"
+            )
+        raw = dict(zip(header, cells, strict=True))
+        rows.append(_row(_Row(source, where, raw, ", column ")))
+    return rows
+
+
+def _toml_rows(text: str, source: str) -> list[MeasurementRow]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(source, "", "valid TOML", str(err)) from None
+    for key in data:
+        if key != "measurements":
+            raise InputError(source, key, "only [[measurements]] tables", "an unknown key")
+    tables = data.get("measurements")
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise InputError(source, "measurements", "[[measurements]] tables", describe(tables))
+    rows = []
+    for n, raw in enumerate(tables):
+        where = f"measurements[{n}]"
+        _check_keys(source, where, list(raw), "key")
+        rows.append(_row(_Row(source, where, raw, ".")))
+    return rows
+
+
+def parse_measurements(text: str, source: str, *, toml: bool = False) -> list[MeasurementRow]:
+    """Validate the text of a measurements file (CSV, or TOML when ``toml``) into rows."""
+    rows = _toml_rows(text, source) if toml else _csv_rows(text, source)
+    if not rows:
+        raise InputError(source, "", "at least one measurement row", "none")
+    if len(rows) > MAX_ROWS:
+        raise InputError(source, "", f"at most {MAX_ROWS} measurement rows", f"{len(rows)}")
+    return rows
+
+
+def read_measurements(path: str | Path) -> Measurements:
+    """Read and validate a measurements file: TOML when its name ends in ``.toml``, else CSV."""
+    source = str(path)
+    raw = read_input_bytes(path, source, "measurements file (CSV or TOML)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(source, "", "UTF-8 text", f"undecodable byte at {err.start}") from None
+    rows = parse_measurements(text, source, toml=source.lower().endswith(".toml"))
+    return Measurements(tuple(rows), source, hashlib.sha256(raw).hexdigest())

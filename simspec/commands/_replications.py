@@ -1,0 +1,147 @@
+"""Options shared by `simspec run` and `simspec compare` (not a subcommand).
+
+``--replications R`` runs the scenario under R seeds (:mod:`simspec.analysis.replications`):
+the usual rows are replication 0 (the scenario's own seed, so R = 1 changes nothing), followed
+by a table of means over the replications with 95 % t intervals and, per policy, the paired
+difference of its speedup to the best policy's: *within noise* when that interval contains 0.
+``--requests-csv PATH`` writes one row per request, policy and replication
+(:data:`simspec.analysis.metrics.REQUEST_COLUMNS`). A scenario with an ``[slo]`` table also gets
+a table of latency percentiles, SLO attainment and goodput.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from simspec.commands import check_writable, table, write_output
+from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    from simspec.analysis.replications import Replicated
+    from simspec.analysis.results import RunResult
+
+#: Most replications one command runs.
+MAX_REPLICATIONS = 10_000
+
+
+def add_replication_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--replications`` and ``--requests-csv`` options."""
+    parser.add_argument(
+        "--replications",
+        type=int,
+        default=1,
+        metavar="R",
+        help="run R seeds derived from the scenario's and add means with paired 95 %% CIs",
+    )
+    parser.add_argument(
+        "--requests-csv",
+        metavar="PATH",
+        help="write one row per request (every policy and replication) to PATH as CSV",
+    )
+
+
+def check_replication_options(args: argparse.Namespace) -> None:
+    """Fail before simulating on a bad ``--replications`` or an unwritable ``--requests-csv``."""
+    if not 1 <= args.replications <= MAX_REPLICATIONS:
+        raise InputError(
+            "command line",
+            "--replications",
+            f"an integer in [1, {MAX_REPLICATIONS}]",
+            str(args.replications),
+        )
+    if args.requests_csv:
+        check_writable(args.requests_csv, "--requests-csv")
+
+
+def replication_table(replicated: Replicated) -> str:
+    """The means over replications with 95 % CIs and each policy's paired difference to the best."""
+    summary = replicated.summary()
+    with_gap = any("gap_to_oracle_pct" in row for row in summary)
+    best = replicated.best()
+    rows = []
+    for s in summary:
+        diff = _interval(s, "speedup_diff_vs_best")
+        cells = [
+            s["policy"],
+            _interval(s, "tpot_ms"),
+            _interval(s, "speedup_vs_no_spec"),
+            "(best)" if s["policy"] == best else diff,
+            "yes" if s["within_noise_of_best"] else "no",
+        ]
+        if with_gap:
+            cells.append(_interval(s, "gap_to_oracle_pct", 1))
+        rows.append(cells)
+    headers = ["policy", "TPOT ms", "speedup", f"speedup - {best}", "within noise"]
+    if with_gap:
+        headers.append("gap to oracle %")
+    return table(headers, rows)
+
+
+def slo_table(result: RunResult) -> str:
+    """Per policy: TPOT and TTFT percentiles, SLO attainment and goodput (scenario with [slo])."""
+    headers = (
+        "policy",
+        "TPOT p50 ms",
+        "p90",
+        "p99",
+        "TTFT p50 ms",
+        "p90",
+        "p99",
+        "met SLO",
+        "goodput req/s",
+        "goodput tok/s",
+    )
+    rows = [
+        (
+            p.label,
+            *(f"{getattr(p, f'{m}_p{q}_ms'):.3f}" for m in ("tpot", "ttft") for q in (50, 90, 99)),
+            f"{p.slo_attainment or 0.0:.1%}",
+            f"{p.goodput_requests_per_s or 0.0:.2f}",
+            f"{p.goodput_tokens_per_s or 0.0:.1f}",
+        )
+        for p in result.policies
+    ]
+    return table(headers, rows)
+
+
+def _interval(row: dict[str, float | None], key: str, digits: int = 3) -> str:
+    mean, half = row[key], row[f"{key}_ci95"]
+    assert mean is not None
+    return f"{mean:.{digits}f}" if half is None else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def report_replications(args: argparse.Namespace, replicated: Replicated) -> None:
+    """Print the SLO table (with ``[slo]``) and the table over replications (R > 1); write
+    ``--requests-csv``.
+
+    The table goes where the command's notes go: standard error when standard output carries
+    data (``--json -`` or ``--format csv|md|json`` to standard output).
+    """
+    import sys
+
+    data_on_stdout = getattr(args, "json", None) == "-" or (
+        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
+    )
+    report = sys.stderr if data_on_stdout else sys.stdout
+    runs = replicated.runs
+    slo = runs[0].scenario.get("slo") or {}
+    if any(v is not None for v in slo.values()):
+        targets = ", ".join(f"{k} <= {v:g}" for k, v in slo.items() if v is not None)
+        print(
+            f"latency percentiles over requests; SLO {targets} (seed {runs[0].seed})", file=report
+        )
+        print(slo_table(runs[0]), file=report)
+    if len(runs) > 1:
+        print(
+            f"over {len(runs)} replications (seeds {', '.join(map(str, replicated.seeds))}): "
+            "means ± 95 % CI half-widths; speedup differences paired within each replication",
+            file=report,
+        )
+        print(replication_table(replicated), file=report)
+    if args.requests_csv:
+        from simspec.analysis.metrics import requests_csv
+
+        write_output(args.requests_csv, requests_csv(runs), "--requests-csv")
+        if args.requests_csv != "-":
+            print(f"wrote {args.requests_csv}", file=report)

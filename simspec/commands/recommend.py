@@ -1,0 +1,187 @@
+"""`simspec recommend`: per batch size, which fixed draft length k to run and what it buys.
+
+For each batch size the scenario is run with fixed k = 0..K, the online policies and the
+hindsight oracle, under R seeds (replications); :mod:`simspec.analysis.recommend` picks the best
+k by mean speedup, lists the k within noise of it (paired 95 % CI of the difference contains 0),
+the best online policy and the oracle's bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TYPE_CHECKING
+
+from simspec.commands import (
+    add_allow_large_option,
+    add_set_option,
+    check_folder,
+    check_work,
+    check_writable,
+    write_output,
+)
+from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    from simspec.analysis.recommend import BatchRecommendation
+
+NAME = "recommend"
+HELP = "Recommend a draft length k per batch size, with 95 % CIs, online policies and the oracle."
+EXAMPLE = "simspec recommend --batch 1,8,32,128 --replications 5 --markdown rec.md --plot figures/"
+
+#: Largest k tried when --max-k is not given (capped by the drafter's max_draft_tokens).
+DEFAULT_MAX_K = 6
+
+
+def _batches(text: str) -> list[int]:
+    """``1,8,32`` -> [1, 8, 32]: distinct integers in [1, 65536], in the given order."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(not 1 <= v <= 65536 for v in values) or len(set(values)) < len(values):
+        raise InputError(
+            "command line",
+            "--batch",
+            "distinct integers in [1, 65536] separated by commas, e.g. 1,8,32,128",
+            repr(text),
+        )
+    return values
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `simspec recommend`."""
+    parser.add_argument(
+        "scenario", nargs="?", help="scenario TOML file (default: the embedded one)"
+    )
+    parser.add_argument(
+        "--batch",
+        default="1,8,32,128",
+        help="batch sizes, comma-separated (closed loop: concurrency; open: max batch size)",
+    )
+    parser.add_argument(
+        "--policies",
+        metavar="NAMES",
+        help="online policies to compare, comma-separated registry names with their defaults "
+        "(default: the scenario's non-fixed policies, else threshold,cost_aware)",
+    )
+    parser.add_argument(
+        "--max-k",
+        type=int,
+        metavar="K",
+        help=f"largest fixed k tried (default: {DEFAULT_MAX_K}, at most max_draft_tokens)",
+    )
+    parser.add_argument(
+        "--replications",
+        type=int,
+        default=3,
+        metavar="R",
+        help="seeds per batch size (>= 2: the confidence intervals need two)",
+    )
+    parser.add_argument("--markdown", metavar="OUT", help="write the markdown table to OUT")
+    parser.add_argument("--json", metavar="OUT", help="write the recommendation as JSON to OUT")
+    parser.add_argument(
+        "--plot", metavar="DIR", help="write speedup-vs-k-b<BATCH>.png per batch size into DIR"
+    )
+    add_set_option(parser)
+    add_allow_large_option(parser)
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Simulate every batch size, print the answer, write the table, JSON and figures."""
+    import json
+
+    from simspec.analysis.recommend import (
+        batch_scenario,
+        markdown_table,
+        online_policy_data,
+        recommend_batches,
+    )
+    from simspec.config.load import load_scenario
+    from simspec.io.progress import Progress
+
+    scenario = load_scenario(args.scenario, args.set)
+    batches = _batches(args.batch)
+    if not 2 <= args.replications <= 10_000:
+        raise InputError(
+            "command line", "--replications", "an integer in [2, 10000]", str(args.replications)
+        )
+    cap = scenario.drafter.max_draft_tokens
+    max_k = min(DEFAULT_MAX_K, cap) if args.max_k is None else args.max_k
+    if not 1 <= max_k <= cap:
+        raise InputError(
+            "command line",
+            "--max-k",
+            f"an integer in [1, {cap}] (the drafter's max_draft_tokens)",
+            str(args.max_k),
+        )
+    names = [n.strip() for n in args.policies.split(",")] if args.policies else None
+    online = online_policy_data(scenario, names)
+    runs = [(b, batch_scenario(scenario, b, max_k, online)) for b in batches]
+    check_work(
+        [s for _, s in runs for _ in range(args.replications)],
+        oracle=True,
+        allow_large=args.allow_large,
+    )
+    for path, flag in ((args.markdown, "--markdown"), (args.json, "--json")):
+        if path:
+            check_writable(path, flag)
+    if args.plot:
+        check_folder(args.plot, "--plot")
+    report = sys.stderr if "-" in (args.json, args.markdown) else sys.stdout
+    with Progress("recommend") as progress:
+        recs = recommend_batches(runs, args.replications, progress)
+    print(
+        f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
+        f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
+        f"{scenario.hardware.gpu}, {scenario.workload.loop} loop; fixed k = 0..{max_k}, "
+        f"{args.replications} replications per batch size, speedups over k = 0 with 95 % CIs",
+        file=report,
+    )
+    print(markdown_table(recs), end="", file=report)
+    for rec in recs:
+        print(_sentence(rec), file=report)
+    if args.markdown:
+        write_output(args.markdown, markdown_table(recs), "--markdown")
+    if args.json:
+        data = {
+            "scenario": scenario.to_dict(),
+            "scenario_digest": scenario.digest(),
+            "seed": scenario.seed,
+            "max_k": max_k,
+            "batches": [rec.to_dict() for rec in recs],
+        }
+        write_output(args.json, json.dumps(data, indent=2, allow_nan=False) + "\n", "--json")
+    if args.plot:
+        from simspec.plots.recommend import speedup_vs_k
+
+        written = []
+        for rec in recs:
+            path = f"{args.plot}/speedup-vs-k-b{rec.batch}.png"
+            written += speedup_vs_k(rec, path, scenario.name)
+        print("wrote " + ", ".join(str(p) for p in written), file=report)
+    for path in (args.markdown, args.json):
+        if path and path != "-":
+            print(f"wrote {path}", file=report)
+    return 0
+
+
+def _sentence(rec: BatchRecommendation) -> str:
+    """One line per batch size: the answer in words."""
+    s = rec.expected_speedup
+    text = f"batch {rec.batch}: run k = {rec.best_k} (expected speedup {s.text()}x)"
+    ties = [k for k, _ in rec.runners_up]
+    if ties:
+        text += f"; k = {', '.join(map(str, ties))} within noise"
+    online = rec.best_online
+    if online is not None:
+        verdict = "within noise of"
+        if not online.within_noise:
+            verdict = "better than" if online.diff_vs_best.mean > 0 else "worse than"
+        d = online.diff_vs_best
+        half = "" if math.isnan(d.half_width) else f" ± {d.half_width:.3f}"
+        text += f"; {online.label} is {verdict} it ({d.mean:+.3f}{half})"
+    if rec.oracle is not None:
+        text += f"; oracle bound {rec.oracle.text()}x"
+    return text

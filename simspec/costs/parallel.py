@@ -1,0 +1,143 @@
+"""Tensor and expert parallelism: what one GPU of a sharded model reads, and its collectives.
+
+A model served on G GPUs with tensor-parallel degree t and expert-parallel degree e
+(Shoeybi et al. 2019, Megatron-LM, arXiv:1909.08053; Lepikhin et al. 2020, GShard,
+arXiv:2006.16668):
+
+- **dense weights** (attention projections, dense FFNs, shared experts, router, LM head) and the
+  KV cache are split t ways: each GPU reads 1/t of them and does 1/t of their FLOPs;
+- **routed experts** are spread over e expert-parallel ranks, whole experts per rank, and each
+  expert is split t_moe = max(t / e, 1) ways inside its rank. The MoE layer waits for the rank
+  with the most distinct experts to read (:func:`max_rank_experts`);
+- **collectives**, priced by the alpha-beta model (Hockney 1994; Thakur, Rabenseifner & Gropp
+  2005, "Optimization of collective communication operations in MPICH"): a message of m bytes
+  among r ranks costs ``alpha + f(r) · m / beta``, alpha the GPU's collective latency and beta
+  its link bandwidth per direction. A ring all-reduce moves f = 2(r − 1)/r of the message per
+  link, an all-to-all f = (r − 1)/r. Every layer has two: after attention and after the FFN
+  (an all-reduce over t GPUs each), except that with expert parallelism the MoE layer's
+  all-reduce becomes a dispatch and a combine all-to-all over the e ranks.
+
+All functions are pure. With t = e = 1 nothing is split and no collective runs. Data-parallel
+replicas (num_gpus larger than t) are not modelled: the whole batch runs on one group of t GPUs
+(while the KV-cache capacity counts every GPU's memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Bytes of one activation element exchanged by collectives (bf16 activations).
+ACTIVATION_BYTES = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Parallelism:
+    """How a model is split over GPUs.
+
+    ``tensor`` is the tensor-parallel degree t of attention and dense weights, ``expert`` the
+    expert-parallel degree e of the routed experts; each expert is split ``expert_shards`` =
+    max(t / e, 1) ways inside its rank.
+
+    >>> Parallelism.of(num_gpus=8, tensor_parallel=0, expert_parallel=8)
+    Parallelism(tensor=8, expert=8, expert_shards=1)
+    >>> Parallelism.of(num_gpus=2, tensor_parallel=0, expert_parallel=1).expert_shards
+    2
+    """
+
+    tensor: int = 1
+    expert: int = 1
+    expert_shards: int = 1
+
+    @classmethod
+    def of(cls, num_gpus: int, tensor_parallel: int, expert_parallel: int) -> Parallelism:
+        """From the scenario keys: ``tensor_parallel`` 0 means all ``num_gpus`` GPUs."""
+        t = tensor_parallel or num_gpus
+        e = max(expert_parallel, 1)
+        return cls(tensor=t, expert=e, expert_shards=max(t // e, 1))
+
+    @property
+    def is_split(self) -> bool:
+        """True when the model runs on more than one GPU (collectives happen)."""
+        return self.tensor > 1 or self.expert > 1
+
+
+def allreduce_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: float) -> float:
+    """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs: alpha + 2(r − 1)/r · m / beta.
+
+    >>> round(allreduce_s(1e6, 2, 5e-6, 1e11), 12)
+    1.5e-05
+    >>> allreduce_s(1e6, 1, 5e-6, 1e11)
+    0.0
+    """
+    if ranks <= 1:
+        return 0.0
+    wire = 2.0 * (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
+    return latency_s + wire
+
+
+def all_to_all_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: float) -> float:
+    """All-to-all where each rank holds ``nbytes`` to scatter: alpha + (r − 1)/r · m / beta."""
+    if ranks <= 1:
+        return 0.0
+    wire = (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
+    return latency_s + wire
+
+
+def max_rank_experts(unique_experts: float, num_experts: int, ranks: int) -> float:
+    """Expected distinct experts on the busiest of ``ranks`` expert-parallel ranks.
+
+    U distinct experts fall on ranks holding N/r experts each; one rank's count is
+    hypergeometric with mean U/r and variance U (1/r)(1 − 1/r)(N − U)/(N − 1). The expected
+    maximum of r such counts is taken as mean + sd·sqrt(2 ln r) (the Gaussian extreme-value
+    scale), kept within [U/r, min(U, N/r)].
+
+    >>> max_rank_experts(8.0, 128, 1)
+    8.0
+    >>> max_rank_experts(128.0, 128, 8)  # every expert touched: the ranks are even
+    16.0
+    """
+    if ranks <= 1:
+        return unique_experts
+    mean = unique_experts / ranks
+    if num_experts <= 1:
+        return mean
+    var = unique_experts * (1 / ranks) * (1 - 1 / ranks) * (num_experts - unique_experts)
+    var = max(var / (num_experts - 1), 0.0)
+    busiest = mean + math.sqrt(var) * math.sqrt(2.0 * math.log(ranks))
+    return max(mean, min(busiest, unique_experts, num_experts / ranks))
+
+
+def layer_collectives_s(
+    tokens: float,
+    hidden_size: int,
+    experts_per_token: int,
+    is_moe: bool,
+    parallel: Parallelism,
+    latency_s: float,
+    link_bytes_per_s: float,
+    overhead_s: float = 0.0,
+) -> float:
+    """Collectives of one layer over ``tokens`` tokens (module docstring).
+
+    Attention ends in an all-reduce of the n × h activations over the t GPUs; a dense FFN (or
+    a MoE layer without expert parallelism) in another. With expert parallelism a MoE layer
+    instead dispatches each token's activations to its k_e experts' ranks and combines them
+    back (two all-to-alls of n·k_e·h/e elements per rank). ``overhead_s`` is the engine's
+    software time per layer on top (``RooflineParams.comm_s_per_layer``).
+
+    >>> layer_collectives_s(1, 4096, 8, True, Parallelism(), 5e-6, 4.5e11)
+    0.0
+    """
+    if not parallel.is_split:
+        return 0.0
+    message = tokens * hidden_size * ACTIVATION_BYTES
+    t = parallel.tensor
+    total = allreduce_s(message, t, latency_s, link_bytes_per_s)
+    if is_moe and parallel.expert > 1:
+        e = parallel.expert
+        per_rank = message * experts_per_token / e
+        total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s)
+    else:
+        total += allreduce_s(message, t, latency_s, link_bytes_per_s)
+    return total + overhead_s

@@ -1,0 +1,127 @@
+"""Draft trees in the engine: what a tree step feeds, costs and commits (``[speculation]``).
+
+When ``speculation.topk > 1`` or ``speculation.num_draft_tokens > 0`` the policy's k_b is the
+*depth* of request b's tree (:mod:`simspec.text.tree`), and :func:`simspec.sim.engine.serve`
+asks :class:`TreeSpeculation` for the rest of the step:
+
+* **fed tokens**: the root plus the n_b verified nodes of the depth-k_b tree
+  (``num_draft_tokens`` when the drafter reaches full depth);
+* **draft phase**: k_b draft steps, one row per request at step 1 and ``topk`` rows per request
+  at each later step (:func:`simspec.costs.base.tree_draft_phase_s`);
+* **commits**: the longest accepted root path a_b + 1, from the request's rank paths
+  (:func:`simspec.text.tree.draw_rank_paths`, stream ``tree_ranks``), capped like the chain's
+  match lengths so every request commits exactly its output length;
+* **experts**: each node continues its parent's routing, so a tree of n nodes whose accepted
+  path has a drafts is fed as the chain of n + 1 tokens with a + 1 true tokens and n − a rejected
+  drafts. Under lag-1 (Markov) routing the two have the same silent probability for every
+  expert, P(root silent)·Π_edges P(child silent | parent silent), whatever the tree's shape, so
+  the analytic union is exact there; with longer lag profiles siblings are treated as drafts at
+  consecutive positions (approximate).
+
+Policies still price a draft token as one more chain token (:mod:`simspec.sim.marginal`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simspec import rng as rngs
+from simspec.config.speculation import SpeculationConfig
+from simspec.costs.base import CostModel, tree_draft_phase_s
+from simspec.text.acceptance import AcceptanceConfig, slot_alphas
+from simspec.text.reference import ReferenceSet
+from simspec.text.tree import DraftTree, build_tree, draw_rank_paths
+
+#: Positions averaged for the nominal per-depth alpha of a random acceptance process.
+NOMINAL_POSITIONS = 4096
+
+
+def nominal_slot_alphas(acceptance: AcceptanceConfig, slots: int, seed: int) -> np.ndarray:
+    """Mean acceptance probability of draft slots 1..``slots`` under the acceptance process.
+
+    Exact for ``iid`` and ``per_position`` (they draw nothing); a sample mean over
+    :data:`NOMINAL_POSITIONS` positions otherwise (its own stream, nothing else changes).
+    """
+    stream = rngs.stream(seed, "tree_ranks")
+    return slot_alphas(acceptance, NOMINAL_POSITIONS, slots, stream).mean(axis=0)
+
+
+@dataclass
+class TreeSpeculation:
+    """Tree shapes by depth and rank paths by request, built on first use (deterministic)."""
+
+    topk: int
+    num_draft_tokens: int
+    rank_decay: float
+    nominal_alphas: np.ndarray  # (K_max,) mean alpha per depth
+    seed: int
+    _trees: dict[int, DraftTree] = field(default_factory=dict, repr=False)
+    _ranks: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_config(
+        cls,
+        speculation: SpeculationConfig,
+        acceptance: AcceptanceConfig,
+        max_depth: int,
+        seed: int,
+    ) -> TreeSpeculation:
+        """The tree step of a scenario's ``[speculation]`` and ``[acceptance]`` tables."""
+        return cls(
+            speculation.topk,
+            speculation.num_draft_tokens,
+            speculation.rank_decay,
+            nominal_slot_alphas(acceptance, max(max_depth, 1), seed),
+            seed,
+        )
+
+    def tree(self, depth: int) -> DraftTree:
+        """The verified tree of ``depth`` steps."""
+        tree = self._trees.get(depth)
+        if tree is None:
+            alphas = [float(a) for a in self.nominal_alphas[:depth]]
+            tree = build_tree(alphas, depth, self.topk, self.num_draft_tokens, self.rank_decay)
+            self._trees[depth] = tree
+        return tree
+
+    def rank_paths(self, references: ReferenceSet, request_id: int) -> np.ndarray:
+        """Rank of the target's token per (state, depth) of request ``request_id``."""
+        ranks = self._ranks.get(request_id)
+        if ranks is None:
+            seq = references.sequence(request_id)
+            ranks = draw_rank_paths(
+                seq.match_lengths,
+                seq.confidences,
+                self.nominal_alphas,
+                self.rank_decay,
+                self.topk,
+                rngs.stream(self.seed, "tree_ranks", request_id),
+            )
+            self._ranks[request_id] = ranks
+        return ranks
+
+    def verify_plan(
+        self, references: ReferenceSet, states: list[tuple[int, int]], depths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Verified drafts and accepted drafts per request, for (request id, state) pairs."""
+        drafts = np.zeros(len(states), dtype=np.int64)
+        accepted = np.zeros(len(states), dtype=np.int64)
+        for b, ((rid, state), depth) in enumerate(zip(states, depths, strict=True)):
+            k = int(depth)
+            if k <= 0:
+                continue
+            tree = self.tree(k)
+            seq = references.sequence(rid)
+            room = max(seq.output_tokens - 1 - state, 0)  # the chain's match-length cap
+            drafts[b] = tree.num_drafts
+            ranks = self.rank_paths(references, rid)[state, :k]
+            accepted[b] = min(tree.accepted_length([int(r) for r in ranks]), room)
+        return drafts, accepted
+
+    def draft_phase_s(
+        self, cost_model: CostModel, contexts: np.ndarray, depths: np.ndarray
+    ) -> float:
+        """Time of the step's draft phase (module docstring)."""
+        return tree_draft_phase_s(cost_model, contexts, depths, self.topk)

@@ -1,0 +1,84 @@
+"""`simspec recommend`: the answer per batch size, its files, and bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from simspec.cli import main
+
+SMALL = [
+    "--set",
+    "workload.num_requests=4",
+    "--set",
+    "workload.output_tokens=16",
+    "--set",
+    "workload.prompt_tokens=64",
+    "--set",
+    'routing.mode="analytic"',
+    "--max-k",
+    "2",
+    "--replications",
+    "2",
+    "--policies",
+    "threshold",
+]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_recommend_prints_writes_and_agrees_with_its_json(tmp_path):
+    code, out, _ = run_cli(
+        "recommend",
+        "--batch",
+        "1,2",
+        *SMALL,
+        "--json",
+        str(tmp_path / "rec.json"),
+        "--markdown",
+        str(tmp_path / "rec.md"),
+        "--plot",
+        str(tmp_path / "fig"),
+    )
+    assert code == 0
+    data = json.loads((tmp_path / "rec.json").read_text())
+    assert [b["batch"] for b in data["batches"]] == [1, 2]
+    for batch in data["batches"]:
+        speedups = [row["speedup_vs_no_spec"] for row in batch["fixed"]]
+        assert [row["draft_tokens"] for row in batch["fixed"]] == [0, 1, 2]
+        assert batch["best_k"] == int(np.argmax(speedups))
+        assert batch["expected_speedup"] == pytest.approx(max(speedups))
+        assert batch["fixed"][0]["speedup_vs_no_spec"] == 1.0
+        assert batch["oracle_speedup"] >= max(speedups) - batch["oracle_speedup_ci95"]
+        assert [row["policy"] for row in batch["online"]] == ["threshold"]
+        assert f"batch {batch['batch']}: run k = {batch['best_k']} " in out
+    table = (tmp_path / "rec.md").read_text()
+    assert table in out
+    assert len(table.splitlines()) == 2 + 2
+    assert (tmp_path / "fig" / "speedup-vs-k-b1.png").stat().st_size > 0
+    assert (tmp_path / "fig" / "speedup-vs-k-b2.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (["--batch", "1,x"], "--batch"),
+        (["--batch", "0"], "--batch"),
+        (["--batch", "2,2"], "--batch"),
+        (["--replications", "1"], "--replications"),
+        (["--max-k", "99"], "--max-k"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(args, key):
+    code, _, err = run_cli("recommend", *SMALL, *args)
+    assert code == 2
+    assert key in err and "Traceback" not in err

@@ -1,0 +1,140 @@
+"""Tensor / expert parallelism and alpha-beta collectives against their closed forms."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simspec import catalog
+from simspec.costs.kernels import target_pass_cost
+from simspec.costs.parallel import (
+    ACTIVATION_BYTES,
+    Parallelism,
+    all_to_all_s,
+    allreduce_s,
+    layer_collectives_s,
+    max_rank_experts,
+)
+from simspec.costs.params import RooflineParams
+from simspec.costs.roofline import RooflineCostModel
+
+H100 = catalog.get_gpu("h100-sxm")
+QWEN = catalog.get_model("qwen3-30b-a3b")
+ALPHA, BETA = H100.collective_latency_s, H100.link_bytes_per_s
+
+
+def test_parallelism_from_scenario_keys():
+    assert Parallelism.of(4, 0, 1) == Parallelism(tensor=4, expert=1, expert_shards=4)
+    assert Parallelism.of(8, 8, 8) == Parallelism(tensor=8, expert=8, expert_shards=1)
+    assert Parallelism.of(8, 8, 2).expert_shards == 4
+    assert not Parallelism.of(1, 0, 1).is_split
+    assert Parallelism.of(2, 1, 2).is_split
+
+
+def test_allreduce_and_all_to_all_closed_forms():
+    m = 3.0e6
+    assert allreduce_s(m, 8, ALPHA, BETA) == pytest.approx(ALPHA + 2 * 7 / 8 * m / BETA)
+    assert all_to_all_s(m, 8, ALPHA, BETA) == pytest.approx(ALPHA + 7 / 8 * m / BETA)
+    assert allreduce_s(m, 1, ALPHA, BETA) == 0.0 == all_to_all_s(m, 1, ALPHA, BETA)
+    assert allreduce_s(m, 4, ALPHA, 0.0) == ALPHA  # no link stated: latency only
+
+
+def test_layer_collectives_count_two_per_layer():
+    n, h, k = 4.0, 2048, 8
+    msg = n * h * ACTIVATION_BYTES
+    tp2 = Parallelism.of(2, 0, 1)
+    ar = allreduce_s(msg, 2, ALPHA, BETA)
+    assert layer_collectives_s(n, h, k, True, tp2, ALPHA, BETA) == pytest.approx(2 * ar)
+    assert layer_collectives_s(n, h, k, True, tp2, ALPHA, BETA, 3e-6) == pytest.approx(
+        2 * ar + 3e-6
+    )
+    ep8 = Parallelism.of(8, 8, 8)
+    expected = allreduce_s(msg, 8, ALPHA, BETA) + 2 * all_to_all_s(msg * k / 8, 8, ALPHA, BETA)
+    assert layer_collectives_s(n, h, k, True, ep8, ALPHA, BETA) == pytest.approx(expected)
+    dense = 2 * allreduce_s(msg, 8, ALPHA, BETA)  # a dense layer keeps its all-reduce
+    assert layer_collectives_s(n, h, k, False, ep8, ALPHA, BETA) == pytest.approx(dense)
+    assert layer_collectives_s(n, h, k, True, Parallelism(), ALPHA, BETA, 1.0) == 0.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(u=st.integers(1, 256), ranks=st.sampled_from([1, 2, 4, 8, 16]))
+def test_busiest_rank_bounds(u, ranks):
+    n = 256
+    busiest = max_rank_experts(float(u), n, ranks)
+    assert u / ranks - 1e-12 <= busiest <= min(u, n / ranks) + 1e-12
+    if ranks == 1:
+        assert busiest == u
+
+
+def test_busiest_rank_is_even_when_every_expert_is_touched():
+    assert max_rank_experts(160.0, 160, 8) == pytest.approx(20.0)
+
+
+def test_tensor_parallel_pass_splits_weights_and_adds_collectives():
+    shape = QWEN.shape
+    tokens, ctx, unique = np.array([1]), np.array([512]), np.full(48, 8.0)
+    params = RooflineParams()
+    one = target_pass_cost(shape, H100, params, tokens, ctx, unique, hidden_size=QWEN.hidden_size)
+    two = target_pass_cost(
+        shape, H100, params, tokens, ctx, unique, num_gpus=2, hidden_size=QWEN.hidden_size
+    )
+    assert two.moe_s == pytest.approx(one.moe_s / 2, rel=1e-12)
+    assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-12)
+    layers = sum(g.count for g in shape.groups)
+    comm = layers * 2 * allreduce_s(QWEN.hidden_size * ACTIVATION_BYTES, 2, ALPHA, BETA)
+    assert two.other_s == pytest.approx(one.other_s / 2 + comm, rel=1e-12)
+    assert two.overhead_s == one.overhead_s
+
+
+def test_engine_software_time_per_layer_adds_once_per_layer():
+    shape = QWEN.shape
+    args = (np.array([2]), np.array([100]), np.full(48, 12.0))
+    base = target_pass_cost(shape, H100, RooflineParams(), *args, num_gpus=4)
+    extra = target_pass_cost(shape, H100, RooflineParams(comm_s_per_layer=1e-5), *args, num_gpus=4)
+    layers = sum(g.count for g in shape.groups)
+    assert extra.total_s - base.total_s == pytest.approx(layers * 1e-5, rel=1e-9)
+
+
+def test_expert_parallel_waits_for_the_busiest_rank():
+    shape = QWEN.shape
+    args = (np.ones(16, dtype=int), np.full(16, 256), np.full(48, 60.0))
+    tp = target_pass_cost(shape, H100, RooflineParams(), *args, num_gpus=8)
+    ep = target_pass_cost(
+        shape, H100, RooflineParams(), *args, num_gpus=8, parallel=Parallelism.of(8, 8, 8)
+    )
+    # The busiest of 8 ranks holds more than 60 / 8 experts: no faster than an even TP split.
+    assert ep.moe_s >= tp.moe_s
+    assert ep.attention_s == pytest.approx(tp.attention_s)
+
+
+def test_drafter_runs_tensor_parallel_with_its_collectives():
+    drafter = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+    params = RooflineParams(draft_step_overhead_s=1e-4)
+    one = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=params)
+    two = dataclasses.replace(one, num_gpus=2)
+    ctx = np.array([300, 700])
+    body = one.draft_step(ctx) - 1e-4
+    message = len(ctx) * drafter.hidden_size * ACTIVATION_BYTES
+    comm = max(drafter.num_layers, 1) * 2 * allreduce_s(message, 2, ALPHA, BETA)
+    assert two.draft_step(ctx) == pytest.approx(1e-4 + body / 2 + comm, rel=1e-12)
+
+
+def test_speculation_overhead_is_zero_when_ideal_and_an_extend_otherwise():
+    drafter = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+    ideal = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100)
+    ctx = np.array([100, 200, 300])
+    assert ideal.speculation_overhead_s(np.array([1, 3, 2]), ctx) == 0.0
+    params = RooflineParams(verify_overhead_s=2e-3, draft_extend_passes=1.0)
+    engine = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=params)
+    # One committed token each: the extend is exactly one draft step at those contexts.
+    ones = np.ones(3, dtype=int)
+    assert engine.speculation_overhead_s(ones, ctx) == pytest.approx(
+        2e-3 + engine.draft_step(ctx), rel=1e-12
+    )
+    assert engine.speculation_overhead_s(np.array([4, 4, 4]), ctx) > engine.speculation_overhead_s(
+        ones, ctx
+    )

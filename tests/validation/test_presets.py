@@ -1,0 +1,86 @@
+"""bench/fit_presets.py: which rows fit which preset, the probe runs, the affine interpolation."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _module(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    sys.path.insert(0, str(BENCH))  # the bench scripts import their siblings
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases_mod = _module("fidelity_cases")
+fit_presets = _module("fit_presets")
+
+ROW = cases_mod.Case(
+    id="r", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=2, tp=2, ep=1,
+    engine="SGLang bench", precision="bf16", quantity="tpot_ms", unit="ms", value=5.0, source="s",
+    batch=1, prompt_tokens=128, output_tokens=64,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("engine", "category", "preset"),
+    [
+        ("SGLang + FlashInfer, MT-Bench", "decode", "sglang"),
+        ("vLLM (SemiAnalysis InferenceX)", "decode", "vllm"),
+        ("TensorRT-LLM trtllm-serve", "decode", "trtllm"),
+        ("not stated (TRT-LLM, SGLang and vLLM were all run)", "decode", "ideal"),
+        ("vLLM benchmark_moe.py (fused_moe)", "kernel", "ideal"),
+    ],
+)
+def test_rows_map_to_their_engine_preset(engine, category, preset):
+    row = dataclasses.replace(ROW, engine=engine, category=category)
+    assert cases_mod.engine_preset(row) == preset
+
+
+def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
+    labels = [label for label, _ in fit_presets.probe_runs(ROW)]
+    assert labels == ["base", *fit_presets.DECODE_KEYS]
+    spec = dataclasses.replace(ROW, category="speculative", steps=3, acceptance_length=2.0)
+    runs = dict(fit_presets.probe_runs(spec))
+    assert set(runs) == {"base", *fit_presets.FITTED["sglang"]}
+    assert all(v == 0.0 for k, v in runs["base"].items() if k != "draft_extend_passes")
+    assert runs["base"]["draft_extend_passes"] == 1.0
+    unit = fit_presets.BOUNDS["verify_overhead_s"][0]
+    assert runs["verify_overhead_s"]["verify_overhead_s"] == unit
+
+
+def test_affine_row_reproduces_its_probes_and_interpolates_between():
+    keys = fit_presets.FITTED["sglang"]
+    base = {"tpot_ms": 5.0, "baseline_tpot_ms": 5.0, "ttft_ms": 20.0, "s_per_token": 0.005}
+    runs = {"base": base}
+    for key in fit_presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
+        step = 1.0 if key == "pass_overhead_s" else 0.5
+        runs[key] = base | {"tpot_ms": 5.0 + step}
+    row = fit_presets.AffineRow(ROW, runs)
+    units = np.array([fit_presets.BOUNDS[k][0] for k in keys])
+    theta = np.where(np.array(keys) == "pass_overhead_s", units, 0.0)
+    assert row.predict(np.zeros(len(keys))) == pytest.approx(5.0)
+    assert row.predict(theta) == pytest.approx(6.0)
+    assert row.predict(2.5 * units * np.isin(keys, fit_presets.DECODE_KEYS)) == pytest.approx(
+        5.0 + 2.5 * 1.5
+    )
+    assert row.log_error(np.zeros(len(keys))) == pytest.approx(0.0)  # measured 5 ms
+
+
+def test_rounding_keeps_three_digits_and_drops_numerical_dust():
+    keys = ("pass_overhead_s", "comm_s_per_layer")
+    out = fit_presets.round_values(np.array([0.0027137, 4.9e-17]), keys)
+    assert out.tolist() == [0.00271, 0.0]
