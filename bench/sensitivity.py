@@ -45,6 +45,11 @@ from simspec.costs.params import RooflineParams  # noqa: E402
 STUDY = ROOT / "scenarios/papers/why-sd-works-better/full.toml"
 #: Experts at or above which a model counts as fine-grained (C1, C2), at or below coarse.
 FINE_EXPERTS, COARSE_EXPERTS = 128, 16
+#: Constants of the MoE-kernel form a scenario does not use (moving them changes nothing).
+INACTIVE_KEYS = {
+    "saturation": ("moe_launch_s", "moe_expert_s", "moe_bandwidth_efficiency", "moe_tile_rows"),
+    "launch": ("moe_efficiency_max", "moe_saturation_bytes"),
+}
 #: Relative moves of each assumed constant.
 MOVES = (0.5, 1.5)
 
@@ -87,7 +92,10 @@ def variants(presets: list[str], base: dict[str, Any]) -> list[tuple[str, dict[s
     first = {"engine.preset": presets[0]}
     resolved = simspec.with_overrides(_load(base), first)
     values = dataclasses.asdict(resolved.roofline)
+    inactive = INACTIVE_KEYS.get(values.get("moe_kernel", ""), ())
     for key in assumed_constants():
+        if key in inactive:
+            continue
         value = values[key]
         if not value:
             continue

@@ -15,19 +15,16 @@ from simspec.analysis.results import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-README_EXAMPLE = """
-import simspec
 
-progress = []
-result = simspec.run(
-    "scenarios/qwen3-30b-h100-batch32.toml",  # a file, a loaded Scenario, or None (the default)
-    overrides={"num_speculative_tokens": 3, "workload.num_requests": 16},
-    progress=lambda done, total: progress.append(f"{done}/{total}"),
-)
-print(progress)
-for row in result.records():  # plain dicts; result.to_dataframe() with pandas installed
-    print(row["policy"], round(row["tpot_ms"], 2), round(row["speedup_vs_no_spec"], 2))
-"""
+def _readme_example() -> str:
+    """The first Python block of the README's "Python API" section."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Python API\n") :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+README_EXAMPLE = _readme_example()
 
 
 @pytest.fixture(scope="module")

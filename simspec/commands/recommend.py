@@ -14,11 +14,15 @@ import sys
 from typing import TYPE_CHECKING
 
 from simspec.commands import (
+    Column,
     add_allow_large_option,
+    add_format_option,
     add_set_option,
     check_folder,
+    check_format_output,
     check_work,
     check_writable,
+    emit_rows,
     write_output,
 )
 from simspec.errors import InputError
@@ -84,6 +88,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot", metavar="DIR", help="write speedup-vs-k-b<BATCH>.png per batch size into DIR"
     )
+    add_format_option(parser)
     add_set_option(parser)
     add_allow_large_option(parser)
 
@@ -129,19 +134,26 @@ def execute(args: argparse.Namespace) -> int:
             check_writable(path, flag)
     if args.plot:
         check_folder(args.plot, "--plot")
-    report = sys.stderr if "-" in (args.json, args.markdown) else sys.stdout
+    rows_as_data = args.format != "table" or args.output != "-"
+    if rows_as_data:
+        check_format_output(args)
+    to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
+    report = sys.stderr if to_stderr else sys.stdout
     with Progress("recommend") as progress:
         recs = recommend_batches(runs, args.replications, progress)
-    print(
+    headline = (
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
         f"{scenario.hardware.gpu}, {scenario.workload.loop} loop; fixed k = 0..{max_k}, "
-        f"{args.replications} replications per batch size, speedups over k = 0 with 95 % CIs",
-        file=report,
+        f"{args.replications} replications per batch size, speedups over k = 0 with 95 % CIs"
     )
-    print(markdown_table(recs), end="", file=report)
-    for rec in recs:
-        print(_sentence(rec), file=report)
+    if rows_as_data:
+        emit_rows(args, ROW_COLUMNS, [_row(rec) for rec in recs], [headline])
+    else:
+        print(headline, file=report)
+        print(markdown_table(recs), end="", file=report)
+        for rec in recs:
+            print(_sentence(rec), file=report)
     if args.markdown:
         write_output(args.markdown, markdown_table(recs), "--markdown")
     if args.json:
@@ -165,6 +177,36 @@ def execute(args: argparse.Namespace) -> int:
         if path and path != "-":
             print(f"wrote {path}", file=report)
     return 0
+
+
+#: The rows of ``--format csv|md|json|table --output PATH``: one per batch size.
+ROW_COLUMNS = (
+    Column("batch", "batch"),
+    Column("best_k", "best k"),
+    Column("expected_speedup", "speedup", ".3f"),
+    Column("expected_speedup_ci_low", "95% low", ".3f"),
+    Column("expected_speedup_ci_high", "95% high", ".3f"),
+    Column("within_noise_k", "within noise"),
+    Column("best_online", "best online"),
+    Column("best_online_speedup", "online speedup", ".3f"),
+    Column("oracle_speedup", "oracle bound", ".3f"),
+)
+
+
+def _row(rec: BatchRecommendation) -> list[object]:
+    """One batch size's answer as raw values in :data:`ROW_COLUMNS` order."""
+    best, online = rec.expected_speedup, rec.best_online
+    return [
+        rec.batch,
+        rec.best_k,
+        best.mean,
+        best.low,
+        best.high,
+        " ".join(str(k) for k, _ in rec.runners_up),
+        online.label if online else "",
+        online.speedup.mean if online else None,
+        rec.oracle.mean if rec.oracle else None,
+    ]
 
 
 def _sentence(rec: BatchRecommendation) -> str:

@@ -82,3 +82,24 @@ def test_bad_flags_exit_2_naming_the_flag(args, key):
     code, _, err = run_cli("recommend", *SMALL, *args)
     assert code == 2
     assert key in err and "Traceback" not in err
+
+
+def test_format_csv_rows_agree_with_the_json(tmp_path):
+    """--format csv writes one row per batch whose numbers are the JSON's (full precision)."""
+    import csv
+
+    out_json = tmp_path / "rec.json"
+    code, out, err = run_cli(
+        "recommend", "--batch", "1,2", "--format", "csv", "--json", str(out_json), *SMALL
+    )
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    data = json.loads(out_json.read_text())
+    assert [int(r["batch"]) for r in rows] == [1, 2]
+    for row, rec in zip(rows, data["batches"], strict=True):
+        assert int(row["best_k"]) == rec["best_k"]
+        assert float(row["expected_speedup"]) == rec["expected_speedup"]
+        assert row["best_online"] == rec["best_online"]
+        low, high = float(row["expected_speedup_ci_low"]), float(row["expected_speedup_ci_high"])
+        assert low <= float(row["expected_speedup"]) <= high
+    assert "scenario" in err  # the headline goes to stderr when stdout carries data
