@@ -50,6 +50,7 @@ from fidelity_presets import preset_lines, target_lines
 
 import simspec
 from simspec import catalog
+from simspec.calibrate.measured_fit import alpha_for_acceptance_length
 from simspec.config.load import read_scenario_data, scenario_from_dict
 from simspec.config.speculation import DEFAULT_RANK_DECAY as RANK_DECAY
 from simspec.costs.kernels import routed_experts_s
@@ -70,28 +71,6 @@ TARGETS = (
 TPOT_OUTPUT_CAP = 256
 #: Requests simulated at least (batch 1 rows average over a few requests).
 MIN_REQUESTS = 4
-
-
-def alpha_for_acceptance_length(acceptance_length: float, draft_tokens: int) -> float:
-    """The i.i.d. alpha with (1 − alpha^(k+1)) / (1 − alpha) = AL (Leviathan et al. 2023).
-
-    The left side, 1 + alpha + … + alpha^k, rises from 1 (alpha = 0) to k + 1 (alpha = 1);
-    bisection to 1e-12.
-
-    >>> round(alpha_for_acceptance_length(1 + 0.5 + 0.25 + 0.125, 3), 9)
-    0.5
-    """
-    k = draft_tokens
-    if not 1 <= acceptance_length <= k + 1:
-        raise ValueError(f"acceptance length {acceptance_length} outside [1, {k + 1}]")
-    lo, hi = 0.0, 1.0
-    while hi - lo > 1e-12:
-        mid = (lo + hi) / 2
-        if sum(mid**j for j in range(k + 1)) < acceptance_length:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def is_tree_row(case: Case) -> bool:
