@@ -56,7 +56,8 @@ def speedup_vs_k_figure(rec: BatchRecommendation, scenario_name: str = "") -> An
         (rec.best_k, best.mean),
         textcoords="offset points",
         xytext=(0, 10),
-        ha="center",
+        # at the last k a centred label would run past the axes: end it at the point instead
+        ha="right" if rec.best_k == max(k for k, _ in rec.fixed) else "center",
         fontsize=8,
     )
     online = rec.best_online
