@@ -10,12 +10,19 @@ rate is also divided by the raw SimPy event rate measured in the same run
 Targets (issue 12): analytic >= 300k tokens per CPU second, Monte-Carlo >= 60k. Also times
 `simspec run` with no argument as a fresh process (target: < 30 s).
 
+``--engine-only`` also times the engine alone: the analytic runs (setup built once, outside the
+timing) with the cost model replaced by a constant stub, so what is left is the scheduler loop,
+the policies and the routing queries; the step count is printed (the stub's times change the
+batching slightly, so it is not the scenario's own count).
+
     python bench/bench_engine.py [--repeats 5] [--concurrency 32] [--skip-cli]
+                                 [--modes analytic monte_carlo]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -27,6 +34,9 @@ import numpy as np
 from simpy_rate import simpy_event_rate
 
 import simspec
+from simspec.costs.params import PassCost
+from simspec.sim.engine import run_policy
+from simspec.sim.setup import build_setup
 
 
 def _time_runs(scenario, repeats: int) -> tuple[list[float], list[float], int]:
@@ -40,12 +50,52 @@ def _time_runs(scenario, repeats: int) -> tuple[list[float], list[float], int]:
     return walls, cpus, tokens
 
 
+class _ConstantCosts:
+    """A cost model that answers constants (``--engine-only``): no cost arithmetic at all."""
+
+    def verify_pass(self, tokens, contexts, unique):
+        return PassCost(overhead_s=1e-3, moe_s=len(tokens) * 1e-5, attention_s=0.0, other_s=0.0)
+
+    def draft_step(self, contexts):
+        return 1e-4
+
+    def prefill_pass(self, prompts):
+        return PassCost(overhead_s=1e-2, moe_s=0.0, attention_s=0.0, other_s=0.0)
+
+    def speculation_overhead_s(self, accepted, contexts):
+        return 0.0
+
+
+def _engine_only(scenario, repeats: int) -> tuple[list[float], int]:
+    setup = dataclasses.replace(build_setup(scenario), cost_model=_ConstantCosts())
+    policies = [p.policy for p in scenario.policies]
+    for policy in policies:  # warm: reference sequences and predictor caches
+        run_policy(setup, policy)
+    cpus, steps = [], 0
+    for _ in range(repeats):
+        cpu = time.process_time()
+        logs = [run_policy(setup, policy) for policy in policies]
+        cpus.append(time.process_time() - cpu)
+        steps = sum(len(log.steps) for log in logs)
+    return cpus, steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--skip-cli", action="store_true", help="skip the fresh-process timing")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["monte_carlo", "analytic"],
+        choices=["monte_carlo", "analytic"],
+        help="routing modes to time (default: both)",
+    )
+    parser.add_argument(
+        "--engine-only", action="store_true", help="also time the engine with a stub cost model"
+    )
     args = parser.parse_args()
 
     print(
@@ -61,7 +111,7 @@ def main() -> None:
     ]
     events = simpy_event_rate()
     print(f"raw SimPy event rate: {events:,.0f} events per CPU second")
-    for mode in ("monte_carlo", "analytic"):
+    for mode in args.modes:
         scenario = simspec.load_scenario(None, [*overrides, f'routing.mode="{mode}"'])
         walls, cpus, tokens = _time_runs(scenario, args.repeats)
         cpu = statistics.median(cpus)
@@ -77,6 +127,15 @@ def main() -> None:
         print(
             f"  simulated tokens per CPU second: {rate:,.0f} "
             f"({rate / events:.4f} per SimPy event per CPU second)"
+        )
+    if args.engine_only:
+        scenario = simspec.load_scenario(None, [*overrides, 'routing.mode="analytic"'])
+        cpus, steps = _engine_only(scenario, args.repeats)
+        cpu = statistics.median(cpus)
+        print(
+            f"engine only (analytic, constant cost stub): median {cpu:.3f} s CPU over "
+            f"{args.repeats} runs (min {min(cpus):.3f}), {steps} steps, {cpu / steps * 1e6:.1f} us "
+            f"per step ({steps / cpu / events:.4f} steps per CPU s per SimPy event per CPU s)"
         )
     if args.skip_cli:
         return

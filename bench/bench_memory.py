@@ -35,6 +35,13 @@ def main() -> None:
     machine = f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     print(f"machine: {machine}")
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    where = subprocess.run(
+        [sys.executable, "-c", "import simspec, os; print(os.path.dirname(simspec.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(f"simspec: {where.stdout.strip()} (set PYTHONPATH to measure another checkout)")
     for mode in args.modes:
         command = [
             sys.executable,

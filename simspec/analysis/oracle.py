@@ -21,20 +21,46 @@ pass plus the marginal cost its tokens add (marginal-cost attribution), solved p
 same DP, refined by coordinate descent over the batch statistics of the previous plan's run; every
 candidate plan and every fixed k is run through the engine, and the best by mean TPOT is kept,
 so the approximate oracle is never worse than the best fixed k on the same reference sequences.
+
+Each request's cost(i, k) table is one array expression over (state, k)
+(:mod:`simspec.analysis.oracle_costs`, every pass priced by the cost model's vectorised
+``verify_pass_many``), and the DPs of all requests run side by side (:func:`solve_many`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from simspec.analysis.oracle_costs import (
+    StepCost,
+    alone_costs,
+    unique_experts_by_k,
+    unique_experts_table,
+)
 from simspec.physics.experts import independent_union
 from simspec.policies.base import BudgetPolicy, DecodeState
 from simspec.policies.fixed import FixedPolicy
-from simspec.routing.sets import cumulative_union_sizes, to_sets
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
+
+__all__ = [  # the cost tables live in simspec.analysis.oracle_costs; re-exported here
+    "OraclePolicy",
+    "OracleResult",
+    "RequestTables",
+    "StepCost",
+    "alone_costs",
+    "batched_plan",
+    "exact_plan",
+    "oracle_plan",
+    "request_tables",
+    "request_tables_many",
+    "solve",
+    "solve_many",
+    "unique_experts_by_k",
+    "unique_experts_table",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,50 +111,56 @@ class OracleResult:
     log: RunLog
 
 
-def unique_experts_by_k(setup: EngineSetup, request_id: int, state: int, kmax: int) -> np.ndarray:
-    """Distinct experts per layer for k = 0..kmax drafts at ``state``: (kmax + 1, layers).
-
-    The k-draft pass feeds the first k + 1 of the kmax + 1 tokens, so in Monte-Carlo mode one
-    cumulative union over the fed tokens gives every k at once.
-    """
-    refs = setup.references
-    if not refs.num_layers:
-        return np.zeros((kmax + 1, 0))
-    if refs.routing.mode != "analytic":  # sampled or replayed sets
-        sets = to_sets(refs.fed_routing(request_id, state, kmax), refs.num_experts)
-        return np.logical_or.accumulate(sets, axis=0).sum(axis=-1).astype(float)
-    return np.stack([refs.pass_unique_experts([(request_id, state, k)]) for k in range(kmax + 1)])
-
-
-def unique_experts_table(setup: EngineSetup, request_id: int, kmax: int) -> np.ndarray:
-    """:func:`unique_experts_by_k` at every state of a request: (L, kmax + 1, layers).
-
-    Row i is that function at state i (row 0 too). With sampled or replayed sets it is one
-    gather of every state's fed tokens and a cumulative bitmask union over them
-    (:func:`~simspec.routing.sets.cumulative_union_sizes`), not L separate unions; the counts
-    are the same integers.
-    """
-    refs = setup.references
-    last = refs.sequence(request_id).output_tokens
-    if not refs.num_layers:
-        return np.zeros((last, kmax + 1, 0))
-    if refs.routing.mode != "analytic":
-        routing = refs.state_routing(request_id, kmax)
-        return cumulative_union_sizes(routing, refs.num_experts).astype(float)
-    return np.stack([unique_experts_by_k(setup, request_id, i, kmax) for i in range(last)])
-
-
 def solve(cost_s: np.ndarray, next_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Backward DP over states 1..L−1 (module docstring); returns (V, argmin)."""
+    """Backward DP over states 1..L−1 (module docstring); returns (V, argmin).
+
+    Each state is a handful of additions, so the loop runs on Python lists (a numpy call per
+    state would cost more than its arithmetic); the sums are the same float64 additions.
+    """
     last = cost_s.shape[0]
-    value = np.zeros(last + 1)
-    choice = np.zeros(last, dtype=np.int64)
+    value = [0.0] * (last + 1)
+    choice = [0] * last
+    costs, nexts = cost_s.tolist(), next_state.tolist()
     for i in range(last - 1, 0, -1):
-        totals = cost_s[i] + value[next_state[i]]
-        choice[i] = int(np.argmin(totals))  # first minimum: the smallest k on ties
-        value[i] = totals[choice[i]]
-    value[last] = 0.0
-    return value, choice
+        totals = [c + value[j] for c, j in zip(costs[i], nexts[i], strict=True)]
+        best = min(totals)
+        choice[i] = totals.index(best)  # first minimum: the smallest k on ties
+        value[i] = best
+    return np.array(value), np.array(choice, dtype=np.int64)
+
+
+def solve_many(
+    cost_s: list[np.ndarray], next_state: list[np.ndarray]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`solve` for many requests at once, the same (V, argmin) for each.
+
+    The DP is sequential over states but independent across requests, so state i of every
+    request is one vectorised step over a (requests, K+1) array (tables padded to the longest
+    request; states at or past a request's end keep V = 0).
+    """
+    if not cost_s:
+        return []
+    order = np.argsort([-len(c) for c in cost_s], kind="stable")  # longest first
+    lasts = np.array([len(cost_s[r]) for r in order])
+    rows, longest, width = len(order), int(lasts[0]), cost_s[0].shape[1]
+    cost = np.zeros((rows, longest, width))
+    nxt = np.zeros((rows, longest, width), dtype=np.int64)
+    for row, r in enumerate(order):
+        cost[row, : lasts[row]], nxt[row, : lasts[row]] = cost_s[r], next_state[r]
+    value = np.zeros((rows, longest + 1))
+    choice = np.zeros((rows, longest), dtype=np.int64)
+    live = 0
+    for i in range(longest - 1, 0, -1):
+        while live < rows and lasts[live] > i:  # rows [0, live) have a state i to decide
+            live += 1
+        totals = cost[:live, i] + np.take_along_axis(value[:live], nxt[:live, i], axis=1)
+        best = np.argmin(totals, axis=1)  # first minimum: the smallest k on ties
+        choice[:live, i] = best
+        value[:live, i] = np.take_along_axis(totals, best[:, None], axis=1)[:, 0]
+    out: list[tuple[np.ndarray, np.ndarray]] = [(value[0], choice[0])] * rows
+    for row, r in enumerate(order):
+        out[r] = (value[row, : lasts[row] + 1].copy(), choice[row, : lasts[row]].copy())
+    return out
 
 
 def shortest_path_networkx(cost_s: np.ndarray, next_state: np.ndarray) -> float:
@@ -156,98 +188,45 @@ def request_tables(
 
     ``unique`` is :func:`unique_experts_table` of the request, if the caller already has it.
     """
-    seq = setup.references.sequence(request_id)
-    last = seq.output_tokens
-    ks = np.arange(kmax + 1)
-    cost = np.zeros((last, kmax + 1))
-    m = seq.match_lengths
-    if unique is None:
-        unique = unique_experts_table(setup, request_id, kmax)
-    for i in range(1, last):
-        ctx = seq.prompt_tokens + i
-        if step_cost is None:
-            cost[i] = _alone_cost(setup, ctx, unique[i], kmax)
-        else:
-            cost[i] = step_cost(ctx, unique[i])
-    states = np.arange(last)[:, None]
-    nxt = np.where(states >= 1, states + np.minimum(ks, m[:, None]) + 1, last)
-    value, choice = solve(cost, nxt)
-    return RequestTables(request_id, cost, nxt, value, choice, m.copy(), seq.confidences)
+    uniques = None if unique is None else {request_id: unique}
+    return request_tables_many(setup, [request_id], kmax, step_cost, uniques)[request_id]
 
 
-def _alone_cost(setup: EngineSetup, ctx: int, unique: np.ndarray, kmax: int) -> np.ndarray:
-    costs = setup.cost_model
-    draft = np.cumsum([0.0] + [costs.draft_step(np.array([ctx + j])) for j in range(kmax)])
-    verify = np.array(
-        [
-            costs.verify_pass(np.array([k + 1]), np.array([ctx]), unique[k]).total_s
-            for k in range(kmax + 1)
-        ]
-    )
-    return draft + verify
+def request_tables_many(
+    setup: EngineSetup,
+    request_ids: Iterable[int],
+    kmax: int,
+    step_cost: StepCost | None = None,
+    uniques: Mapping[int, np.ndarray] | None = None,
+) -> dict[int, RequestTables]:
+    """:func:`request_tables` of many requests: each request's (state, k) costs as one array
+    expression, then every request's DP solved together (:func:`solve_many`).
 
-
-class StepCost:
-    """Marginal-cost attribution of one request's step inside a typical batch (B > 1).
-
-    The other requests are summarised by their count, tokens per request, context and the
-    expected union of their experts. The request pays its share of the pass without drafts
-    plus everything its drafts add: verify growth (tokens, and new experts: its own union times
-    the fraction of experts the others have not loaded) and draft steps it adds.
+    ``uniques`` maps request ids to their :func:`unique_experts_table`, where already known.
     """
-
-    def __init__(
-        self,
-        setup: EngineSetup,
-        others: int,
-        tokens_each: float,
-        context: float,
-        others_union: np.ndarray,
-    ):
-        self.setup = setup
-        self.others = others
-        self.tokens_each = max(1, round(tokens_each))
-        self.context = int(context)
-        self.others_union = others_union
-        # Draft steps repeat across states (same depth, same own context): priced once each.
-        self._with_me: dict[tuple[int, int], float] = {}
-        self._others_only: dict[int, float] = {}
-
-    def _draft_with_me(self, depth: int, own: int, drafting_others: int) -> float:
-        key = (depth, own)
-        if key not in self._with_me:
-            with_me = np.full(drafting_others + 1, self.context + depth - 1)
-            with_me[-1] = own
-            self._with_me[key] = self.setup.cost_model.draft_step(with_me)
-        return self._with_me[key]
-
-    def _draft_others(self, depth: int, drafting_others: int) -> float:
-        if depth not in self._others_only:
-            others = np.full(drafting_others, self.context + depth - 1)
-            self._others_only[depth] = self.setup.cost_model.draft_step(others)
-        return self._others_only[depth]
-
-    def __call__(self, ctx: int, unique: np.ndarray) -> np.ndarray:
-        costs, n = self.setup.cost_model, self.setup.references.num_experts
-        kmax = unique.shape[0] - 1
-        tokens = np.full(self.others + 1, self.tokens_each, dtype=np.int64)
-        contexts = np.full(self.others + 1, self.context, dtype=np.int64)
-        contexts[-1] = ctx
-        covered = self.others_union / n if n else 0.0
-        out = np.zeros(kmax + 1)
-        for k in range(kmax + 1):
-            tokens[-1] = k + 1
-            union = self.others_union + unique[k] * (1.0 - covered)
-            out[k] = costs.verify_pass(tokens, contexts, union).total_s
-        base = out[0]
-        out = base / (self.others + 1) + (out - base)
-        drafting_others = self.others if self.tokens_each - 1 >= 1 else 0
-        for j in range(1, kmax + 1):
-            extra = self._draft_with_me(j, ctx + j - 1, drafting_others)
-            if drafting_others and j <= self.tokens_each - 1:
-                extra -= self._draft_others(j, drafting_others)
-            out[j:] += extra
-        return out
+    built = []
+    for rid in request_ids:
+        seq = setup.references.sequence(rid)
+        last = seq.output_tokens
+        cost = np.zeros((last, kmax + 1))
+        unique = uniques[rid] if uniques is not None and rid in uniques else None
+        if unique is None:
+            unique = unique_experts_table(setup, rid, kmax)
+        if last > 1:  # every state i = 1..L-1 and every k at once
+            contexts = seq.prompt_tokens + np.arange(1, last)
+            if step_cost is None:
+                cost[1:] = alone_costs(setup, contexts, unique[1:])
+            else:
+                cost[1:] = step_cost.table(contexts, unique[1:])
+        states = np.arange(last)[:, None]
+        m = seq.match_lengths
+        nxt = np.where(states >= 1, states + np.minimum(np.arange(kmax + 1), m[:, None]) + 1, last)
+        built.append((rid, seq, cost, nxt))
+    solved = solve_many([b[2] for b in built], [b[3] for b in built])
+    return {
+        rid: RequestTables(rid, cost, nxt, value, choice, seq.match_lengths.copy(), seq.confidences)
+        for (rid, seq, cost, nxt), (value, choice) in zip(built, solved, strict=True)
+    }
 
 
 def _policy_from_tables(tables: dict[int, RequestTables], kmax: int) -> OraclePolicy:
@@ -272,7 +251,7 @@ def _batch_stats(log: RunLog, num_experts: int) -> tuple[float, float, float, np
 
 def exact_plan(setup: EngineSetup, kmax: int) -> OracleResult:
     """Exact per-request DP (valid at batch size 1)."""
-    tables = {rid: request_tables(setup, rid, kmax) for rid in range(setup.workload.num_requests)}
+    tables = request_tables_many(setup, range(setup.workload.num_requests), kmax)
     policy = _policy_from_tables(tables, kmax)
     return OracleResult(
         policy, True, "backward DP per request (B = 1)", tables, run_policy(setup, policy)
@@ -293,7 +272,7 @@ def batched_plan(setup: EngineSetup, kmax: int, rounds: int = 2) -> OracleResult
     for r in range(rounds):
         batch, tokens, context, union = _batch_stats(best_log, n)
         step = StepCost(setup, max(round(batch) - 1, 0), tokens, context, union)
-        tables = {rid: request_tables(setup, rid, kmax, step, uniques[rid]) for rid in requests}
+        tables = request_tables_many(setup, requests, kmax, step, uniques)
         policy = _policy_from_tables(tables, kmax)
         log = run_policy(setup, policy)
         candidates.append((log.mean_tpot_s(), f"attribution DP round {r + 1}", policy, log, tables))

@@ -120,11 +120,17 @@ def _pct(value: float) -> str:
 def _predictions(
     inclusion: np.ndarray, overlaps: np.ndarray, tokens: int, batch: int, flag: str
 ) -> dict[str, np.ndarray]:
-    """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers."""
+    """Independent / Markov / multi-lag U(T), T = 1..tokens, averaged over layers.
+
+    The IPF fits of T = 1..tokens run together (one stacked fit, the same numbers as separate
+    fits, :func:`simspec.routing.ipf.fitted_together`).
+    """
+    from simspec.routing.ipf import fitted_together
     from simspec.routing.predictor import unique_curves
 
     try:
-        return unique_curves(inclusion, overlaps, tokens, batch)
+        with fitted_together(range(1, tokens + 1)):
+            return unique_curves(inclusion, overlaps, tokens, batch)
     except ValueError as err:
         raise InputError(
             "command line", flag, "overlaps a top-k router can have", str(err)

@@ -83,6 +83,7 @@ def execute(args: argparse.Namespace) -> int:
         overrides=args.set,
         replications=args.replications,
         oracle=True if args.oracle else None,
+        workers=args.workers,
     )
     check_work([p.scenario for p in points], spec.oracle, args.allow_large)
     print(

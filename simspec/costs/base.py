@@ -37,6 +37,36 @@ class CostModel(Protocol):
         """Time of one draft step for the requests still drafting (their contexts)."""
         ...
 
+    def verify_pass_many(
+        self,
+        tokens_per_request: np.ndarray,
+        context_tokens: np.ndarray,
+        unique_experts: np.ndarray,
+        counts: np.ndarray | None = None,
+        unique_index: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Total times of N target passes, one per row: ``tokens_per_request`` and
+        ``context_tokens`` (N, B), ``unique_experts`` (N, layers); returns (N,).
+
+        ``counts`` (B,), if given, makes column b stand for ``counts[b]`` identical requests;
+        ``unique_index`` (N, layers), if given, makes ``unique_experts`` a table of values,
+        pass p touching ``unique_experts[unique_index[p, l], l]`` in layer l
+        (:func:`simspec.costs.many.pass_cost_many`). Entry p must equal
+        ``verify_pass(tokens[p], contexts[p], unique[p]).total_s`` (of the expanded batch); a
+        model with nothing faster returns :func:`verify_pass_loop`. The oracle prices every
+        (state, k) of a request through it.
+        """
+        ...
+
+    def draft_step_many(
+        self, context_tokens: np.ndarray, counts: np.ndarray | None = None
+    ) -> np.ndarray:
+        """:meth:`draft_step` of N steps, one per row of ``context_tokens`` (N, B); (N,).
+
+        ``counts`` as in :meth:`verify_pass_many`.
+        """
+        ...
+
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Time of a prefill pass over newly admitted prompts."""
         ...
@@ -53,6 +83,25 @@ class CostModel(Protocol):
 
 
 COST_MODELS: Registry[CostModel] = Registry("cost model", package="simspec.costs")
+
+
+def verify_pass_loop(
+    cost_model: CostModel,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    counts: np.ndarray | None = None,
+    unique_index: np.ndarray | None = None,
+) -> np.ndarray:
+    """:meth:`CostModel.verify_pass_many` as a loop over :meth:`CostModel.verify_pass`."""
+    tokens, ctx = np.asarray(tokens_per_request), np.asarray(context_tokens)
+    if counts is not None:  # the batch each row stands for
+        tokens, ctx = np.repeat(tokens, counts, axis=1), np.repeat(ctx, counts, axis=1)
+    unique = np.asarray(unique_experts, dtype=float)
+    if unique_index is not None:
+        unique = np.take_along_axis(unique, np.asarray(unique_index), axis=0)
+    rows = zip(tokens, ctx, unique, strict=True)
+    return np.array([cost_model.verify_pass(t, c, u).total_s for t, c, u in rows], dtype=float)
 
 
 def prefill_unique_experts(shape: ModelShape, prompt_tokens: np.ndarray) -> np.ndarray:

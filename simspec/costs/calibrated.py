@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.base import COST_MODELS, prefill_unique_experts
+from simspec.costs.base import COST_MODELS, prefill_unique_experts, verify_pass_loop
 from simspec.costs.kernels import (
     attention_core_s,
     collectives_s,
@@ -148,7 +148,7 @@ def calibrated_pass_cost(
     other += gemm("lm_head", shape.lm_head_bytes)
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
-        other += collectives_s(constants, n)
+        other += float(collectives_s(constants, n))
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
     return PassCost(
         overhead_s=fixed_s,
@@ -209,6 +209,19 @@ class CalibratedCostModel:
             hidden_size=self.target.hidden_size,
         )
 
+    def verify_pass_many(
+        self,
+        tokens_per_request: np.ndarray,
+        context_tokens: np.ndarray,
+        unique_experts: np.ndarray,
+        counts: np.ndarray | None = None,
+        unique_index: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """N passes, one per row: a loop over :meth:`verify_pass` (table lookups per pass)."""
+        return verify_pass_loop(
+            self, tokens_per_request, context_tokens, unique_experts, counts, unique_index
+        )
+
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
@@ -218,6 +231,17 @@ class CalibratedCostModel:
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""
         return self._drafts.draft_step(context_tokens)
+
+    def draft_step_many(
+        self, context_tokens: np.ndarray, counts: np.ndarray | None = None
+    ) -> np.ndarray:
+        """See :meth:`RooflineCostModel.draft_step_many`."""
+        if type(self).draft_step is not CalibratedCostModel.draft_step:
+            ctx = np.asarray(context_tokens)
+            if counts is not None:
+                ctx = np.repeat(ctx, counts, axis=1)
+            return np.array([self.draft_step(row) for row in ctx], dtype=float)
+        return self._drafts.draft_step_many(context_tokens, counts)
 
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray

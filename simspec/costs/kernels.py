@@ -59,7 +59,7 @@ def routed_experts_s(
     shape: ModelShape,
     params: RooflineParams,
     unique_experts: np.ndarray,
-    rows: float,
+    rows: float | np.ndarray,
     bw: float,
     flops_per_s: float,
     l2_bytes: float = 0.0,
@@ -90,15 +90,30 @@ def attention_core_s(
     context_tokens: np.ndarray,
     bw: float,
     flops_per_s: float,
+    counts: np.ndarray | None = None,
 ):
     """KV-cache (or linear-attention state) reads and score FLOPs of one layer of ``group``.
 
-    ``bw`` is the bandwidth already scaled by the KV efficiency.
+    ``bw`` is the bandwidth already scaled by the KV efficiency. ``tokens`` and
+    ``context_tokens`` are (B,) for one pass, or (N, B) for N passes of B requests each (one
+    pass per row, summed along the last axis: the same sums as one row alone). ``counts``
+    (B,), if given, says how many identical requests each column stands for.
     """
     seen = np.minimum(context_tokens + tokens, group.window_tokens)
-    kv_bytes = float(seen.sum()) * group.kv_bytes_per_token + len(tokens) * group.state_bytes
-    pair_flops = float((tokens * seen).sum()) * group.attention_flops_per_pair
+    batch = tokens.shape[-1] if counts is None else counts.sum()
+    kv_bytes = _batch_sum(seen, counts) * group.kv_bytes_per_token + batch * group.state_bytes
+    pair_flops = _batch_sum(tokens * seen, counts) * group.attention_flops_per_pair
     return _roofline(kv_bytes, pair_flops, bw, flops_per_s)
+
+
+def _batch_sum(values: np.ndarray, counts: np.ndarray | None):
+    """Sum over the requests (last axis), a column standing for ``counts`` requests if given.
+
+    On integer-valued tokens and contexts (as every pass has) each product and partial sum is
+    an integer below 2**53, so the weighted sum equals the sum over the expanded batch exactly.
+    """
+    total = values.sum(axis=-1) if counts is None else (values * counts).sum(axis=-1)
+    return float(total) if values.ndim == 1 else total  # one pass: a Python float
 
 
 def target_pass_cost(
@@ -234,22 +249,29 @@ def pass_constants(
     )
 
 
-def routed_experts_split_s(c: PassConstants, unique_experts: np.ndarray, n: float) -> np.ndarray:
+def routed_experts_split_s(
+    c: PassConstants, unique_experts: np.ndarray, n: float | np.ndarray
+) -> np.ndarray:
     """Routed experts per MoE layer on the busiest expert-parallel rank.
 
     Without expert parallelism every GPU reads its 1/t shard of each distinct expert (the
     single-device formula with t GPUs' bandwidth). With e ranks the rank holding the most
     distinct experts sets the time (:func:`~simspec.costs.parallel.max_rank_experts`), over
     its share n·k_e / e of the (token, expert) rows.
+
+    One pass: ``unique_experts`` (layers,) and ``n`` a float. N passes: ``unique_experts``
+    (N, layers) and ``n`` an array (N,); the result is (N, layers).
     """
     shape, split = c.shape, c.parallel
     rows = n * shape.experts_per_token
+    if isinstance(rows, np.ndarray):  # one row count per pass, against the layer axis
+        rows = rows[..., None]
     if split.expert <= 1:
         return routed_experts_s(
             shape, c.params, unique_experts, rows, c.moe_bw, c.moe_flops_per_s, c.moe_l2_bytes
         )
-    busiest = np.array(
-        [max_rank_experts(float(u), shape.num_experts, split.expert) for u in unique_experts]
+    busiest = np.asarray(
+        max_rank_experts(np.asarray(unique_experts, dtype=float), shape.num_experts, split.expert)
     )
     return routed_experts_s(
         shape,
@@ -262,8 +284,11 @@ def routed_experts_split_s(c: PassConstants, unique_experts: np.ndarray, n: floa
     )
 
 
-def collectives_s(c: PassConstants, n: float) -> float:
-    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed."""
+def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray:
+    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed.
+
+    ``n`` may be an array of token counts, one per pass (then one total per pass).
+    """
     if not c.parallel.is_split:
         return 0.0
     return sum(
@@ -282,9 +307,56 @@ def collectives_s(c: PassConstants, n: float) -> float:
     )
 
 
-def _weights(nbytes: float, tokens: float, bpp: float, bw: float, flops_per_s: float) -> float:
-    """:func:`weights_s` on Python floats (same operations, same order, no numpy scalars)."""
-    return max(nbytes / bw, 2.0 * tokens * nbytes / bpp / flops_per_s)
+def _weights(nbytes: float, tokens, bpp: float, bw: float, flops_per_s: float):
+    """:func:`weights_s` (same operations, same order): on a Python float ``tokens`` with
+    Python floats (no numpy scalars), on an array of token counts elementwise."""
+    memory, compute = nbytes / bw, 2.0 * tokens * nbytes / bpp / flops_per_s
+    return np.maximum(memory, compute) if isinstance(compute, np.ndarray) else max(memory, compute)
+
+
+def pass_terms(
+    c: PassConstants,
+    tokens: np.ndarray,
+    ctx: np.ndarray,
+    unique_experts: np.ndarray,
+    counts: np.ndarray | None = None,
+    routed: np.ndarray | None = None,
+):
+    """(moe, attention, other) seconds of one pass (``tokens`` (B,)) or of N passes (``tokens``
+    (N, B), ``unique_experts`` (N, layers)): the one body behind :func:`pass_cost` and
+    :func:`simspec.costs.many.pass_cost_many`, so the two cannot drift apart.
+
+    Every sum over requests or layers runs along the last axis, row by row, which is the same
+    summation as on one row alone; the rest is elementwise. So each of N passes costs, bit for
+    bit, what it costs alone. ``counts``: see :func:`simspec.costs.many.pass_cost_many`;
+    ``routed``: :func:`routed_experts_split_s` of the passes, if the caller has it.
+    """
+    shape, flops_per_s, w_bw = c.shape, c.flops_per_s, c.w_bw
+    n = _batch_sum(tokens, counts)  # a Python float for one pass (faster than numpy scalars)
+    wb = shape.weight_bytes_per_param
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        if routed is None:
+            routed = routed_experts_split_s(c, unique_experts, n)
+        fixed = _weights(c.fixed_bytes, n, c.fixed_bpp, w_bw, flops_per_s)
+        moe = routed.sum(axis=-1) + shape.num_moe_layers * fixed
+
+    attention = 0.0
+    other = 0.0
+    for g in shape.groups:
+        proj = _weights(
+            g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
+        )
+        core = attention_core_s(g, tokens, ctx, c.kv_bw, flops_per_s, counts)
+        attention += g.count * (proj + core)
+        if g.ffn_weight_bytes:
+            ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
+            other += g.count * ffn
+    other += _weights(shape.lm_head_bytes, n, wb, w_bw, flops_per_s)
+    if c.parallel.is_split:
+        other += collectives_s(c, n)
+    return moe, attention, other
 
 
 def pass_cost(
@@ -296,31 +368,10 @@ def pass_cost(
     overhead_s: float | None = None,
 ) -> PassCost:
     """:func:`target_pass_cost` from precomputed constants (same parameters otherwise)."""
-    shape, params, flops_per_s, w_bw = c.shape, c.params, c.flops_per_s, c.w_bw
     tokens = np.asarray(tokens_per_request, dtype=float)
     ctx = np.asarray(context_tokens, dtype=float)
-    n = float(tokens.sum())
-    wb = shape.weight_bytes_per_param
-
-    moe = 0.0
-    if shape.num_moe_layers:
-        routed = routed_experts_split_s(c, unique_experts, n)
-        fixed = _weights(c.fixed_bytes, n, c.fixed_bpp, w_bw, flops_per_s)
-        moe = float(routed.sum()) + shape.num_moe_layers * fixed
-
-    attention = 0.0
-    other = 0.0
-    for g in shape.groups:
-        proj = _weights(
-            g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
-        )
-        core = attention_core_s(g, tokens, ctx, c.kv_bw, flops_per_s)
-        attention += g.count * float(proj + core)
-        if g.ffn_weight_bytes:
-            ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
-            other += g.count * ffn
-    other += _weights(shape.lm_head_bytes, n, wb, w_bw, flops_per_s)
-    if c.parallel.is_split:
-        other += collectives_s(c, n)
-    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
-    return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)
+    moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
+    fixed_s = c.params.pass_overhead_s if overhead_s is None else overhead_s
+    return PassCost(
+        overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
+    )

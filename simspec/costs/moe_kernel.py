@@ -45,6 +45,10 @@ Co-routed re-reads and L2 (``[costs] moe_l2_reuse``, launch form only)
     ``fit`` and ``ideal`` only when re-reads exist and it does not.
 
 Every form is a pure function of floats and arrays; :func:`moe_layer_s` dispatches by name.
+``unique_experts`` and ``rows`` may be arrays that broadcast together (many passes at once:
+U of shape (passes, layers), rows of shape (passes, 1)), elementwise the same arithmetic as
+one pass; :func:`simspec.costs.many.pass_cost_many` relies on it, so a new form must
+keep to numpy operations (no ``max``/``math`` on its inputs).
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ from simspec.costs.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParam
 
 #: A form: (params, U, rows, expert_bytes, expert_params, bandwidth, flops_per_s, l2_bytes) -> s.
 MoeKernelForm = Callable[
-    [RooflineParams, np.ndarray, float, float, float, float, float, float], np.ndarray
+    [RooflineParams, np.ndarray, float | np.ndarray, float, float, float, float, float],
+    np.ndarray,
 ]
 MOE_KERNELS: dict[str, MoeKernelForm] = {}
 
@@ -78,7 +83,7 @@ def register_form(name: str) -> Callable[[MoeKernelForm], MoeKernelForm]:
 def saturation_s(
     params: RooflineParams,
     unique_experts: np.ndarray,
-    rows: float,
+    rows: float | np.ndarray,
     expert_bytes: float,
     expert_params: float,
     bandwidth: float,
@@ -94,7 +99,7 @@ def saturation_s(
 
 def reread_bytes(
     unique_experts: np.ndarray | float,
-    rows: float,
+    rows: float | np.ndarray,
     expert_bytes: float,
     tile_rows: float,
     l2_reuse: str,
@@ -127,7 +132,7 @@ def reread_bytes(
 def launch_s(
     params: RooflineParams,
     unique_experts: np.ndarray,
-    rows: float,
+    rows: float | np.ndarray,
     expert_bytes: float,
     expert_params: float,
     bandwidth: float,
@@ -146,7 +151,7 @@ def launch_s(
 def moe_layer_s(
     params: RooflineParams,
     unique_experts: np.ndarray | float,
-    rows: float,
+    rows: float | np.ndarray,
     *,
     expert_bytes: float,
     expert_params: float,
@@ -164,8 +169,9 @@ def moe_layer_s(
         ``moe_kernel`` picks the form; its keys are the form's constants.
     unique_experts : array
         U, distinct routed experts the pass touches, per layer.
-    rows : float
-        (token, expert) rows of the pass, n·k_e.
+    rows : float or array
+        (token, expert) rows of the pass, n·k_e (an array broadcasting against
+        ``unique_experts``: one value per pass).
     expert_bytes, expert_params : float
         One GPU's shard of one routed expert: its weight bytes and parameters.
     bandwidth : float

@@ -17,15 +17,20 @@ arXiv:2006.16668):
   (an all-reduce over t GPUs each), except that with expert parallelism the MoE layer's
   all-reduce becomes a dispatch and a combine all-to-all over the e ranks.
 
-All functions are pure. With t = e = 1 nothing is split and no collective runs. Data-parallel
-replicas (num_gpus larger than t) are not modelled: the whole batch runs on one group of t GPUs
-(while the KV-cache capacity counts every GPU's memory).
+All functions are pure. Each takes its token (or expert) count as a float or as an array of
+them, one per pass, with the same arithmetic elementwise, so
+:func:`simspec.costs.many.pass_cost_many` prices many passes with these very functions.
+With t = e = 1 nothing is split and no collective runs. Data-parallel replicas (num_gpus larger
+than t) are not modelled: the whole batch runs on one group of t GPUs (while the KV-cache
+capacity counts every GPU's memory).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 #: Bytes of one activation element exchanged by collectives (bf16 activations).
 ACTIVATION_BYTES = 2.0
@@ -62,8 +67,12 @@ class Parallelism:
         return self.tensor > 1 or self.expert > 1
 
 
-def allreduce_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: float) -> float:
+def allreduce_s(
+    nbytes: float | np.ndarray, ranks: int, latency_s: float, link_bytes_per_s: float
+) -> float | np.ndarray:
     """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs: alpha + 2(r − 1)/r · m / beta.
+
+    ``nbytes`` is a float or an array (one message per entry).
 
     >>> round(allreduce_s(1e6, 2, 5e-6, 1e11), 12)
     1.5e-05
@@ -76,7 +85,9 @@ def allreduce_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: f
     return latency_s + wire
 
 
-def all_to_all_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: float) -> float:
+def all_to_all_s(
+    nbytes: float | np.ndarray, ranks: int, latency_s: float, link_bytes_per_s: float
+) -> float | np.ndarray:
     """All-to-all where each rank holds ``nbytes`` to scatter: alpha + (r − 1)/r · m / beta."""
     if ranks <= 1:
         return 0.0
@@ -84,32 +95,42 @@ def all_to_all_s(nbytes: float, ranks: int, latency_s: float, link_bytes_per_s: 
     return latency_s + wire
 
 
-def max_rank_experts(unique_experts: float, num_experts: int, ranks: int) -> float:
+def max_rank_experts(
+    unique_experts: float | np.ndarray, num_experts: int, ranks: int
+) -> float | np.ndarray:
     """Expected distinct experts on the busiest of ``ranks`` expert-parallel ranks.
 
     U distinct experts fall on ranks holding N/r experts each; one rank's count is
     hypergeometric with mean U/r and variance U (1/r)(1 − 1/r)(N − U)/(N − 1). The expected
     maximum of r such counts is taken as mean + sd·sqrt(2 ln r) (the Gaussian extreme-value
-    scale), kept within [U/r, min(U, N/r)].
+    scale), kept within [U/r, min(U, N/r)]. ``unique_experts`` is a float (a float comes back)
+    or an array of U values (an array of the same shape comes back, elementwise the same
+    numbers).
 
     >>> max_rank_experts(8.0, 128, 1)
     8.0
     >>> max_rank_experts(128.0, 128, 8)  # every expert touched: the ranks are even
     16.0
+    >>> max_rank_experts(np.array([8.0, 128.0]), 128, 8).tolist() == [
+    ...     max_rank_experts(8.0, 128, 8), 16.0]
+    True
     """
     if ranks <= 1:
         return unique_experts
-    mean = unique_experts / ranks
+    scalar = np.ndim(unique_experts) == 0
+    u = np.asarray(unique_experts, dtype=float)
+    mean = u / ranks
     if num_experts <= 1:
-        return mean
-    var = unique_experts * (1 / ranks) * (1 - 1 / ranks) * (num_experts - unique_experts)
-    var = max(var / (num_experts - 1), 0.0)
-    busiest = mean + math.sqrt(var) * math.sqrt(2.0 * math.log(ranks))
-    return max(mean, min(busiest, unique_experts, num_experts / ranks))
+        return float(mean) if scalar else mean
+    var = u * (1 / ranks) * (1 - 1 / ranks) * (num_experts - u)
+    var = np.maximum(var / (num_experts - 1), 0.0)
+    busiest = mean + np.sqrt(var) * math.sqrt(2.0 * math.log(ranks))
+    out = np.maximum(mean, np.minimum(np.minimum(busiest, u), num_experts / ranks))
+    return float(out) if scalar else out
 
 
 def layer_collectives_s(
-    tokens: float,
+    tokens: float | np.ndarray,
     hidden_size: int,
     experts_per_token: int,
     is_moe: bool,
@@ -117,8 +138,10 @@ def layer_collectives_s(
     latency_s: float,
     link_bytes_per_s: float,
     overhead_s: float = 0.0,
-) -> float:
+) -> float | np.ndarray:
     """Collectives of one layer over ``tokens`` tokens (module docstring).
+
+    ``tokens`` is a float, or an array with one pass's token count per entry.
 
     Attention ends in an all-reduce of the n × h activations over the t GPUs; a dense FFN (or
     a MoE layer without expert parallelism) in another. With expert parallelism a MoE layer

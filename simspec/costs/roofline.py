@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.base import COST_MODELS, prefill_unique_experts
-from simspec.costs.kernels import PassConstants, pass_constants, pass_cost
+from simspec.costs.base import COST_MODELS, prefill_unique_experts, verify_pass_loop
+from simspec.costs.kernels import PassConstants, _batch_sum, pass_constants, pass_cost
+from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -77,6 +78,32 @@ class RooflineCostModel:
         """See :func:`simspec.costs.kernels.target_pass_cost`."""
         return pass_cost(self._target, tokens_per_request, context_tokens, unique_experts)
 
+    def verify_pass_many(
+        self,
+        tokens_per_request: np.ndarray,
+        context_tokens: np.ndarray,
+        unique_experts: np.ndarray,
+        counts: np.ndarray | None = None,
+        unique_index: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Totals of N passes (rows): :func:`simspec.costs.many.pass_cost_many`.
+
+        A subclass that overrides :meth:`verify_pass` gets a loop over its own method instead,
+        so the two never disagree.
+        """
+        if type(self).verify_pass is not RooflineCostModel.verify_pass:
+            return verify_pass_loop(
+                self, tokens_per_request, context_tokens, unique_experts, counts, unique_index
+            )
+        return pass_cost_many(
+            self._target,
+            tokens_per_request,
+            context_tokens,
+            unique_experts,
+            counts=counts,
+            unique_index=unique_index,
+        )
+
     def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
@@ -92,6 +119,25 @@ class RooflineCostModel:
         if len(ctx) == 0:
             return 0.0
         return self._drafter_pass(np.ones_like(ctx), ctx)
+
+    def draft_step_many(
+        self, context_tokens: np.ndarray, counts: np.ndarray | None = None
+    ) -> np.ndarray:
+        """:meth:`draft_step` of N steps at once: ``context_tokens`` (N, B), one step per row.
+
+        Entry p equals ``draft_step(context_tokens[p])`` bit for bit (a loop over it when a
+        subclass overrides :meth:`draft_step`); ``counts`` (B,) as in
+        :func:`simspec.costs.many.pass_cost_many` (exact for integer contexts).
+        """
+        ctx = np.asarray(context_tokens, dtype=float)
+        if type(self).draft_step is not RooflineCostModel.draft_step:
+            if counts is not None:
+                ctx = np.repeat(ctx, counts, axis=1)
+            return np.array([self.draft_step(row) for row in ctx], dtype=float)
+        if ctx.shape[-1] == 0:
+            return np.zeros(len(ctx))
+        weights = None if counts is None else np.asarray(counts, dtype=float)
+        return np.asarray(self._drafter_pass(np.ones_like(ctx), ctx, weights), dtype=float)
 
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
@@ -110,27 +156,34 @@ class RooflineCostModel:
             extend = p.draft_extend_passes * self._drafter_pass(tokens, ctx)
         return p.verify_overhead_s + extend
 
-    def _drafter_pass(self, tokens: np.ndarray, ctx: np.ndarray) -> float:
-        """One drafter forward pass feeding ``tokens[b]`` tokens to request b (context ctx[b])."""
+    def _drafter_pass(self, tokens: np.ndarray, ctx: np.ndarray, counts: np.ndarray | None = None):
+        """One drafter forward pass feeding ``tokens[b]`` tokens to request b (context ctx[b]).
+
+        ``tokens`` and ``ctx`` are (B,) (a float comes back) or (N, B), N passes (an array):
+        sums run along the last axis (column b counting ``counts[b]`` times, if given), the
+        rest is elementwise.
+        """
         overhead = self.params.draft_step_overhead_s
         if self._draft is not None:
-            cost = pass_cost(
-                self._draft, tokens, ctx, np.zeros(self._draft_layers), overhead_s=overhead
-            )
-            return cost.total_s
+            unique = np.zeros((*tokens.shape[:-1], self._draft_layers))
+            if tokens.ndim == 2:
+                return pass_cost_many(
+                    self._draft, tokens, ctx, unique, overhead_s=overhead, counts=counts
+                )
+            return pass_cost(self._draft, tokens, ctx, unique, overhead_s=overhead).total_s
         d, t = self.drafter, self._split.tensor
+        fed = _batch_sum(tokens, counts)  # Python floats for one pass
+        seen = _batch_sum(ctx + tokens, counts)
         wbytes = d.head_weight_bytes()
-        flops = 2.0 * float(tokens.sum()) * wbytes / d.weight_bytes
+        flops = 2.0 * fed * wbytes / d.weight_bytes
         bw = self.gpu.hbm_bytes_per_s * t
-        weights = max(
-            wbytes / (self.params.weight_efficiency * bw),
-            flops / (self.params.compute_efficiency * (self.gpu.bf16_flops_per_s * t)),
-        )
-        seen = float((ctx + tokens).sum())
+        memory = wbytes / (self.params.weight_efficiency * bw)
+        compute = flops / (self.params.compute_efficiency * (self.gpu.bf16_flops_per_s * t))
+        weights = np.maximum(memory, compute) if tokens.ndim == 2 else max(memory, compute)
         kv = seen * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
-        comm = 0.0
+        comm: float | np.ndarray = 0.0
         if t > 1:  # two all-reduces per head layer, as in the target's layers
-            message = float(tokens.sum()) * d.hidden_size * 2.0
+            message = fed * d.hidden_size * 2.0
             one = allreduce_s(message, t, self.gpu.collective_latency_s, self.gpu.link_bytes_per_s)
             comm = max(d.num_layers, 1) * (2.0 * one + self.params.comm_s_per_layer)
         return overhead + weights + kv + comm

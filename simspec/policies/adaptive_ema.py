@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simspec.errors import FieldError
-from simspec.policies.base import POLICIES, DecodeState, StepOutcome
+from simspec.policies.base import POLICIES, BatchView, DecodeState, StepOutcome
 from simspec.schema import param
 
 
@@ -77,6 +79,12 @@ class AdaptiveEmaPolicy:
         """Draft up to the current tier."""
         memory = state.memory if isinstance(state.memory, EmaMemory) else self.initial_memory()
         return state.drafted < min(memory.tier, state.max_draft_tokens)
+
+    def draft_lengths(self, view: BatchView) -> np.ndarray:
+        """Every request drafts the current tier (batch fast path; within the step's caps)."""
+        memory = view.memory if isinstance(view.memory, EmaMemory) else self.initial_memory()
+        k = min(memory.tier, view.max_draft_tokens, view.cap)
+        return np.full(view.batch_size, max(k, 0), dtype=np.int64)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """The largest tier within the drafter's cap."""

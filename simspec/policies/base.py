@@ -29,6 +29,14 @@ price, no per-request history: ``fixed``, ``batch_table``) may also offer
 step in one call, each within ``0..view.cap``. The engine then asks it once per step instead of
 once per draft token; the answer must equal what ``continue_drafting`` decides depth by depth
 (``tests/sim/test_fast_path.py`` checks every registered policy that offers it).
+
+**The per-depth fast path.** A policy that decides per token but from nothing per request
+besides the step's confidences (``threshold``, ``cost_aware``) may offer
+``continue_drafting_batch(view: DepthView) -> np.ndarray``: one bool per request asked at the
+same depth, each what ``continue_drafting`` answers for that request's ``DecodeState`` (row b
+of the view's arrays is what state b would hold). The engine then asks it once per depth
+instead of once per request and builds no per-token objects (``tests/policies`` checks every
+registered policy that offers it against its ``continue_drafting``).
 """
 
 from __future__ import annotations
@@ -81,6 +89,39 @@ class BatchView:
 
 
 @dataclass(frozen=True, slots=True)
+class DepthView:
+    """What the requests asked at one depth of one step see (the per-depth fast path).
+
+    Scalars are shared by every request asked; row b of each array is what request b's
+    :class:`DecodeState` would hold. No per-request histories: a policy that reads them decides
+    through ``continue_drafting``.
+    """
+
+    drafted: int  # draft tokens each request asked has already made this step
+    confidences: np.ndarray  # (n, drafted): confidences of those drafts
+    next_confidence: np.ndarray  # (n,): the drafter's confidence for the next draft
+    request_id: np.ndarray  # (n,)
+    position: np.ndarray  # (n,)
+    context_tokens: np.ndarray  # (n,)
+    max_draft_tokens: int
+    batch_size: int
+    batch_accepted_history: tuple[float, ...] = ()
+    time_per_token_s: float = 0.0
+    #: The share every request asked pays if they all draft one more token (one shared price,
+    #: as ``DecodeState.marginal_cost_s`` of each of them).
+    marginal_cost_s: Callable[[], float] | None = None
+    memory: Any = None
+
+    def chain_confidence(self) -> np.ndarray:
+        """c_1·…·c_drafted·c_next of every request, multiplied in that order (as ``math.prod``
+        of the confidences times the next one)."""
+        product = np.ones(len(self.next_confidence))
+        for j in range(self.drafted):
+            product = product * self.confidences[:, j]
+        return product * self.next_confidence
+
+
+@dataclass(frozen=True, slots=True)
 class StepOutcome:
     """What a policy with memory learns after each verify pass."""
 
@@ -123,6 +164,11 @@ def batch_draft_lengths(policy: BudgetPolicy) -> Callable[[BatchView], np.ndarra
     if reads_confidence(policy):
         return None
     return getattr(policy, "draft_lengths", None)
+
+
+def depth_decisions(policy: BudgetPolicy) -> Callable[[DepthView], np.ndarray] | None:
+    """The policy's per-depth fast path ``continue_drafting_batch``, or None."""
+    return getattr(policy, "continue_drafting_batch", None)
 
 
 def observe(policy: BudgetPolicy, memory: Any, outcome: StepOutcome) -> Any:

@@ -32,7 +32,9 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from simspec.policies.base import POLICIES, DecodeState
+import numpy as np
+
+from simspec.policies.base import POLICIES, DecodeState, DepthView
 from simspec.schema import param
 
 
@@ -55,6 +57,17 @@ class CostAwarePolicy:
             return False
         gain = math.prod(state.confidences) * state.next_confidence
         return gain * state.time_per_token_s * self.margin > state.marginal_cost_s()
+
+    def continue_drafting_batch(self, view: DepthView) -> np.ndarray:
+        """:meth:`continue_drafting` for every request asked at one depth (per-depth path):
+        they share one price, read once."""
+        n = len(view.next_confidence)
+        if view.drafted >= min(self.max_tokens, view.max_draft_tokens) or not n:
+            return np.zeros(n, dtype=bool)
+        if view.marginal_cost_s is None or view.time_per_token_s <= 0:
+            return np.zeros(n, dtype=bool)
+        gain = view.chain_confidence()
+        return gain * view.time_per_token_s * self.margin > view.marginal_cost_s()
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``max_tokens`` within the drafter's cap."""

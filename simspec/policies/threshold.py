@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from simspec.policies.base import POLICIES, DecodeState
+import numpy as np
+
+from simspec.policies.base import POLICIES, DecodeState, DepthView
 from simspec.schema import param
 
 
@@ -37,6 +39,14 @@ class ThresholdPolicy:
         if self.mode == "per_token":
             return state.next_confidence >= self.tau
         return math.prod(state.confidences) * state.next_confidence >= self.tau
+
+    def continue_drafting_batch(self, view: DepthView) -> np.ndarray:
+        """:meth:`continue_drafting` for every request asked at one depth (per-depth path)."""
+        if view.drafted >= min(self.max_tokens, view.max_draft_tokens):
+            return np.zeros(len(view.next_confidence), dtype=bool)
+        if self.mode == "per_token":
+            return view.next_confidence >= self.tau
+        return view.chain_confidence() >= self.tau
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``max_tokens`` within the drafter's cap."""

@@ -21,6 +21,12 @@ factors and each margin comes from a forward-backward pass over windows of D + 1
 same iterates as raking a dense 2^T table (:func:`classical_ipf`, kept for reference and
 tests), at O(T·2^{D+1}) per margin. With D = 1 the closed form replaces the fit.
 
+:func:`ipf_log_silent` runs the fit of :mod:`simspec.routing.ipf_fit`: the same iterates up to
+the order of summation (~1e-14 relative), all lags of a token from one pass over its window,
+and with :func:`fitted_together` several T in one stacked fit. ``_fit_factors`` below is the
+reference loop; :func:`pattern_distribution` (the Monte-Carlo sampler's dense law) keeps using
+it, so sampled routing does not move by a single bit.
+
 Experts differ only through p_e, so fits run on at most ``NODES`` inclusion-probability nodes
 per layer group, equally spaced in logit p (:func:`probability_nodes`), and every expert reads
 its value off the nodes (:func:`interpolate_nodes`): the cost does not grow with N.
@@ -28,19 +34,21 @@ its value off the nodes (:func:`interpolate_nodes`): the cost does not grow with
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from simspec.routing.ipf_fit import MAX_SWEEPS, TOLERANCE, FitFailure, fit_log_silent
 from simspec.routing.overlap import markov_log_silent
+
+__all__ = ["MAX_SWEEPS", "NODES", "TOLERANCE", "fitted_together", "ipf_log_silent"]
 
 #: Inclusion-probability nodes per layer group; experts between nodes are interpolated.
 NODES = 32
-#: IPF stops when every two-way margin is within this of its target.
-TOLERANCE = 1e-10
-MAX_SWEEPS = 20000
 
 
 def _pair_targets(
@@ -208,8 +216,66 @@ def ipf_log_silent(
         return np.log1p(-p)
     if depth == 1:
         return markov_log_silent(p, [targets[t][0][1] for t in range(2, tokens + 1)])
-    factors, _ = _fit_factors(p, targets, tokens, depth)
-    return _log_silent_from_factors(factors, tokens, depth)
+    planned = _PLANNED.get()
+    if planned is not None and true_tokens >= tokens and tokens in planned[0]:
+        return _planned_log_silent(planned, p, q_true, tokens)
+    (out,) = fit_log_silent(p, targets, [tokens], depth)
+    if isinstance(out, FitFailure):
+        raise FitFailure(*out.args)
+    return out
+
+
+# The window lengths announced by :func:`fitted_together`, and the fits made for them.
+_Planned = tuple[frozenset[int], dict[tuple[bytes, tuple[int, ...], int], object]]
+_PLANNED: contextvars.ContextVar[_Planned | None] = contextvars.ContextVar(
+    "simspec_ipf_planned", default=None
+)
+
+
+@contextlib.contextmanager
+def fitted_together(tokens: Iterable[int]) -> Iterator[None]:
+    """Inside the block, fit the window lengths ``tokens`` of a law together.
+
+    The first :func:`ipf_log_silent` query of a (p, q) law for one of ``tokens`` (all tokens
+    true) fits every length in ``tokens`` in one stacked IPF (:mod:`simspec.routing.ipf_fit`)
+    and keeps the answers until the block ends; later queries of that law read them. The
+    answers are bit-identical to separate fits: only the numpy calls are shared. Meant for U(T)
+    curves, which ask for T = 1..T_max one after another (``simspec routing predict``).
+
+    Examples
+    --------
+    >>> p, q = np.array([0.0625]), np.array([[0.38, 0.32]]) * 0.0625
+    >>> with fitted_together(range(1, 6)):
+    ...     together = [ipf_log_silent(p, q, t) for t in range(1, 6)]
+    >>> all((a == ipf_log_silent(p, q, t)).all() for t, a in zip(range(1, 6), together))
+    True
+    """
+    token = _PLANNED.set((frozenset(tokens), {}))
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
+
+
+def _planned_log_silent(planned: _Planned, p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarray:
+    sizes, answers = planned
+    law = (p.tobytes() + q.tobytes(), q.shape)
+    if (*law, tokens) not in answers:
+        fits = {}  # window length -> its largest lag, for the lengths not yet fitted
+        for size in sorted(sizes):
+            depth, _ = _pair_targets(q, q, size, size)
+            if depth >= 2 and (*law, size) not in answers:
+                fits[size] = depth
+        largest = max(fits)
+        _, targets = _pair_targets(q, q, largest, largest)
+        results = fit_log_silent(p, targets, list(fits), max(fits.values()))
+        for size, result in zip(fits, results, strict=True):
+            answers[(*law, size)] = result
+    out = answers[(*law, tokens)]
+    if isinstance(out, FitFailure):
+        raise FitFailure(*out.args)
+    assert isinstance(out, np.ndarray)
+    return out.copy()
 
 
 def pattern_distribution(p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarray:

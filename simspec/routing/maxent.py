@@ -25,7 +25,7 @@ import numpy as np
 
 from simspec.routing.ipf import NODES, pattern_distribution, probability_nodes
 from simspec.routing.overlap import layer_log_odds_ratios, pair_probability
-from simspec.routing.sets import to_sets
+from simspec.routing.sets import id_dtype, to_sets
 
 #: Largest per-expert table (entries) the sampler materialises; beyond it, it interpolates.
 _TABLE_BUDGET = 8_000_000
@@ -257,10 +257,12 @@ class MaxEntSampler:
     ) -> np.ndarray:
         """Routing of ``num_sequences`` sequences of ``length`` true tokens, from their start.
 
-        Returns int16 array (num_sequences, length, num_layers, k_e).
+        Returns ids (num_sequences, length, num_layers, k_e) of
+        :func:`~simspec.routing.sets.id_dtype` (uint8 up to 256 experts).
         """
         layers = np.tile(np.arange(self.num_layers), num_sequences)
-        out = np.zeros((num_sequences, length, self.num_layers, self.k), dtype=np.int16)
+        shape = (num_sequences, length, self.num_layers, self.k)
+        out = np.zeros(shape, dtype=id_dtype(self.num_experts))
         history = np.zeros((len(layers), self.num_experts), dtype=np.int32)
         mask = (1 << self.depth) - 1
         rows = np.arange(len(layers))[:, None]

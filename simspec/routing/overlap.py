@@ -84,9 +84,12 @@ def fit_log_odds_ratio(
             )
     lo = np.full(rho.shape, -_LAMBDA_BOUND)
     hi = np.full(rho.shape, _LAMBDA_BOUND)
+    # q(p_e) on the distinct p_e only (often a handful), copied out to every expert before the
+    # sum: the same elementwise values summed in the same order, so the same lambda, bit for bit.
+    values, inverse = np.unique(p, return_inverse=True)
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        total = pair_probability(p[None, :], mid[:, None]).sum(axis=1) / k
+        total = pair_probability(values[None, :], mid[:, None])[:, inverse].sum(axis=1) / k
         below = total < rho
         lo = np.where(below, mid, lo)
         hi = np.where(below, hi, mid)

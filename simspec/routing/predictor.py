@@ -103,6 +103,7 @@ class UniqueExpertPredictor:
         self._group_of_layer = self._group_of_layer.ravel()
         self._tables: dict[tuple[int, int], np.ndarray] = {}
         self._answers: dict[tuple[int, bytes], np.ndarray] = {}
+        self._exact: dict[tuple[bytes, bytes], np.ndarray] = {}  # raw inputs -> answer
 
     def _fit(self, overlaps: Sequence[float] | np.ndarray) -> np.ndarray:
         return layer_log_odds_ratios(self.inclusion_probabilities, overlaps)
@@ -173,7 +174,9 @@ class UniqueExpertPredictor:
         return table
 
     def expected_unique(
-        self, tokens_per_sequence: Sequence[int], true_tokens: Sequence[int] | None = None
+        self,
+        tokens_per_sequence: Sequence[int] | np.ndarray,
+        true_tokens: Sequence[int] | np.ndarray | None = None,
     ) -> np.ndarray:
         """E[unique experts] per layer for B independent sequences, array (L,).
 
@@ -185,15 +188,30 @@ class UniqueExpertPredictor:
             How many of each sequence's tokens are true tokens (accepted drafts + 1); the rest
             are rejected drafts. Ignored unless a draft profile was given.
         """
+        # A pass often repeats an earlier pass exactly (every plain decode pass of B requests;
+        # equal draft lengths when only T matters): the raw inputs are a first, cheaper key.
+        lengths = np.asarray(tokens_per_sequence, dtype=np.int64)
+        exact = true_tokens is None or not self.split
+        true = lengths if exact else np.asarray(true_tokens, dtype=np.int64)
+        raw = (lengths.tobytes(), b"" if exact else true.tobytes())
+        answer = self._exact.get(raw)
+        if answer is not None:
+            return answer
+        answer = self._composition_answer(lengths, None if exact else true)
+        if len(self._exact) > 4096:  # keys grow with B: keep this cache small
+            self._exact.clear()
+        self._exact[raw] = answer
+        return answer
+
+    def _composition_answer(self, lengths: np.ndarray, true: np.ndarray | None) -> np.ndarray:
+        """:meth:`expected_unique` of int arrays, cached per batch composition."""
         # The batch composition as a histogram of (T, true tokens) codes: a few array calls
         # instead of a Counter over Python tuples. Codes ascend as (T, a) do, so the terms are
         # summed in the same order as sorted (T, a) pairs.
-        lengths = np.asarray(tokens_per_sequence, dtype=np.int64)
         stride = 0
-        if true_tokens is None or not self.split:
+        if true is None:
             codes = lengths
         else:
-            true = np.asarray(true_tokens, dtype=np.int64)
             if true.shape != lengths.shape:
                 raise ValueError("tokens_per_sequence and true_tokens differ in length")
             # At most T true tokens; fewer than 0 reads as 0 (all drafts).

@@ -1,14 +1,15 @@
 """Expert sets in three representations: ids, membership tables and history bitmasks.
 
 A token's routing in one MoE layer is the set S of its k_e experts. The samplers store it as
-expert ids (int16, k_e per token and layer: compact, and what a trace records); unions and
-overlaps are cheapest on boolean membership over the N experts, so the union over every token
-of every request in a verify pass is one scatter into a (layers, N) table and one sum
-(:func:`union_sizes`). Growing unions (the k = 0..K passes of one state, every state at once)
-use bitmasks: a token's set in one layer packed into ceil(N/64) 64-bit words (:func:`to_bits`), so
-a running union is a cumulative OR and its size a popcount (:func:`cumulative_union_sizes`). The
-max-entropy sampler conditions each expert on its own recent past, kept as one integer per
-expert whose bit d − 1 says "used d tokens back" (:func:`history_bits`).
+expert ids (k_e per token and layer, in the smallest type that holds them, :func:`id_dtype`:
+compact, and what a trace records); unions and overlaps are cheapest on boolean membership
+over the N experts, so the union over every token of every request in a verify pass is one
+scatter into a (layers, N) table and one sum (:func:`union_sizes`). Growing unions (the
+k = 0..K passes of one state, every state at once) use bitmasks: a token's set in one layer
+packed into ceil(N/64) 64-bit words (:func:`to_bits`), so a running union is a cumulative OR
+and its size a popcount (:func:`cumulative_union_sizes`). The max-entropy sampler conditions
+each expert on its own recent past, kept as one integer per expert whose bit d − 1 says "used
+d tokens back" (:func:`history_bits`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,18 @@ from __future__ import annotations
 import numpy as np
 
 BITS_CHUNK = 65536  # sets converted to bitmasks per step (bounds the membership table)
+
+
+def id_dtype(num_experts: int) -> np.dtype:
+    """The smallest integer type that stores expert ids 0..N−1: uint8 up to N = 256 (every
+    catalog model but the 384- and 512-expert ones), else int16.
+
+    Examples
+    --------
+    >>> id_dtype(128), id_dtype(384)
+    (dtype('uint8'), dtype('int16'))
+    """
+    return np.dtype(np.uint8 if num_experts <= 256 else np.int16)
 
 
 def to_sets(ids: np.ndarray, num_experts: int) -> np.ndarray:

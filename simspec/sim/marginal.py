@@ -105,6 +105,10 @@ class StepPlan:
     depth_contexts: list[list[int]] = field(
         default_factory=list
     )  # per depth j-1: drafting contexts
+    #: Pure cost-model answers reused while no draft is added (cleared by :meth:`add_drafts`):
+    #: the verify pass at the expected end, and each depth's draft step as it stands.
+    _memo: dict[object, float] = field(default_factory=dict, repr=False)
+    _overheads: dict[int, float] = field(default_factory=dict, repr=False)  # by context
 
     def __post_init__(self) -> None:
         self.tokens = np.ones(len(self.contexts), dtype=np.int64)
@@ -133,7 +137,11 @@ class StepPlan:
         extra[list(requests)] = 1
         grown = self.union_model.after(end_union, len(requests))
         verify = self.cost_model.verify_pass(end_tokens + extra, self.contexts, grown).total_s
-        verify -= self.cost_model.verify_pass(end_tokens, self.contexts, end_union).total_s
+        before = self._memo.get("end")
+        if before is None:  # the same for every question until a draft is added
+            before = self.cost_model.verify_pass(end_tokens, self.contexts, end_union).total_s
+            self._memo["end"] = before
+        verify -= before
         draft = 0.0
         new_by_depth: dict[int, list[int]] = {}
         for b in requests:  # the draft each would make is depth tokens[b] (1-based)
@@ -143,16 +151,23 @@ class StepPlan:
             drafting = self.depth_contexts[depth - 1] if depth <= len(self.depth_contexts) else []
             draft += self.cost_model.draft_step(np.array([*drafting, *new]))
             if drafting:
-                draft -= self.cost_model.draft_step(np.array(drafting))
+                step = self._memo.get(depth)
+                if step is None:
+                    step = self.cost_model.draft_step(np.array(drafting))
+                    self._memo[depth] = step
+                draft -= step
             elif not step_overhead:
                 draft -= self.step_overhead_s(new[0])
         return (verify + draft) / len(requests)
 
     def step_overhead_s(self, context: int) -> float:
         """Fixed part of a draft step: its time extrapolated to zero requests, 2·d(1) − d(2)."""
-        one = self.cost_model.draft_step(np.array([context]))
-        two = self.cost_model.draft_step(np.array([context, context]))
-        return min(max(2 * one - two, 0.0), one)
+        value = self._overheads.get(context)
+        if value is None:
+            one = self.cost_model.draft_step(np.array([context]))
+            two = self.cost_model.draft_step(np.array([context, context]))
+            value = self._overheads[context] = min(max(2 * one - two, 0.0), one)
+        return value
 
     def anchor_drafts(self, alpha: float, cap: int) -> int:
         """The uniform draft length k* that minimises estimated time per committed token.
@@ -183,10 +198,20 @@ class StepPlan:
 
     def add_drafts(self, requests: Sequence[int]) -> None:
         """Record that each of ``requests`` drafts one more token."""
-        for b in requests:
-            depth = int(self.tokens[b])
+        self._memo.clear()
+        ids = np.asarray(requests, dtype=np.int64)
+        depths = self.tokens[ids]
+        if len(ids) and depths.min() == depths.max() and len(set(ids.tolist())) == len(ids):
+            depth = int(depths[0])  # one depth, distinct requests (a batch decision): at once
             while len(self.depth_contexts) < depth:
                 self.depth_contexts.append([])
-            self.depth_contexts[depth - 1].append(int(self.contexts[b]) + depth - 1)
-            self.tokens[b] += 1
+            self.depth_contexts[depth - 1].extend((self.contexts[ids] + (depth - 1)).tolist())
+            self.tokens[ids] += 1
+        else:
+            for b in requests:
+                depth = int(self.tokens[b])
+                while len(self.depth_contexts) < depth:
+                    self.depth_contexts.append([])
+                self.depth_contexts[depth - 1].append(int(self.contexts[b]) + depth - 1)
+                self.tokens[b] += 1
         self.union = self.union_model.after(self.union, len(requests))

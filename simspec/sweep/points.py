@@ -96,23 +96,38 @@ def axes(points: Sequence[PointResult]) -> list[str]:
     return list(dict.fromkeys(k for p in points for k in p.values))
 
 
-def write_point(out: Path, point: Point, result: RunResult) -> None:
-    """Save a finished point: its Delta-space points first, then its JSON (which marks it done)."""
-    if result.delta_points is not None:
-        import numpy as np
+#: A finished point as files: its JSON text and its Delta-space arrays (None without the oracle).
+PointFiles = tuple[str, dict[str, Any] | None]
 
+
+def point_files(point: Point, result: RunResult) -> PointFiles:
+    """What :func:`write_point` saves for ``point``, ready to write (a worker prepares it)."""
+    arrays = None
+    if result.delta_points is not None:
         arrays = {f.name: getattr(result.delta_points, f.name) for f in fields(result.delta_points)}
-        write_atomic(
-            delta_path(out, point.digest),
-            lambda tmp: np.savez_compressed(tmp, **arrays),  # type: ignore[arg-type]
-        )
     record = {
         "case": point.case,
         "values": point.values,
         "replication": point.replication,
         "results": result.to_dict(),
     }
-    write_atomic(point_path(out, point.digest), results_json(record))
+    return results_json(record), arrays
+
+
+def write_point(out: Path, point: Point, result: RunResult | PointFiles) -> None:
+    """Save a finished point: its Delta-space points first, then its JSON (which marks it done).
+
+    ``result`` is the point's results, or :func:`point_files` of them.
+    """
+    text, arrays = point_files(point, result) if isinstance(result, RunResult) else result
+    if arrays is not None:
+        import numpy as np
+
+        write_atomic(
+            delta_path(out, point.digest),
+            lambda tmp: np.savez_compressed(tmp, **arrays),  # type: ignore[arg-type]
+        )
+    write_atomic(point_path(out, point.digest), text)
 
 
 def _why(err: BaseException) -> str:

@@ -4,7 +4,10 @@
 (its policies, the k = 0 baseline and, with ``oracle``, the hindsight oracle, all on the point's
 reference sequences) on one of two executors:
 
-* ``process`` — local worker processes (``spawn``, so workers share nothing with the parent);
+* ``process`` — local worker processes: forked on Linux
+  (:func:`~simspec.sweep.spec.worker_context`), so they start with everything the parent has
+  imported (a spawned worker spends seconds importing simspec and numpy again), spawned
+  elsewhere; a worker also serialises its point's JSON, so the parent only writes files;
 * ``dask`` — a ``dask.distributed`` cluster: a local one, or the scheduler at ``scheduler``.
 
 Workers receive the resolved :class:`~simspec.config.scenario.Scenario` (it pickles; nothing is
@@ -41,14 +44,16 @@ from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
 from simspec.sweep.points import (
     SUBFOLDERS,
+    PointFiles,
     PointResult,
     check_folder,
+    point_files,
     point_path,
     read_points,
     write_manifest,
     write_point,
 )
-from simspec.sweep.spec import Point
+from simspec.sweep.spec import Point, worker_context
 from simspec.sweep.tables import write_tables
 
 #: The executors :func:`run_sweep` knows.
@@ -56,12 +61,18 @@ EXECUTORS = ("process", "dask")
 
 #: ``progress(done, total)``, called once at the start and after each finished point.
 Progress = Callable[[int, int], None]
-Finished = Callable[[Point, RunResult], None]
+Finished = Callable[[Point, RunResult | PointFiles], None]
 
 
 def run_point(scenario: Scenario, oracle: bool) -> RunResult:
     """Simulate one point (runs in a worker; the scenario and the result pickle)."""
     return run_experiment(scenario, oracle=oracle)
+
+
+def run_point_files(point: Point, oracle: bool) -> PointFiles:
+    """Simulate one point and serialise it as :func:`~simspec.sweep.points.write_point` would
+    (runs in a local worker: the parent then only writes the text and arrays)."""
+    return point_files(point, run_point(point.scenario, oracle))
 
 
 def point_work(point: Point, oracle: bool) -> int:
@@ -136,7 +147,7 @@ def run_sweep(
     if progress:
         progress(done, len(points))
 
-    def finished(point: Point, result: RunResult) -> None:
+    def finished(point: Point, result: RunResult | PointFiles) -> None:
         nonlocal done
         write_point(out, point, result)
         done += 1
@@ -171,11 +182,12 @@ def _run_processes(todo: list[Point], finished: Finished, oracle: bool, workers:
             finished(point, run_point(point.scenario, oracle))
         return
     import concurrent.futures as cf
-    import multiprocessing
 
-    context = multiprocessing.get_context("spawn")
+    # Forked workers inherit the imported modules (and the parent's caches, which never change
+    # a result: one worker runs every point in the parent).
+    context = worker_context()
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(run_point, p.scenario, oracle): p for p in todo}
+        futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
         for future in cf.as_completed(futures):
             finished(futures[future], future.result())
 

@@ -29,6 +29,7 @@ three base seeds; the CSV's ``seed`` column is the seed each row actually ran wi
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -79,9 +80,10 @@ class Point:
     replication: int
     scenario: Scenario
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
-        """The key of the point's files: the digest of its resolved scenario."""
+        """The key of the point's files: the digest of its resolved scenario (computed once:
+        a sweep asks for it several times per point)."""
         return self.scenario.digest()
 
 
@@ -206,7 +208,12 @@ def _toml(value: Any) -> str:
 
 
 def expand(
-    data: Mapping[str, Any], source: str, spec: SweepSpec, *, base_dir: str = ""
+    data: Mapping[str, Any],
+    source: str,
+    spec: SweepSpec,
+    *,
+    base_dir: str = "",
+    workers: int = 1,
 ) -> list[Point]:
     """Every point of the sweep, in table order, resolved and validated.
 
@@ -220,6 +227,9 @@ def expand(
         From :func:`read_spec`.
     base_dir : str
         The folder a relative ``costs.profile`` is resolved against (the scenario file's).
+    workers : int
+        Resolve the points' scenarios in this many forked processes (Linux; the same points
+        and errors as one process).
 
     Raises
     ------
@@ -228,7 +238,7 @@ def expand(
     """
     base = {k: v for k, v in data.items() if k != "sweep"}
     keys = list(spec.grid)
-    points: list[Point] = []
+    todo: list[tuple[str, dict[str, Any], int, dict[str, Any], str]] = []
     for case in spec.cases or [{}]:
         label = str(case.get("label", ""))
         case_overrides = [_override(k, v) for k, v in case.items() if k != "label"]
@@ -244,9 +254,60 @@ def expand(
             seed = check_seed(point.get("seed", 0), where)
             for r in range(spec.replications):
                 seeded = apply_overrides(point, {"seed": replication_seed(seed, r)}, where)
-                scenario = scenario_from_dict(seeded, where, base_dir=base_dir)
-                points.append(Point(len(points), label, values, r, scenario))
-    return points
+                todo.append((label, values, r, seeded, where))
+    scenarios = _resolve([(t[3], t[4]) for t in todo], base_dir, workers)
+    return [
+        Point(i, label, values, r, scenario)
+        for i, ((label, values, r, _, _), scenario) in enumerate(zip(todo, scenarios, strict=True))
+    ]
+
+
+def worker_context() -> Any:
+    """The multiprocessing context of local workers: ``fork`` on Linux while this process runs
+    a single thread (a forked child starts with the imported modules, no seconds of imports;
+    forking a threaded process can leave a child blocked on a lock another thread held),
+    ``spawn`` otherwise (macOS system frameworks are not fork-safe). Buffered output is flushed
+    first, so that no forked child writes it again."""
+    import multiprocessing
+    import sys
+    import threading
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fork = sys.platform.startswith("linux") and threading.active_count() == 1
+    return multiprocessing.get_context("fork" if fork else "spawn")
+
+
+def _scenario_or_none(item: tuple[dict[str, Any], str], base_dir: str) -> Scenario | None:
+    """The resolved scenario of one point, or None if it is invalid (in a worker)."""
+    try:
+        return scenario_from_dict(item[0], item[1], base_dir=base_dir)
+    except Exception:  # the parent resolves it again and raises the error itself
+        return None
+
+
+def _resolve(
+    items: list[tuple[dict[str, Any], str]], base_dir: str, workers: int
+) -> list[Scenario]:
+    """``scenario_from_dict`` of every (point data, where), in order; the first invalid point
+    raises its error. With ``workers`` > 1 on Linux, the points are split over forked processes
+    (validation is most of a sweep's start-up: a serial part of every parallel sweep)."""
+    context = worker_context()
+    if workers <= 1 or len(items) < 4 * workers or context.get_start_method() != "fork":
+        return [scenario_from_dict(data, where, base_dir=base_dir) for data, where in items]
+    import concurrent.futures as cf
+
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        chunk = max(1, len(items) // (4 * workers))
+        resolved = list(
+            pool.map(_scenario_or_none, items, [base_dir] * len(items), chunksize=chunk)
+        )
+    out = []
+    for (data, where), scenario in zip(items, resolved, strict=True):
+        out.append(
+            scenario_from_dict(data, where, base_dir=base_dir) if scenario is None else scenario
+        )
+    return out
 
 
 def load_sweep(
@@ -256,11 +317,13 @@ def load_sweep(
     overrides: Mapping[str, Any] | Iterable[str] = (),
     replications: int | None = None,
     oracle: bool | None = None,
+    workers: int = 1,
 ) -> tuple[SweepSpec, list[Point]]:
     """Read a scenario file and return its sweep's axes and validated points.
 
     ``overrides`` change the base scenario (``{"routing.overlap": 0.5}`` or ``"key=value"``
-    strings), before the axes are applied; the other arguments are those of :func:`read_spec`.
+    strings), before the axes are applied; ``workers`` processes validate the points
+    (:func:`expand`); the other arguments are those of :func:`read_spec`.
 
     Examples
     --------
@@ -279,4 +342,4 @@ def load_sweep(
         if touches_profile(overrides):
             base = ""  # a profile given as an override is relative to the working folder
     spec = read_spec(data, source, grid, replications, oracle)
-    return spec, expand(data, source, spec, base_dir=base)
+    return spec, expand(data, source, spec, base_dir=base, workers=workers)

@@ -45,14 +45,14 @@ from simspec.routing.maxent import MaxEntSampler
 from simspec.routing.popularity import draw_inclusion_probabilities, popularity_weights
 from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.reuse import ExpertSampler, sample_sequences
-from simspec.routing.sets import history_bits, union_sizes
+from simspec.routing.sets import union_sizes
 from simspec.routing.trace import RoutingTrace
 from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.mc_routing import continue_maxent, continue_reuse, gather_pass
 from simspec.text.replay import TraceReplay
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
-CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,18 +245,7 @@ class ReferenceSet:
     def _continue(self, previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One more draft after each of the given tokens (ids), chunked to bound memory."""
         assert self._sampler is not None
-        shape = previous.shape  # (sequences, length, layers, k_e)
-        flat = previous.reshape(-1, shape[-1])
-        out = np.empty_like(flat)
-        layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
-        overlap = self._reuse_overlap(true=False)
-        for start in range(0, len(flat), CHUNK_CHAINS):
-            stop = start + CHUNK_CHAINS
-            chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
-            out[start:stop] = self._sampler.sample(
-                rng, layers[start:stop], flat[start:stop].astype(np.int64), chunk
-            )
-        return out.reshape(shape)
+        return continue_reuse(self._sampler, previous, self._reuse_overlap(true=False), rng)
 
     def _continue_maxent(
         self,
@@ -268,27 +257,7 @@ class ReferenceSet:
         """Rejected drafts of the next level r, each conditioned on the D tokens before it."""
         self._ensure_sampler()  # replayed traces fit theirs on first use
         assert self._maxent is not None
-        nseq, length, layers, k = true.shape
-        r = len(levels) + 1
-        out = np.empty((nseq * length * layers, k), dtype=true.dtype)
-        flat_levels = [lv.reshape(-1, k) for lv in levels]
-        for start in range(0, len(out), CHUNK_CHAINS):
-            chain = np.arange(start, min(start + CHUNK_CHAINS, len(out)))
-            q, rest = np.divmod(chain, length * layers)
-            i, layer = np.divmod(rest, layers)
-            previous = []
-            for d in range(1, self._maxent.depth + 1):
-                if d < r:
-                    previous.append(flat_levels[r - d - 1][chain])
-                    continue
-                index = anchor[q, i] - (d - r)
-                ids = true[q, np.maximum(index, 0), layer].astype(np.int64)
-                previous.append(np.where(index[:, None] >= 0, ids, -1))
-            history = history_bits(previous, self.num_experts)
-            out[chain] = self._maxent.step(
-                rng, layer, history, anchor[q, i] + r, draft=True
-            ).astype(true.dtype)
-        return out.reshape(nseq, length, layers, k)
+        return continue_maxent(self._maxent, true, anchor, levels, rng, self.num_experts)
 
     def fed_routing(
         self, request_id: int, state: int, draft_tokens: int, accepted: int | None = None
@@ -297,7 +266,8 @@ class ReferenceSet:
 
         ``accepted`` overrides the accepted drafts min(k, m_i) (a draft tree accepts its own
         count: the nodes off its accepted path are fed as the rejected drafts of the chain).
-        Returns int16 (k + 1, num_moe_layers, k_e); zero layers for a dense model.
+        Returns ids (k + 1, num_moe_layers, k_e) (uint8 up to 256 experts, else int16,
+        :func:`~simspec.routing.sets.id_dtype`); zero layers for a dense model.
         """
         seq = self.sequence(request_id)
         if not self.num_layers:
@@ -337,55 +307,45 @@ class ReferenceSet:
         return out
 
     def pass_unique_experts(
-        self, fed: list[tuple[int, int, int]], accepted: Sequence[int] | np.ndarray | None = None
+        self,
+        fed: list[tuple[int, int, int]] | np.ndarray,
+        accepted: Sequence[int] | np.ndarray | None = None,
     ) -> np.ndarray:
         """Distinct routed experts per MoE layer of one pass.
 
-        ``fed`` lists, for every request in the pass, (request id, state, draft tokens). The
-        pass loads, per layer, the union of the experts of all the tokens it feeds. Returns a
-        float array (num_moe_layers,); empty for a dense model. In analytic routing mode it is the
-        max-entropy expectation (read-only, cached per batch composition). ``accepted``, one per
-        request, overrides the accepted drafts of each (a draft tree's accepted path).
+        ``fed`` lists, for every request in the pass, (request id, state, draft tokens) (or is
+        an int array (B, 3)). The pass loads, per layer, the union of the experts of all the
+        tokens it feeds. Returns a float array (num_moe_layers,); empty for a dense model. In
+        analytic routing mode it is the max-entropy expectation (read-only, cached per batch
+        composition). ``accepted``, one per request, overrides the accepted drafts of each (a
+        draft tree's accepted path; the engine also passes a chain's min(k, m_i) to save lookups).
         """
         if not self.num_layers:
             return np.zeros(0)
+        triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
         if self.routing.mode == "analytic":
-            tokens = [k + 1 for _, _, k in fed]
-            true = [min(k, int(self.sequence(r).match_lengths[i])) + 1 for r, i, k in fed]
-            if accepted is not None:  # a draft tree's accepted path (fed_routing)
-                true = [a + 1 for a in accepted]
+            if accepted is None:  # a chain's min(k, m_i)
+                rows = triples.tolist()
+                accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
             try:
-                return self.predictor.expected_unique(tokens, true)
+                true = np.asarray(accepted, dtype=np.int64) + 1
+                return self.predictor.expected_unique(triples[:, 2] + 1, true)
             except ValueError as err:
                 raise self._statistics_error(err) from None
-        return union_sizes(self._pass_routing(fed, accepted), self.num_experts).astype(float)
+        routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
+        return union_sizes(routing, self.num_experts).astype(float)
 
     def _pass_routing(
-        self, fed: list[tuple[int, int, int]], accepted: Sequence[int] | np.ndarray | None
+        self,
+        fed: list[tuple[int, int, int]] | np.ndarray,
+        accepted: Sequence[int] | np.ndarray | None,
     ) -> np.ndarray:
         """Every token a pass feeds (its requests' :meth:`fed_routing`, in another order),
-        gathered per block at once: true tokens, then each rejected depth."""
-        request, state, drafts = np.array(fed, dtype=np.int64).reshape(-1, 3).T
+        gathered per block at once (:func:`~simspec.text.mc_routing.gather_pass`)."""
+        triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
         if accepted is None:
-            matches = [self.sequence(r).match_lengths[i] for r, i, _ in fed]
-            taken = np.minimum(drafts, np.array(matches, dtype=np.int64))
+            matches = [self.sequence(r).match_lengths[i] for r, i, _ in triples.tolist()]
+            taken = np.minimum(triples[:, 2], np.array(matches, dtype=np.int64))
         else:
             taken = np.asarray(accepted, dtype=np.int64)
-        block, row = np.divmod(request, BLOCK_REQUESTS)
-        parts = []
-        for b in np.unique(block).tolist():
-            mine = block == b
-            q, i, acc = row[mine], state[mine], taken[mine]
-            count = acc + 1  # true tokens y_i..y_{i+a}
-            offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-            true, position = self._block_true(b), np.repeat(i, count) + offset
-            inside = position < true.shape[1]  # as fed_routing's slice stops at the block's end
-            parts.append(true[np.repeat(q, count)[inside], position[inside]])
-            rejected = drafts[mine] - acc
-            deepest = int(rejected.max())
-            if deepest > 0:
-                levels = self._block_rejected(b, deepest)
-                for r in range(1, deepest + 1):
-                    deep = rejected >= r
-                    parts.append(levels[r - 1][q[deep], i[deep]])
-        return np.concatenate(parts)
+        return gather_pass(self._block_true, self._block_rejected, triples, taken, BLOCK_REQUESTS)

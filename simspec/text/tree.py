@@ -39,9 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:  # networkx is imported when a tree is built (it costs ~0.2 s at start-up)
+    import networkx as nx
 
 ROOT: tuple[int, ...] = ()
 #: Bisection stops when the bracket is this narrow.
@@ -135,6 +138,8 @@ def build_tree(
         expanded = sorted(level, key=lambda v: (-level[v], v))[:topk]
     keep = verified_drafts(depth, topk, num_draft_tokens)
     chosen = sorted(prob, key=lambda v: (-prob[v], len(v), v))[:keep]
+    import networkx as nx
+
     graph = nx.DiGraph()
     graph.add_node(ROOT, depth=0, rank=0, q=1.0, path_probability=1.0)
     for v in sorted(chosen, key=lambda v: (len(v), v)):

@@ -17,9 +17,11 @@ from simspec.policies import (
     BatchTablePolicy,
     CostAwarePolicy,
     DecodeState,
+    DepthView,
     FixedPolicy,
     StepOutcome,
     ThresholdPolicy,
+    depth_decisions,
 )
 from simspec.sim.engine import run_policy
 from simspec.sim.marginal import StepPlan, UnionModel
@@ -210,3 +212,87 @@ def test_every_policy_conserves_tokens_and_respects_its_cap(name):
     assert all(0 <= s.drafted <= cap * s.batch_size for s in log.steps)
     assert all(r.committed == r.output_tokens for r in log.requests)
     assert all(0 <= r.accepted <= r.drafted for r in log.requests)
+
+
+def _depth_offering() -> list[str]:
+    return [n for n in POLICIES.names() if depth_decisions(POLICIES.create(n)) is not None]
+
+
+def test_threshold_and_cost_aware_offer_the_per_depth_path():
+    assert {"threshold", "cost_aware"} <= set(_depth_offering())
+
+
+class _Counting:
+    """A shared price that counts how often it is read."""
+
+    def __init__(self, value: float):
+        self.value, self.reads = value, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.value
+
+
+_DEPTH_POLICY = st.one_of(
+    st.sampled_from(_depth_offering()).map(POLICIES.create),
+    st.builds(
+        ThresholdPolicy,
+        tau=st.floats(0, 1),
+        mode=st.sampled_from(["per_token", "cumulative"]),
+        max_tokens=st.integers(0, 8),
+    ),
+    st.builds(CostAwarePolicy, max_tokens=st.integers(0, 8), margin=st.floats(0.01, 100)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    policy=_DEPTH_POLICY,
+    n=st.integers(0, 12),
+    drafted=st.integers(0, 8),
+    max_draft=st.integers(0, 10),
+    g=st.sampled_from([0.0, 1e-3, 2e-2]),
+    price=st.one_of(st.none(), st.floats(0, 3e-2)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_continue_drafting_batch_equals_continue_drafting(
+    policy, n, drafted, max_draft, g, price, seed
+):
+    """Row b of the per-depth answer is continue_drafting of request b's DecodeState, and the
+    shared price is read iff some per-token call would have read it."""
+    rng = np.random.default_rng(seed)
+    conf = rng.random((n, drafted + 1))
+    conf[rng.random((n, drafted + 1)) < 0.1] = 1.0  # products of ones
+    if isinstance(policy, ThresholdPolicy):  # confidences exactly at the threshold
+        conf[rng.random((n, drafted + 1)) < 0.2] = policy.tau
+    shared = None if price is None else _Counting(price)
+    view = DepthView(
+        drafted=drafted,
+        confidences=conf[:, :drafted],
+        next_confidence=conf[:, drafted],
+        request_id=np.arange(n),
+        position=np.full(n, 5),
+        context_tokens=np.full(n, 100),
+        max_draft_tokens=max_draft,
+        batch_size=max(n, 1),
+        time_per_token_s=g,
+        marginal_cost_s=shared,
+    )
+    got = depth_decisions(policy)(view)
+    single = None if price is None else _Counting(price)
+    want = [
+        policy.continue_drafting(
+            _state(
+                [float(c) for c in conf[b, :drafted]],
+                float(conf[b, drafted]),
+                max_draft_tokens=max_draft,
+                batch_size=max(n, 1),
+                time_per_token_s=g,
+                marginal_cost_s=single,
+            )
+        )
+        for b in range(n)
+    ]
+    assert np.asarray(got, dtype=bool).tolist() == want
+    if price is not None:
+        assert (shared.reads > 0) == (single.reads > 0)

@@ -14,13 +14,19 @@ from simspec import catalog
 from simspec.costs.roofline import RooflineCostModel
 from simspec.policies import (
     POLICIES,
+    AdaptiveEmaPolicy,
     BatchTablePolicy,
     BatchView,
+    CostAwarePolicy,
     FixedPolicy,
+    ThresholdPolicy,
     batch_draft_lengths,
     initial_memory,
+    reads_confidence,
 )
-from simspec.sim.engine import _Active, decide_step, run_policy
+from simspec.policies.adaptive_ema import EmaMemory
+from simspec.sim.decide import StepRequests, decide_step
+from simspec.sim.engine import run_policy
 from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.sim.setup import build_setup
 from tests.helpers import tiny
@@ -36,20 +42,25 @@ def _offering() -> list[str]:
     return [n for n in POLICIES.names() if batch_draft_lengths(POLICIES.create(n)) is not None]
 
 
-def test_fixed_and_batch_table_offer_the_fast_path():
-    assert {"fixed", "batch_table"} <= set(_offering())
+def test_fixed_batch_table_and_adaptive_ema_offer_the_fast_path():
+    assert {"fixed", "batch_table", "adaptive_ema"} <= set(_offering())
     assert batch_draft_lengths(POLICIES.create("threshold")) is None  # reads confidences
 
 
 def _per_token(policy, view: BatchView, rng: np.random.Generator) -> np.ndarray:
-    active = [
-        _Active(b, 0.0, int(rng.integers(1, 500)), 1000, 0.0, position=int(rng.integers(1, 50)))
-        for b in range(view.batch_size)
-    ]
-    confidences = [rng.random(view.cap + 1) for _ in active]
-    contexts = np.array([a.context_tokens for a in active], dtype=np.int64)
+    batch = view.batch_size
+    position = rng.integers(1, 50, batch)
+    contexts = rng.integers(1, 500, batch) + position
+    requests = StepRequests(
+        np.arange(batch),
+        position,
+        contexts,
+        rng.random((batch, view.cap + 1)),
+        [()] * batch,
+        [()] * batch,
+    )
     plan = StepPlan(COSTS, UnionModel(128, 8, 48, 0.38), contexts, None, 0.7, view.cap)
-    ks, probes = decide_step(policy, active, confidences, plan, view)
+    ks, probes = decide_step(policy, requests, plan, view)
     assert not probes.any()
     return ks
 
@@ -57,6 +68,13 @@ def _per_token(policy, view: BatchView, rng: np.random.Generator) -> np.ndarray:
 _POLICY = st.one_of(
     st.sampled_from(_offering()).map(POLICIES.create),
     st.builds(FixedPolicy, draft_tokens=st.integers(0, 12)),
+    st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True).flatmap(
+        lambda tiers: st.builds(
+            AdaptiveEmaPolicy,
+            tiers=st.just(tuple(sorted(tiers))),
+            initial_tier=st.sampled_from(sorted(tiers)),
+        )
+    ),
     st.lists(st.integers(1, 64), min_size=1, max_size=4, unique=True).flatmap(
         lambda sizes: st.builds(
             BatchTablePolicy,
@@ -78,7 +96,10 @@ def test_draft_lengths_equal_the_per_token_loop(policy, batch, max_draft, seed):
     cap = min(policy.budget_cap(max_draft), max_draft)
     rng = np.random.default_rng(seed)
     history = tuple(float(x) for x in rng.random(int(rng.integers(0, 5))) * 3)
-    view = BatchView(batch, history, 1e-3, initial_memory(policy), max_draft, cap)
+    memory = initial_memory(policy)
+    if isinstance(policy, AdaptiveEmaPolicy):  # any tier the policy may be in
+        memory = EmaMemory(1.0, 12, int(rng.choice(policy.tiers)))
+    view = BatchView(batch, history, 1e-3, memory, max_draft, cap)
     fast = batch_draft_lengths(policy)
     assert fast is not None
     got = fast(view)
@@ -92,6 +113,10 @@ class _PerTokenOnly:
 
     inner: object
 
+    @property
+    def reads_confidence(self):
+        return reads_confidence(self.inner)
+
     def continue_drafting(self, state):
         return self.inner.continue_drafting(state)
 
@@ -101,11 +126,23 @@ class _PerTokenOnly:
 
 @pytest.mark.parametrize(
     "policy",
-    [FixedPolicy(draft_tokens=0), FixedPolicy(draft_tokens=3), BatchTablePolicy()],
+    [
+        FixedPolicy(draft_tokens=0),
+        FixedPolicy(draft_tokens=3),
+        BatchTablePolicy(),
+        AdaptiveEmaPolicy(warmup_steps=2, update_interval=1),
+        ThresholdPolicy(tau=0.6),
+        ThresholdPolicy(mode="cumulative", tau=0.4),
+        CostAwarePolicy(),
+        CostAwarePolicy(margin=3.0),
+    ],
     ids=repr,
 )
 def test_engine_run_is_the_same_with_and_without_the_fast_path(policy):
-    setup = build_setup(tiny("workload.concurrency=3", "workload.num_requests=6"))
+    """Batch fast path / per-depth path against one DecodeState per request and depth."""
+    setup = build_setup(
+        tiny("workload.concurrency=3", "workload.num_requests=6", "workload.output_tokens=40")
+    )
     fast = run_policy(setup, policy)
     slow = run_policy(setup, _PerTokenOnly(policy))
     assert fast.steps and repr(fast.steps) == repr(slow.steps)

@@ -1,0 +1,120 @@
+"""Monte-Carlo routing of the reference sequences: rejected drafts and a pass's gathered tokens.
+
+:class:`~simspec.text.reference.ReferenceSet` samples the routing of a block of requests at
+once: the true tokens (a chain along each request's text) and, per rejected depth r, the r-th
+rejected draft at every state. The functions here do the array work of that class; the draws
+come from the Generators it passes in, in a fixed order (chunks of :data:`CHUNK_CHAINS`
+(sequence, state, layer) chains, each chunk's draws before the next chunk's), so a scenario's
+routing is the same whatever else changes.
+
+Ids are stored in :func:`~simspec.routing.sets.id_dtype` (uint8 up to 256 experts): a block of
+64 requests x 256 tokens x 48 layers x 8 experts is 6.3 MB per depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from simspec.routing.maxent import MaxEntSampler
+from simspec.routing.reuse import ExpertSampler
+from simspec.routing.sets import history_bits
+
+CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache
+
+
+def continue_reuse(
+    sampler: ExpertSampler,
+    previous: np.ndarray,
+    overlap: float | np.ndarray | None,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """One more draft after each of the given tokens (ids (sequences, length, layers, k_e)),
+    by the reuse sampler, chunk by chunk; ``overlap`` is a number or one value per layer."""
+    shape = previous.shape
+    flat = previous.reshape(-1, shape[-1])
+    out = np.empty_like(flat)
+    layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
+    for start in range(0, len(flat), CHUNK_CHAINS):
+        stop = start + CHUNK_CHAINS
+        chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
+        out[start:stop] = sampler.sample(
+            rng, layers[start:stop], flat[start:stop], chunk, dtype=np.int16
+        )
+    return out.reshape(shape)
+
+
+def continue_maxent(
+    sampler: MaxEntSampler,
+    true: np.ndarray,
+    anchor: np.ndarray,
+    levels: list[np.ndarray],
+    rng: np.random.Generator,
+    num_experts: int,
+) -> np.ndarray:
+    """Rejected drafts of the next level r = len(levels) + 1 at every state, each conditioned on
+    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts."""
+    nseq, length, layers, k = true.shape
+    r = len(levels) + 1
+    out = np.empty((nseq * length * layers, k), dtype=true.dtype)
+    flat_levels = [lv.reshape(-1, k) for lv in levels]
+    for start in range(0, len(out), CHUNK_CHAINS):
+        chain = np.arange(start, min(start + CHUNK_CHAINS, len(out)))
+        q, rest = np.divmod(chain, length * layers)
+        i, layer = np.divmod(rest, layers)
+        previous = []
+        for d in range(1, sampler.depth + 1):
+            if d < r:
+                previous.append(flat_levels[r - d - 1][chain])
+                continue
+            index = anchor[q, i] - (d - r)
+            ids = true[q, np.maximum(index, 0), layer].astype(np.int64)
+            previous.append(np.where(index[:, None] >= 0, ids, -1))
+        history = history_bits(previous, num_experts)
+        out[chain] = sampler.step(rng, layer, history, anchor[q, i] + r, draft=True).astype(
+            true.dtype
+        )
+    return out.reshape(nseq, length, layers, k)
+
+
+def gather_pass(
+    true_block: Callable[[int], np.ndarray],
+    rejected_block: Callable[[int, int], list[np.ndarray]],
+    triples: np.ndarray,
+    accepted: np.ndarray,
+    block_size: int,
+) -> np.ndarray:
+    """Every token a verify pass feeds, gathered per block at once: (tokens, layers, k_e).
+
+    ``triples`` (B, 3) holds (request id, state i, drafts k) and ``accepted`` the accepted
+    drafts a of each request: the pass feeds the true tokens y_i..y_{i+a} (cut at the block's
+    end, as :meth:`~simspec.text.reference.ReferenceSet.fed_routing`'s slice) and the rejected
+    drafts of depths 1..k − a at state i. ``true_block(b)`` and ``rejected_block(b, depth)``
+    return block b's arrays. The order of the tokens differs from fed_routing's; their union
+    does not.
+    """
+    request, state, drafts = triples.T
+    block, row = np.divmod(request, block_size)
+    parts = []
+    blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
+    for b in blocks:
+        mine = slice(None) if len(blocks) == 1 else block == b
+        q, i, acc = row[mine], state[mine], accepted[mine]
+        true = true_block(b)
+        count = acc + 1  # true tokens y_i..y_{i+a}
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        position = np.repeat(i, count) + offset
+        sequence = np.repeat(q, count)
+        inside = position < true.shape[1]
+        if not inside.all():
+            sequence, position = sequence[inside], position[inside]
+        parts.append(true[sequence, position])
+        rejected = drafts[mine] - acc
+        deepest = int(rejected.max())
+        if deepest > 0:
+            levels = rejected_block(b, deepest)
+            for r in range(1, deepest + 1):
+                deep = rejected >= r
+                parts.append(levels[r - 1][q[deep], i[deep]])
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]

@@ -1,0 +1,127 @@
+"""Parallel sweeps write what one worker writes; the t quantiles need no scipy import."""
+
+from __future__ import annotations
+
+import math
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simspec.analysis.replications import T_975, half_width_95, t_quantile_975
+from simspec.errors import ScenarioError
+from simspec.sweep.points import point_files, point_path, write_point
+from simspec.sweep.run import run_point, run_sweep
+from simspec.sweep.spec import expand, read_spec
+
+BASE = """
+name = "par"
+seed = 5
+[routing]
+overlap = 0.3
+[acceptance]
+alpha = 0.7
+[workload]
+concurrency = 1
+num_requests = 2
+prompt_tokens = 32
+output_tokens = 20
+[[policies]]
+name = "fixed"
+draft_tokens = 2
+[sweep]
+replications = 3
+oracle = true
+grid = { "workload.num_requests" = [1, 3], "acceptance.alpha" = [0.5, 0.8] }
+"""
+
+
+def _points():
+    data = tomllib.loads(BASE)
+    spec = read_spec(data, "par.toml")
+    return spec, expand(data, "par.toml", spec)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_t_quantile_table_is_scipys_to_the_last_bit():
+    from scipy.stats import t
+
+    for dof in range(1, len(T_975) + 1):
+        assert t_quantile_975(dof) == float(t.ppf(0.975, dof)), dof
+    assert t_quantile_975(len(T_975) + 7) == float(t.ppf(0.975, len(T_975) + 7))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 12, 31, 40])
+def test_half_width_is_the_student_t_interval(n):
+    from scipy.stats import t
+
+    values = np.random.default_rng(n).normal(size=n)
+    expected = float(t.ppf(0.975, n - 1)) * float(values.std(ddof=1)) / math.sqrt(n)
+    assert half_width_95(values) == expected
+    assert math.isnan(half_width_95(values[:1]))
+
+
+def test_two_workers_write_the_same_bytes_as_one(tmp_path):
+    spec, points = _points()
+    run_sweep(points, tmp_path / "one", oracle=spec.oracle, workers=1)
+    run_sweep(points, tmp_path / "two", oracle=spec.oracle, workers=2)
+    one, two = _files(tmp_path / "one"), _files(tmp_path / "two")
+    assert one.keys() == two.keys() and len(one) == 4 * 3 * 2 + 3  # points, deltas, tables
+    for name in one:
+        assert one[name] == two[name], name
+
+
+def test_a_workers_prepared_files_are_what_write_point_writes(tmp_path):
+    spec, points = _points()
+    point = points[0]
+    result = run_point(point.scenario, spec.oracle)
+    write_point(tmp_path / "a", point, result)
+    write_point(tmp_path / "b", point, point_files(point, result))
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert point_path(tmp_path / "a", point.digest).exists()
+    assert point.digest == point.scenario.digest()
+
+
+def test_one_replication_sweep_tables_do_not_import_scipy_stats(tmp_path):
+    """The prior study has one replication per point: no interval, no scipy.stats import."""
+    import subprocess
+
+    code = f"""
+import sys, tomllib
+from simspec.sweep.run import run_sweep
+from simspec.sweep.spec import expand, read_spec
+data = tomllib.loads({BASE.replace("replications = 3", "replications = 1")!r})
+spec = read_spec(data, "par.toml")
+run_sweep(expand(data, "par.toml", spec), sys.argv[1], workers=1)
+print("scipy.stats" in sys.modules)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "o")], capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_parallel_validation_gives_the_same_points_and_errors():
+    data = tomllib.loads(BASE)
+    spec = read_spec(data, "par.toml")
+    one = expand(data, "par.toml", spec, workers=1)
+    two = expand(data, "par.toml", spec, workers=2)
+    assert [(p.index, p.case, p.values, p.replication, p.digest) for p in one] == [
+        (p.index, p.case, p.values, p.replication, p.digest) for p in two
+    ]
+    assert [p.scenario for p in one] == [p.scenario for p in two]
+    bad = tomllib.loads(BASE.replace("[0.5, 0.8]", "[0.5, 0.8, 7.0, -1.0]"))
+    spec = read_spec(bad, "par.toml")
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(ScenarioError) as info:
+            expand(bad, "par.toml", spec, workers=workers)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "7" in errors[0]
