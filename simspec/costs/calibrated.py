@@ -18,7 +18,7 @@ from simspec.costs.kernels import (
     routed_experts_s,
     weights_s,
 )
-from simspec.costs.parallel import Parallelism
+from simspec.costs.parallel import Parallelism, request_overhead_s
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.costs.roofline import RooflineCostModel
 from simspec.physics.drafters import DrafterSpec
@@ -150,6 +150,8 @@ def calibrated_pass_cost(
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
         other += collectives_s(constants, n)
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    if overhead_s is None and params.request_overhead_s:  # target passes only
+        fixed_s += float(request_overhead_s(len(tokens), params.request_overhead_s))
     return PassCost(
         overhead_s=fixed_s,
         moe_s=moe,

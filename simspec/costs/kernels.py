@@ -38,7 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.costs.moe_kernel import moe_layer_s
-from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
+from simspec.costs.parallel import (
+    Parallelism,
+    layer_collectives_s,
+    max_rank_experts,
+    request_overhead_s,
+)
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import LayerGroup, ModelShape
@@ -323,4 +328,6 @@ def pass_cost(
     if c.parallel.is_split:
         other += collectives_s(c, n)
     fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    if overhead_s is None and params.request_overhead_s:  # target passes only
+        fixed_s += float(request_overhead_s(len(tokens), params.request_overhead_s))
     return PassCost(overhead_s=fixed_s, moe_s=moe, attention_s=attention, other_s=other)
