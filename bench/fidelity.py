@@ -17,16 +17,29 @@ How a row is predicted:
   ``num_gpus``, a closed loop at the row's concurrency and the row's lengths, policy k = 0.
   TPOT rows simulate at most 256 output tokens and move the prompt up by half the rest, so the
   mean context of the decode steps is the row's (attention cost is linear in context).
+- **benchmark rows** (``num_requests`` set, e.g. SpecForge's ``bench_eagle3``): the benchmark
+  runs a finite set of requests (two-turn conversations) ``batch`` at a time and divides all
+  output tokens by the wall time, so its throughput includes the ramp-down tail while the
+  batch drains to its longest request. Such a row runs exactly that: ``num_requests`` requests
+  in a closed loop at the row's concurrency, output lengths uniform in mean·(1 ± length_jitter),
+  tokens_per_s = output / makespan. Lengths above 512 are scaled down by one factor (prompt
+  moved up by half the rest: the drain in steps and the mean context are kept); at batch 1 the
+  requests run one after another, so a few requests of the mean length stand for them.
 - **speculative**: the same run with ``fixed`` k = ``steps`` and i.i.d. acceptance alpha solving
   (1 − alpha^(k+1)) / (1 − alpha) = AL (the row's measured acceptance length); the prediction is
-  ``speedup_vs_no_spec``. Draft trees (topk > 1) run as trees (``[speculation]`` topk and
-  num_draft_tokens, :mod:`simspec.text.tree`) with the alpha whose tree has the measured AL.
+  the ratio of the quantity the row publishes: throughput (output / makespan) of the run over
+  that of its no-speculation baseline for tokens_per_s rows, the TPOT ratio
+  (``speedup_vs_no_spec``) for TPOT rows. Draft trees (topk > 1) run as trees
+  (``[speculation]`` topk and num_draft_tokens, :mod:`simspec.text.tree`) with the alpha whose
+  tree has the measured AL.
 
 Every decode and speculative row is predicted twice: with the engine preset of the row's engine
 (``fidelity_cases.engine_preset``: sglang, vllm, trtllm; fitted by ``bench/fit_presets.py``,
 whose ``validation/preset_fit.json`` adds the presets' values, residuals and leave-one-source-out
 errors to the report) and with ``ideal`` (physics only). Tensor and expert parallelism are
-modelled (:mod:`simspec.costs.parallel`).
+modelled (:mod:`simspec.costs.parallel`). The report also lists every decode series with several
+batch sizes as implied time per step and its growth per added request
+(``fidelity_presets.step_lines``), so sources can be compared on one scale.
 """
 
 from __future__ import annotations
@@ -46,7 +59,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fidelity_cases import CASES_PATH, Case, CaseFile, engine_preset, load_cases
-from fidelity_presets import preset_lines, target_lines
+from fidelity_presets import preset_lines, step_lines, target_lines
 
 import simspec
 from simspec import catalog
@@ -71,6 +84,10 @@ TARGETS = (
 TPOT_OUTPUT_CAP = 256
 #: Requests simulated at least (batch 1 rows average over a few requests).
 MIN_REQUESTS = 4
+#: Benchmark rows (``num_requests`` set) simulate at most this many output tokens per request:
+#: every length is scaled by the same factor (the prompt moves up by half the rest), so the
+#: benchmark's drain structure, in steps, and the mean context are kept (module docstring).
+BENCH_OUTPUT_CAP = 512
 
 
 def is_tree_row(case: Case) -> bool:
@@ -125,15 +142,22 @@ def scenario_data(
     }
     data["routing"] = {**data.get("routing", {}), "mode": "analytic"}
     prompt, output = case.prompt_tokens, case.output_tokens
-    if case.quantity in ("tpot_ms", "tokens_per_s_per_user") and output > TPOT_OUTPUT_CAP:
-        prompt += (output - TPOT_OUTPUT_CAP) // 2
-        output = TPOT_OUTPUT_CAP
+    cap = BENCH_OUTPUT_CAP if case.num_requests else TPOT_OUTPUT_CAP
+    capped = case.num_requests or case.quantity in ("tpot_ms", "tokens_per_s_per_user")
+    if capped and output > cap:
+        prompt += (output - cap) // 2
+        output = cap
+    requests = case.num_requests or max(case.batch, MIN_REQUESTS)
+    jitter = case.length_jitter
+    if case.batch == 1:  # one request at a time: the throughput is one request's
+        requests, jitter = MIN_REQUESTS, 0.0
     data["workload"] = {
         "loop": "closed",
         "concurrency": case.batch,
-        "num_requests": max(case.batch, MIN_REQUESTS),
+        "num_requests": requests,
         "prompt_tokens": prompt,
         "output_tokens": output,
+        "length_jitter": jitter,
     }
     k = case.steps if case.category == "speculative" else 0
     data["policies"] = [{"name": "fixed", "draft_tokens": k}]
@@ -149,7 +173,7 @@ def scenario_data(
 #: What :func:`run_times` returns: times of one run that are linear in every fixed overhead
 #: (each pass or draft step adds its overhead once, and no decision of a fixed-k run depends on
 #: time), so the preset fit can interpolate them (bench/fit_presets.py).
-TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token")
+TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_per_token")
 
 
 def run_times(
@@ -158,18 +182,22 @@ def run_times(
     """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
     data = scenario_data(case, preset, costs)
     scenario = scenario_from_dict(data, f"validation case {case.id}")
-    row = simspec.run(scenario).policies[-1]
+    rows = simspec.run(scenario).policies
+    row, baseline = rows[-1], rows[0]
     tpot = float(row.tpot_ms)
     return {
         "tpot_ms": tpot,
         "baseline_tpot_ms": tpot * float(row.speedup_vs_no_spec),
         "ttft_ms": float(row.ttft_ms),
         "s_per_token": 1.0 / float(row.tokens_per_s),
+        "baseline_s_per_token": 1.0 / float(baseline.tokens_per_s),
     }
 
 
 def quantity(case: Case, times: dict[str, float]) -> float:
     """The row's published quantity from a run's :data:`TIMES` (module docstring)."""
+    if case.category == "speculative" and case.quantity == "tokens_per_s":
+        return times["baseline_s_per_token"] / times["s_per_token"]
     if case.category == "speculative":
         return times["baseline_tpot_ms"] / times["tpot_ms"]
     if case.quantity == "tpot_ms":
@@ -186,6 +214,18 @@ def quantity(case: Case, times: dict[str, float]) -> float:
 def predict_run(case: Case, preset: str | None = None) -> float:
     """Decode and speculative rows: the quantity from one simulated run (module docstring)."""
     return quantity(case, run_times(case, preset))
+
+
+#: A measured speedup within this of 1 has no meaningful sign: a benchmark's run-to-run noise
+#: is of this order, so sign(speedup − 1) of such a row is not checked (REPORT.md says so).
+SIGN_NOISE = 0.01
+
+
+def _sign_right(category: str, predicted: float | None, measured: float) -> bool | None:
+    """sign(predicted − 1) == sign(measured − 1); None off speculative rows or within noise."""
+    if category != "speculative" or predicted is None or abs(measured - 1) <= SIGN_NOISE:
+        return None
+    return (predicted > 1) == (measured > 1)
 
 
 @dataclass(frozen=True)
@@ -208,9 +248,7 @@ class Outcome:
     @property
     def sign_right(self) -> bool | None:
         """Speculative rows: does sign(predicted − 1) match sign(measured − 1)?"""
-        if self.case.category != "speculative" or self.predicted is None:
-            return None
-        return (self.predicted > 1) == (self.measured > 1)
+        return _sign_right(self.case.category, self.predicted, self.measured)
 
     @property
     def ideal_error(self) -> float | None:
@@ -220,9 +258,7 @@ class Outcome:
     @property
     def ideal_sign_right(self) -> bool | None:
         """The sign check of the physics-only prediction."""
-        if self.case.category != "speculative" or self.ideal is None:
-            return None
-        return (self.ideal > 1) == (self.measured > 1)
+        return _sign_right(self.case.category, self.ideal, self.measured)
 
 
 def predict(case: Case) -> Outcome:
@@ -304,7 +340,9 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
         "engine preset of the row's engine (sglang, vllm, trtllm: fitted overheads, see *Engine",
         "presets*; other rows: `ideal`). Columns *ideal* give the physics-only prediction (preset",
         "`ideal`, TP/EP sharding and alpha-beta collectives included). Draft trees run as",
-        "SGLang's (steps, topk, draft) trees.",
+        "SGLang's (steps, topk, draft) trees. The sign of speedup − 1 is checked on every",
+        f"speculative row except one measured within ±{SIGN_NOISE:.0%} of 1 (run-to-run noise;",
+        "marked *not meaningful*).",
         "",
         "## Summary",
         "",
@@ -371,6 +409,8 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
                 )
             else:
                 sign = {None: "—", True: "right", False: "**wrong**"}[o.sign_right]
+                if o.sign_right is None and abs(o.measured - 1) <= SIGN_NOISE:
+                    sign = f"not meaningful (±{SIGN_NOISE:.0%} of 1)"
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
@@ -379,6 +419,7 @@ def report(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) ->
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
+    lines += step_lines(outcomes)
     lines += preset_lines(outcomes, FIT_PATH)
     lines += ["", "## Notes and assumptions per series", ""]
     seen = set()

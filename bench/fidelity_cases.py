@@ -60,6 +60,8 @@ class Case:
     acceptance_length: float = 0.0
     per_position: tuple[float, ...] = ()
     baseline_value: float = 0.0
+    num_requests: int = 0
+    length_jitter: float = 0.0
     notes: str = ""
     assumed: str = ""
 
@@ -112,8 +114,10 @@ class CaseFile:
 
 
 _INT = ("num_gpus", "tp", "ep", "batch", "tokens", "prompt_tokens", "output_tokens")
-_INT += ("steps", "topk", "draft_tokens")
+_INT += ("steps", "topk", "draft_tokens", "num_requests")
 _FLOAT = ("value", "acceptance_length", "baseline_value")
+#: Fractions in [0, 1): the spread of the output lengths (``[workload] length_jitter``).
+_FRACTION = ("length_jitter",)
 _STR = ("id", "category", "model", "gpu", "engine", "precision", "expert_precision", "quantity")
 _STR += ("unit", "source", "notes", "assumed", "method")
 _REQUIRED = ("id", "category", "model", "gpu", "num_gpus", "tp", "ep", "engine", "precision")
@@ -129,6 +133,10 @@ def _check_scalar(value: Any, key: str, where: str, source: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise InputError(source, where, "a positive number", describe(value))
         value = float(value)
+    elif key in _FRACTION:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+            raise InputError(source, where, "a number in [0, 1)", describe(value))
+        value = float(value)
     elif key in _STR and not isinstance(value, str):
         raise InputError(source, where, "a string", describe(value))
     return value
@@ -138,7 +146,7 @@ def _expand(table: Any, index: int, source: str) -> list[dict[str, Any]]:
     path = f"cases[{index}]"
     if not isinstance(table, dict):
         raise InputError(source, path, "a table", describe(table))
-    known = set(_INT + _FLOAT + _STR + ("per_position",))
+    known = set(_INT + _FLOAT + _FRACTION + _STR + ("per_position",))
     lengths: dict[str, int] = {}
     for key, value in table.items():
         if key not in known:

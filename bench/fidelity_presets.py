@@ -1,8 +1,11 @@
-"""REPORT.md sections on the engine presets: the targets, the fit's values and residuals.
+"""REPORT.md sections: the targets, the engine presets' fit, and the implied step times.
 
 ``bench/fit_presets.py`` writes ``validation/preset_fit.json``; :func:`preset_lines` reads it
 and compares the fit's predictions (affine interpolation of probe runs) with the report's own
 simulations under the catalog presets, so a stale fit or catalog shows up in the report.
+:func:`step_lines` turns every plain-decode series with several batch sizes into time per
+decode step and its growth per added request, measured and predicted, so series from different
+sources and engines can be compared on one scale.
 """
 
 from __future__ import annotations
@@ -35,6 +38,18 @@ def target_lines(targets: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What the per-rank verify overhead is, its evidence, and why its fitted value is uncertain.
+_PER_TP_NOTE = (
+    "`verify_overhead_per_tp_s` adds x·(t − 1) of verify bookkeeping per speculative iteration",
+    "at tensor-parallel degree t (every rank runs it and the ranks synchronise each iteration;",
+    "sglang issue #6949: EAGLE on QwQ-32B gains 1.43x at tp=1 and nothing at tp=4). In these",
+    "rows TP degree and model are confounded: every TP2/TP4 speculative row is Qwen3-30B-A3B,",
+    "every TP1 one gpt-oss-120b or GLM-4.7-Flash, so the term also absorbs whatever else",
+    "separates those models. Its slope rests on angelslim-163 (the only TP4 rows): fitted",
+    "without them it comes out several times larger (leave-one-source-out table below).",
+)
+
+
 def preset_lines(outcomes: list[Any], fit_path: Path) -> list[str]:
     """The *Engine presets* section (values, residuals, leave-one-source-out, inconsistencies)."""
     lines = ["", "## Engine presets", ""]
@@ -56,6 +71,8 @@ def preset_lines(outcomes: list[Any], fit_path: Path) -> list[str]:
         lines += ["", f"### {engine}", "", "| key | fitted | catalog |", "|---|---|---|"]
         for key, value in result["values"].items():
             lines.append(f"| {key} | {value:.3g} | {preset.get(key, float('nan')):.3g} |")
+        if "verify_overhead_per_tp_s" in result["values"]:
+            lines += ["", *_PER_TP_NOTE]
         drift = [
             abs(simulated[row["id"]] / row["predicted"] - 1)
             for row in result["rows"]
@@ -99,3 +116,71 @@ def preset_lines(outcomes: list[Any], fit_path: Path) -> list[str]:
     lines += ["", "### Rows called inconsistent (predicted, not fitted)", ""]
     lines += [f"- `{row}`: {reason}." for row, reason in inconsistent]
     return lines
+
+
+def step_ms(case: Any, value: float) -> float | None:
+    """Time per decode step (ms) a decode row's number implies; None where it implies none.
+
+    TPOT is the step; per-user tok/s is its inverse; a whole-batch tok/s over B running
+    requests is B / rate (B capped at the benchmark's request count, ``num_requests``). A
+    benchmark's throughput includes its ramp-down tail, so its implied step is an upper bound.
+    """
+    if case.quantity == "tpot_ms":
+        return value
+    if case.quantity == "tokens_per_s_per_user":
+        return 1000.0 / value
+    if case.quantity == "tokens_per_s":
+        running = min(case.batch, case.num_requests) if case.num_requests else case.batch
+        return 1000.0 * running / value
+    return None
+
+
+def step_lines(outcomes: list[Any]) -> list[str]:
+    """Implied step time vs batch for every decode series with several batch sizes."""
+    series: dict[str, list[Any]] = {}
+    for o in outcomes:
+        c = o.case
+        if c.category != "decode" or o.predicted is None or step_ms(c, o.measured) is None:
+            continue
+        series.setdefault(c.id.split("[")[0], []).append(o)
+    lines = [
+        "",
+        "## Implied time per decode step",
+        "",
+        "Every plain-decode series with two or more batch sizes, as time per decode step (TPOT;",
+        "B / whole-batch throughput, B capped at a benchmark's request count) and its growth per",
+        "added running request between neighbouring batch sizes, measured and predicted.",
+        "",
+        "| series | engine | source | batch | step ms measured | predicted | growth µs per "
+        "request measured | predicted |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, rows in series.items():
+        rows = [o for o in rows if len({o.case.batch for o in rows}) > 1]
+        if not rows:
+            continue
+        rows.sort(key=lambda o: o.case.batch)
+        batches = [o.case.batch for o in rows]
+        meas = [step_ms(o.case, o.measured) for o in rows]
+        pred = [step_ms(o.case, o.predicted) for o in rows]
+        running = [
+            min(o.case.batch, o.case.num_requests) if o.case.num_requests else o.case.batch
+            for o in rows
+        ]
+
+        c = rows[0].case
+        lines.append(
+            f"| {key} | {c.engine} | {c.source} | {' / '.join(map(str, batches))} | "
+            f"{' / '.join(f'{m:.2f}' for m in meas)} | {' / '.join(f'{p:.2f}' for p in pred)} | "
+            f"{_growth(meas, running)} | {_growth(pred, running)} |"
+        )
+    return lines
+
+
+def _growth(steps: list[Any], running: list[int]) -> str:
+    """µs of step time per added running request between neighbouring rows ("—": none added)."""
+    out = []
+    for i in range(1, len(steps)):
+        db = running[i] - running[i - 1]
+        out.append("—" if db <= 0 else f"{1000.0 * (steps[i] - steps[i - 1]) / db:.0f}")
+    return " / ".join(out)

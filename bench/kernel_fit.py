@@ -348,6 +348,17 @@ def report(results: dict[str, dict], l2: dict, winner: str, mxfp4: dict) -> str:
         f"`{winner}` has the lower held-out error (median of the left-out series' medians).",
         "",
     ]
+    default = RooflineParams().moe_kernel
+    if winner == default:
+        lines += [
+            f"`{winner}` is simspec's default form (`[costs] moe_kernel`), with these constants",
+            "as the defaults of its keys. `simspec calibrate` fits its per-layer time and",
+            "bandwidth efficiency to a measured MoE table; the per-expert time keeps this fit's",
+            "value, because one model's table has one expert size and cannot separate the two.",
+            "",
+        ]
+    else:
+        lines += [f"The default form is still `{default}` (`[costs] moe_kernel`).", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,12 @@ from simspec.calibrate.measured import (
 from simspec.calibrate.measured_fit import FitSettings, row_scenario, simulate_row
 from simspec.profile import profile_json
 
-TRUTH = {"pass_overhead_s": 1.7e-3, "moe_efficiency_max": 0.55, "draft_step_overhead_s": 2.5e-4}
+# Known values: the overheads and the default (launch) MoE kernel's bandwidth efficiency.
+TRUTH = {
+    "pass_overhead_s": 1.7e-3,
+    "moe_bandwidth_efficiency": 0.55,
+    "draft_step_overhead_s": 2.5e-4,
+}
 POINTS = [(1, 0, ""), (16, 0, ""), (1, 3, "2.8"), (16, 3, "2.5")]  # batch, k, AL
 scenario = simspec.load_scenario()
 settings = FitSettings()

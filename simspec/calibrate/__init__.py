@@ -244,6 +244,7 @@ def measure_profile(
     shapes: str,
     gpu: GpuSpec | None,
     metadata: Mapping[str, Any],
+    assumed: RooflineParams | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Run the torch microbenchmarks on ``device`` and assemble a measured profile.
@@ -258,6 +259,9 @@ def measure_profile(
         ceilings are the peak.
     metadata : mapping
         Date, command and git sha (the caller's); device and versions are added here.
+    assumed : RooflineParams, optional
+        What the tables cannot identify, and the MoE kernel form (``moe_kernel``) to fit for
+        (default: ``RooflineParams()``).
 
     Returns
     -------
@@ -306,5 +310,7 @@ def measure_profile(
             "simspec/calibrate/fit.py (the fit)",
         ],
     }
-    data = assemble_profile(spec, result.tables, metadata=meta, peak=peak, ceilings=ceilings)
+    data = assemble_profile(
+        spec, result.tables, metadata=meta, peak=peak, ceilings=ceilings, assumed=assumed
+    )
     return data, result.raw

@@ -10,8 +10,9 @@ defaults to the last bit.
 
 With a model, :func:`synthetic_tables` also fills the tables a measured run would write, each
 cell computed by the roofline terms of :mod:`~simspec.costs.kernels` (the same functions the
-cost model uses). That is how the tests check that the fit recovers known parameters and that the
-calibrated model reproduces the roofline on its own grid.
+cost model uses), the MoE cells in the form ``params.moe_kernel`` (the default, ``launch``,
+unless a caller asks for ``saturation``). That is how the tests check that the fit recovers
+known parameters and that the calibrated model reproduces the roofline on its own grid.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from .plan import (
 
 #: Where the assumed efficiencies come from.
 ASSUMPTION_SOURCES = (
-    "simspec/costs.py RooflineParams: each default efficiency and overhead, and why it is assumed",
+    "simspec/costs/params.py RooflineParams: each default efficiency and overhead, and why it "
+    "is assumed",
+    "validation/KERNEL_FIT.md (the default launch form of the MoE kernel: moe_launch_s, "
+    "moe_expert_s and moe_bandwidth_efficiency fitted to published fused_moe tables)",
     "https://git.kokoham.com/sleepy/ds4-nvfp4-spark/issues/4 (one-token MoE decode reaches "
     "~55-60 % of achievable bandwidth for lack of occupancy)",
     "https://www.morphllm.com/blog/morph-decode (71 % of MoE-layer time is non-GEMM work at "

@@ -153,10 +153,11 @@ def fittable_params() -> dict[str, tuple[float, float]]:
 def default_fit_params(scenario: Scenario, rows: Sequence[MeasurementRow]) -> tuple[str, ...]:
     """The parameters decode and speculative serving numbers can identify.
 
-    The per-pass overhead (the intercept of TPOT over batch), the routed-expert plateau
-    efficiency for an MoE target (its slope: distinct experts grow with the batch) or the
-    dense-weight efficiency for a dense one, and the per-draft-step overhead when some rows
-    are speculative.
+    The per-pass overhead (the intercept of TPOT over batch), the routed-expert bandwidth
+    efficiency for an MoE target (its slope: distinct experts grow with the batch;
+    ``moe_bandwidth_efficiency`` of the default launch form, ``moe_efficiency_max`` of the
+    saturation form) or the dense-weight efficiency for a dense one, and the per-draft-step
+    overhead when some rows are speculative.
     """
     names = ["pass_overhead_s"]
     if not scenario.target.shape.num_moe_layers:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.commands import check_writable, table, write_output
+from simspec.costs.params import MOE_KERNEL_FORMS, RooflineParams
 
 NAME = "calibrate"
 HELP = "Measure a calibration profile on a GPU (torch), or write an analytic one."
@@ -26,6 +27,7 @@ EXAMPLE = (
     "--out calibration/h100-sxm-qwen3-30b-a3b.json"
 )
 DEFAULT_MODEL = "qwen3-30b-a3b"
+DEFAULT_MOE_KERNEL = RooflineParams().moe_kernel
 
 #: Device names (torch.cuda.get_device_name) -> catalog GPUs whose spec sheet is the peak.
 _DETECT = (
@@ -73,6 +75,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--raw", metavar="DIR", help="also write every repetition as CSV files into DIR"
     )
+    parser.add_argument(
+        "--moe-kernel",
+        choices=MOE_KERNEL_FORMS,
+        default=None,
+        help=f"MoE kernel form the profile is fitted for (default: {DEFAULT_MOE_KERNEL}; the "
+        "other form's constants are fitted too); with --analytic, the form of its tables",
+    )
 
 
 def _git_sha() -> str:
@@ -97,10 +106,10 @@ def _command(args: argparse.Namespace) -> str:
         parts += ["--device", args.device]
     else:
         parts += ["--analytic", args.analytic]
-    for flag in ("model", "gpu", "shapes"):
+    for flag in ("model", "gpu", "shapes", "moe_kernel"):
         value = getattr(args, flag)
         if value:
-            parts += [f"--{flag}", value]
+            parts += [f"--{flag.replace('_', '-')}", value]
     if args.quick:
         parts.append("--quick")
     parts += ["--out", args.out]
@@ -174,12 +183,14 @@ def execute(args: argparse.Namespace) -> int:
     date = datetime.now(UTC).isoformat(timespec="seconds")
     meta = {"date": date, "command": _command(args), "git_sha": _git_sha()}
     started = time.perf_counter()
+    params = RooflineParams(moe_kernel=args.moe_kernel or DEFAULT_MOE_KERNEL)
     if args.analytic:
         gpu = _catalog_entry("gpu", args.analytic, "--analytic")
         model = _catalog_entry("model", args.model, "--model") if args.model else None
         data = analytic_profile(
             gpu,
             model=model,
+            params=params,
             quick=args.quick,
             date=meta["date"],
             command=meta["command"],
@@ -203,6 +214,7 @@ def execute(args: argparse.Namespace) -> int:
             shapes=shapes,
             gpu=gpu,
             metadata=meta,
+            assumed=params,
             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         )
     write_output(args.out, profile_json(data), "--out")

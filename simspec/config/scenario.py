@@ -166,6 +166,8 @@ class CostsConfig:
     comm_s_per_layer: float | None = _from_profile("comm_s_per_layer")
     verify_overhead_s: float | None = _from_profile("verify_overhead_s")
     draft_extend_passes: float | None = _from_profile("draft_extend_passes")
+    request_overhead_s: float | None = _from_profile("request_overhead_s")
+    verify_overhead_per_tp_s: float | None = _from_profile("verify_overhead_per_tp_s")
 
     def __post_init__(self) -> None:
         valid = COST_MODELS.names()

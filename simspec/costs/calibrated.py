@@ -14,6 +14,7 @@ from simspec.costs.base import COST_MODELS, prefill_unique_experts, verify_pass_
 from simspec.costs.kernels import (
     attention_core_s,
     collectives_s,
+    fixed_overhead_s,
     pass_constants,
     routed_experts_s,
     weights_s,
@@ -149,7 +150,7 @@ def calibrated_pass_cost(
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
         other += float(collectives_s(constants, n))
-    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    fixed_s = fixed_overhead_s(params, len(tokens), overhead_s)
     return PassCost(
         overhead_s=fixed_s,
         moe_s=moe,

@@ -38,7 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.costs.moe_kernel import moe_layer_s
-from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
+from simspec.costs.parallel import (
+    Parallelism,
+    layer_collectives_s,
+    max_rank_experts,
+    request_overhead_s,
+)
 from simspec.costs.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import LayerGroup, ModelShape
@@ -371,7 +376,20 @@ def pass_cost(
     tokens = np.asarray(tokens_per_request, dtype=float)
     ctx = np.asarray(context_tokens, dtype=float)
     moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
-    fixed_s = c.params.pass_overhead_s if overhead_s is None else overhead_s
+    fixed_s = fixed_overhead_s(c.params, len(tokens), overhead_s)
     return PassCost(
         overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
     )
+
+
+def fixed_overhead_s(params: RooflineParams, requests: float, overhead_s: float | None) -> float:
+    """Fixed time of a pass: ``overhead_s`` if given (draft steps, extends), else the target
+    pass's ``pass_overhead_s`` plus ``request_overhead_s`` per request in the batch
+    (:func:`~simspec.costs.parallel.request_overhead_s`). Shared by :func:`pass_cost` and
+    :func:`simspec.costs.many.pass_cost_many`."""
+    if overhead_s is not None:
+        return overhead_s
+    fixed_s = params.pass_overhead_s
+    if params.request_overhead_s:  # target passes only
+        fixed_s += float(request_overhead_s(requests, params.request_overhead_s))
+    return fixed_s

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.costs.kernels import PassConstants, _batch_sum, pass_terms, routed_experts_split_s
+from simspec.costs.kernels import (
+    PassConstants,
+    _batch_sum,
+    fixed_overhead_s,
+    pass_terms,
+    routed_experts_split_s,
+)
 
 
 def pass_cost_many(
@@ -67,7 +73,8 @@ def pass_cost_many(
             routed = _routed_gathered(c, _batch_sum(tokens, weights), unique, unique_index)
         unique = np.zeros((len(tokens), 0))
     moe, attention, other = pass_terms(c, tokens, ctx, unique, weights, routed)
-    fixed_s = c.params.pass_overhead_s if overhead_s is None else overhead_s
+    requests = tokens.shape[1] if weights is None else float(weights.sum())
+    fixed_s = fixed_overhead_s(c.params, requests, overhead_s)
     return fixed_s + moe + attention + other  # PassCost.total_s's order
 
 

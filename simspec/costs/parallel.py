@@ -17,6 +17,10 @@ arXiv:2006.16668):
   (an all-reduce over t GPUs each), except that with expert parallelism the MoE layer's
   all-reduce becomes a dispatch and a combine all-to-all over the e ranks.
 
+One engine term that is not a collective lives here too, because it also scales with the
+work a pass spreads over its GPUs' host: :func:`request_overhead_s`, the engine's software time
+per request per pass (``RooflineParams.request_overhead_s``).
+
 All functions are pure. Each takes its token (or expert) count as a float or as an array of
 them, one per pass, with the same arithmetic elementwise, so
 :func:`simspec.costs.many.pass_cost_many` prices many passes with these very functions.
@@ -164,3 +168,29 @@ def layer_collectives_s(
     else:
         total += allreduce_s(message, t, latency_s, link_bytes_per_s)
     return total + overhead_s
+
+
+def request_overhead_s(
+    requests: float | np.ndarray, seconds_per_request: float | np.ndarray
+) -> np.ndarray:
+    """Engine software time of one target pass over ``requests`` requests: B · s_req.
+
+    What a serving engine does per running request per iteration outside the GPU kernels:
+    batch assembly and metadata (positions, KV-slot tables), the sampler's per-request work and
+    the hand-off of each new token to detokenisation and streaming. It is linear in the number
+    of requests B of the pass (not in its tokens: a verify pass of k + 1 tokens per request
+    costs it once per request) and independent of the GPU count, so it does not shrink under
+    tensor parallelism. Vectorised: ``requests`` and ``seconds_per_request`` may be floats or
+    numpy arrays (broadcast); the result is a numpy array (0-d for scalars).
+
+    Bounds (``RooflineParams.request_overhead_s``, 0-2 ms): steady-state serving rows of
+    validation/cases.toml grow by at most ~0.06 ms (vLLM, gpt-oss-120b TP8, conc 4 to 64) to
+    ~0.15 ms (TensorRT-LLM, GLM-4.7 TP8 EP8, conc 4 to 128) per added request, GPU time
+    included, so an engine's own share is far below 1 ms; 0 (the default) is physics only.
+
+    >>> float(request_overhead_s(8, 5e-5))
+    0.0004
+    >>> request_overhead_s(np.array([1.0, 4.0]), 1e-4).tolist()
+    [0.0001, 0.0004]
+    """
+    return np.asarray(requests, dtype=float) * seconds_per_request

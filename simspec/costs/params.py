@@ -37,6 +37,8 @@ PROFILE_OPTIONAL_KEYS = (
     "moe_tile_rows",
     "verify_overhead_s",
     "draft_extend_passes",
+    "request_overhead_s",
+    "verify_overhead_per_tp_s",
 )
 
 
@@ -61,6 +63,15 @@ class RooflineParams:
         ge=0,
         lt=OVERHEAD_MAX_S,
     )
+    request_overhead_s: float = param(
+        0.0,
+        "engine software time per running request per target pass (batch assembly, sampling, "
+        "token hand-off), s; it does not shrink with tensor parallelism "
+        "(simspec.costs.parallel.request_overhead_s; 0 = physics only; fitted on published "
+        "rows: sglang 0.13 ms, trtllm 0.04 ms, vllm 0; validation/REPORT.md)",
+        ge=0,
+        le=0.002,
+    )
     draft_step_overhead_s: float = param(
         1e-4,
         "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)",
@@ -81,11 +92,11 @@ class RooflineParams:
         le=1e11,
     )
     moe_kernel: str = param(
-        "saturation",
-        "form of the routed-expert kernel time: saturation (occupancy curve of "
-        "moe_efficiency_max, moe_saturation_bytes) or launch (moe_launch_s + per-expert cost + "
+        "launch",
+        "form of the routed-expert kernel time: launch (moe_launch_s + per-expert cost + "
         "bytes at moe_bandwidth_efficiency, fitted to published fused_moe tables; "
-        "validation/KERNEL_FIT.md)",
+        "validation/KERNEL_FIT.md; the default) or saturation (the v0.1 occupancy curve of "
+        "moe_efficiency_max, moe_saturation_bytes)",
         choices=MOE_KERNEL_FORMS,
     )
     moe_launch_s: float = param(
@@ -153,6 +164,16 @@ class RooflineParams:
         "sampling, accepted-token copies), s (0 = physics only)",
         ge=0,
         lt=OVERHEAD_MAX_S,
+    )
+    verify_overhead_per_tp_s: float = param(
+        0.0,
+        "extra verify bookkeeping per speculative iteration per additional tensor-parallel rank, "
+        "s: a split over t GPUs adds x·(t − 1) to verify_overhead_s (every rank runs the "
+        "draft/verify bookkeeping and the ranks synchronise each iteration; evidence: sglang "
+        "issue #6949, EAGLE on QwQ-32B gains 1.43x at tp=1 and nothing at tp=4; 0 = none; in "
+        "the fitted rows TP degree and model are confounded, validation/REPORT.md)",
+        ge=0,
+        le=0.01,
     )
     draft_extend_passes: float = param(
         0.0,

@@ -8,10 +8,14 @@ file under ``simspec/catalog/engines``, scenario key ``[engine] preset``) sets t
 - ``draft_step_overhead_s``: fixed time of every drafter pass (a draft step or the extend);
 - ``verify_overhead_s``: verify bookkeeping per speculative iteration (tree mask, rejection
   sampling, copies of the accepted tokens' KV and hidden states);
+- ``verify_overhead_per_tp_s``: extra verify bookkeeping per speculative iteration per
+  additional tensor-parallel rank (x·(t − 1); sglang issue #6949);
 - ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
   EAGLE-3 in SGLang and vLLM);
 - ``comm_s_per_layer``: the engine's software time per layer on top of the alpha-beta
-  collectives of a model split over GPUs (:mod:`simspec.costs.parallel`).
+  collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
+- ``request_overhead_s``: software time per running request per target pass
+  (:func:`simspec.costs.parallel.request_overhead_s`).
 
 A key the preset leaves out keeps the profile's or the built-in value. The fitted values, and
 the published rows they were fitted on, are in the files' comments (``bench/fit_presets.py``).
@@ -31,6 +35,8 @@ PRESET_KEYS = (
     "verify_overhead_s",
     "draft_extend_passes",
     "comm_s_per_layer",
+    "request_overhead_s",
+    "verify_overhead_per_tp_s",
 )
 
 
@@ -56,6 +62,15 @@ class EnginePreset:
     )
     comm_s_per_layer: float | None = param(
         None, "software time per layer on top of the collectives, s", ge=0, lt=0.01
+    )
+    request_overhead_s: float | None = param(
+        None, "software time per running request per target pass, s", ge=0, le=0.002
+    )
+    verify_overhead_per_tp_s: float | None = param(
+        None,
+        "verify bookkeeping per speculative iteration per additional tensor-parallel rank, s",
+        ge=0,
+        le=0.01,
     )
 
     def overrides(self) -> dict[str, float]:

@@ -144,9 +144,18 @@ class RooflineCostModel:
     ) -> float:
         """Engine work of a speculative iteration besides its draft steps and target pass.
 
-        ``params.verify_overhead_s`` of verify bookkeeping plus ``params.draft_extend_passes``
-        drafter passes over each request's committed tokens (``accepted_tokens``: a_b + 1),
-        each priced like a draft step over those tokens. Exactly 0 when both are 0 (ideal).
+        ``params.verify_overhead_s`` of verify bookkeeping, plus
+        ``params.verify_overhead_per_tp_s``·(t − 1) for a split over t tensor-parallel ranks,
+        plus ``params.draft_extend_passes`` drafter passes over each request's committed tokens
+        (``accepted_tokens``: a_b + 1), each priced like a draft step over those tokens.
+        Exactly 0 when all three are 0 (ideal).
+
+        The per-rank term is an engine cost, not physics: in SGLang's EAGLE worker every rank
+        runs the draft/verify bookkeeping and the ranks synchronise each iteration, and sglang
+        issue #6949 (https://github.com/sgl-project/sglang/issues/6949) measures EAGLE's gain
+        on QwQ-32B vanishing from tp=1 (30 vs 21 tok/s) to tp=4 (59 vs 61). Our published rows
+        cannot separate it from the model: the speculative TP2/TP4 rows are all Qwen3-30B-A3B,
+        the TP1 ones gpt-oss-120b and GLM-4.7-Flash (validation/REPORT.md).
         """
         p = self.params
         extend = 0.0
@@ -154,7 +163,8 @@ class RooflineCostModel:
             tokens = np.asarray(accepted_tokens, dtype=float)
             ctx = np.asarray(context_tokens, dtype=float)
             extend = p.draft_extend_passes * self._drafter_pass(tokens, ctx)
-        return p.verify_overhead_s + extend
+        verify = p.verify_overhead_s + p.verify_overhead_per_tp_s * (self._split.tensor - 1)
+        return verify + extend
 
     def _drafter_pass(self, tokens: np.ndarray, ctx: np.ndarray, counts: np.ndarray | None = None):
         """One drafter forward pass feeding ``tokens[b]`` tokens to request b (context ctx[b]).

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from simspec import catalog
-from simspec.calibrate import analytic_profile, assemble_profile, fit
+from simspec.calibrate import analytic_profile, assemble_profile, fit_moe
 from simspec.calibrate.analytic import synthetic_tables
 from simspec.calibrate.fit import grid_then_bounded
+from simspec.calibrate.fit_moe import FORM_KEYS, per_expert_s
 from simspec.calibrate.plan import (
     bench_model,
     gemm_weight_bytes,
@@ -22,8 +23,9 @@ from simspec.calibrate.plan import (
     tiny_model,
     unique_experts_grid,
 )
+from simspec.cli import main
 from simspec.costs.calibrated import CalibratedCostModel, calibrated_pass_cost
-from simspec.costs.kernels import target_pass_cost
+from simspec.costs.kernels import routed_experts_s, target_pass_cost, weights_s
 from simspec.costs.params import RooflineParams
 from simspec.costs.roofline import RooflineCostModel
 from simspec.physics.models import attention_params
@@ -32,22 +34,27 @@ from tests.helpers import simulate, tiny
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")
-TRUTH = RooflineParams(
-    pass_overhead_s=5e-4,
-    moe_efficiency_max=0.72,
-    moe_saturation_bytes=60e6,
-    weight_efficiency=0.65,
-    kv_efficiency=0.45,
-    compute_efficiency=0.55,
-)
-FITTED = (
-    "pass_overhead_s",
-    "moe_efficiency_max",
-    "moe_saturation_bytes",
-    "weight_efficiency",
-    "kv_efficiency",
-    "compute_efficiency",
-)
+#: Known parameters per MoE kernel form, each away from the defaults the fit starts from.
+TRUTHS = {
+    "launch": RooflineParams(
+        pass_overhead_s=5e-4,
+        moe_launch_s=2e-5,
+        moe_bandwidth_efficiency=0.8,
+        weight_efficiency=0.65,
+        kv_efficiency=0.45,
+        compute_efficiency=0.55,
+    ),
+    "saturation": RooflineParams(
+        moe_kernel="saturation",
+        pass_overhead_s=5e-4,
+        moe_efficiency_max=0.72,
+        moe_saturation_bytes=60e6,
+        weight_efficiency=0.65,
+        kv_efficiency=0.45,
+        compute_efficiency=0.55,
+    ),
+}
+COMMON = ("pass_overhead_s", "weight_efficiency", "kv_efficiency", "compute_efficiency")
 PEAK = {"hbm_bytes_per_s": H100.hbm_bytes_per_s, "bf16_flops_per_s": H100.bf16_flops_per_s}
 META = {
     "kind": "measured",
@@ -60,35 +67,90 @@ META = {
 }
 
 
-def _fit(tables, spec=QWEN):
-    return assemble_profile(bench_model(spec, "full"), tables, metadata=META, peak=PEAK)
+def _fitted_names(form):
+    return COMMON + FORM_KEYS[form]
 
 
-@pytest.fixture(scope="module")
-def synthetic_tables_full():
+def _fit(tables, form="launch", spec=QWEN):
+    assumed = RooflineParams(moe_kernel=form)
+    return assemble_profile(
+        bench_model(spec, "full"), tables, metadata=META, peak=PEAK, assumed=assumed
+    )
+
+
+@pytest.fixture(scope="module", params=sorted(TRUTHS))
+def form_tables(request):
+    """(form, its known parameters, the synthetic tables they give on the full grid)."""
     spec = bench_model(QWEN, "full")
-    return synthetic_tables(spec, H100, TRUTH, make_plan(spec, quick=False, shapes="full"))
+    truth = TRUTHS[request.param]
+    return (
+        request.param,
+        truth,
+        synthetic_tables(spec, H100, truth, make_plan(spec, quick=False, shapes="full")),
+    )
 
 
 # -- the fit -------------------------------------------------------------------------------------
 
 
-def test_fit_recovers_known_roofline_parameters(synthetic_tables_full):
-    data = _fit(synthetic_tables_full)
+def test_fit_recovers_known_roofline_parameters(form_tables):
+    form, truth, tables = form_tables
+    data = _fit(tables, form)
     fitted = data["fitted"]
-    for name in FITTED:
-        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=0.05), name
+    assert fitted["moe_kernel"] == form  # the profile records the form it was fitted for
+    for name in _fitted_names(form):
+        assert fitted[name] == pytest.approx(getattr(truth, name), rel=0.05), name
     # Noise-free tables: the recovery is in fact exact (the bounded searches converge to
     # about 1e-10), and every stack point is predicted.
-    for name in FITTED:
-        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=1e-8), name
+    for name in _fitted_names(form):
+        assert fitted[name] == pytest.approx(getattr(truth, name), rel=1e-8), name
     assert all(abs(v["relative_error"]) < 0.01 for v in data["validation"])
     assert data["provenance"]["compute_efficiency"].startswith("fitted")
     assert data["provenance"]["pass_overhead_s"].startswith("fitted")
     assert fitted["draft_step_overhead_s"] == RooflineParams().draft_step_overhead_s
+    assert data["fit_details"][f"moe_{form}_rms_log_error"] < 1e-8
 
 
-def test_fit_tolerates_measurement_noise(synthetic_tables_full):
+def test_fit_also_fits_the_other_form_and_reports_which_fits_better(form_tables):
+    form, _, tables = form_tables
+    data = _fit(tables, form)
+    other = next(name for name in TRUTHS if name != form)
+    details, provenance = data["fit_details"], data["provenance"]
+    # The tables come from ``form``: the other form cannot fit them exactly, but gets its own
+    # fitted constants (a scenario switching forms on this profile uses them).
+    assert details[f"moe_{other}_rms_log_error"] > 100 * details[f"moe_{form}_rms_log_error"]
+    assert details["moe_rms_log_error"] == details[f"moe_{form}_rms_log_error"]
+    for name in FORM_KEYS[other]:
+        assert data["fitted"][name] != getattr(RooflineParams(), name), name
+        assert "not this profile's form" in provenance[name]
+    for name in FORM_KEYS[form]:
+        assert provenance[name] == "fitted to the MoE table (flushed L2)"
+
+
+def test_launch_fit_identifies_the_per_expert_sum_not_its_split(form_tables):
+    """One expert size: only c_e + b / (eta_bw·BW) is identified; c_e stays as assumed."""
+    form, truth, tables = form_tables
+    if form != "launch":
+        pytest.skip("launch form only")
+    assumed = RooflineParams(moe_expert_s=1e-7)  # not the truth's 0.234 µs
+    data = assemble_profile(
+        bench_model(QWEN, "full"), tables, metadata=META, peak=PEAK, assumed=assumed
+    )
+    fitted = RooflineParams(**data["fitted"])
+    assert fitted.moe_expert_s == 1e-7
+    b, bw = QWEN.shape.expert_bytes, H100.hbm_bytes_per_s
+    # Closed form: eta_bw = b / (BW·(c_e + b / (eta_true·BW) − c_e_assumed)).
+    per_expert = truth.moe_expert_s + b / (truth.moe_bandwidth_efficiency * bw)
+    eta = b / (bw * (per_expert - 1e-7))
+    assert fitted.moe_bandwidth_efficiency == pytest.approx(eta, rel=1e-8)
+    assert per_expert_s(fitted, b, bw) == pytest.approx(per_expert, rel=1e-9)
+    assert data["fit_details"]["moe_launch_per_expert_s"] == pytest.approx(per_expert, rel=1e-9)
+    assert fitted.moe_launch_s == pytest.approx(truth.moe_launch_s, rel=1e-8)
+    assert data["provenance"]["moe_expert_s"].startswith("assumed")
+
+
+def test_fit_tolerates_measurement_noise(form_tables):
+    form, truth, tables = form_tables
     rng = np.random.default_rng(7)
 
     def noisy(values):
@@ -96,18 +158,19 @@ def test_fit_tolerates_measurement_noise(synthetic_tables_full):
             return [noisy(v) for v in values]
         return float(values * np.exp(rng.normal(0.0, 0.02)))
 
-    tables = copy.deepcopy(synthetic_tables_full)
+    tables = copy.deepcopy(tables)
     tables["moe"]["time_s"] = noisy(tables["moe"]["time_s"])
     tables["attention"]["time_s"] = noisy(tables["attention"]["time_s"])
     for gemm in tables["gemm"].values():
         gemm["time_s"] = noisy(gemm["time_s"])
-    fitted = _fit(tables)["fitted"]
-    for name in FITTED[1:]:  # the overhead is a small difference of large numbers
-        assert fitted[name] == pytest.approx(getattr(TRUTH, name), rel=0.05), name
+    fitted = _fit(tables, form)["fitted"]
+    for name in _fitted_names(form)[1:]:  # the overhead is a small difference of large numbers
+        assert fitted[name] == pytest.approx(getattr(truth, name), rel=0.05), name
 
 
-def test_without_compute_bound_cells_compute_efficiency_is_not_invented(synthetic_tables_full):
-    tables = copy.deepcopy(synthetic_tables_full)
+def test_without_compute_bound_cells_compute_efficiency_is_not_invented(form_tables):
+    form, truth, tables = form_tables
+    tables = copy.deepcopy(tables)
     for gemm in tables["gemm"].values():  # keep only one-token cells: all memory-bound
         gemm["tokens"], gemm["time_s"] = gemm["tokens"][:1], gemm["time_s"][:1]
     tables["moe"]["tokens"] = tables["moe"]["tokens"][:1]
@@ -118,10 +181,13 @@ def test_without_compute_bound_cells_compute_efficiency_is_not_invented(syntheti
         metadata=META,
         peak=PEAK,
         ceilings={"matmul_flops_per_s": 0.7 * H100.bf16_flops_per_s},
+        assumed=RooflineParams(moe_kernel=form),
     )
     assert data["fitted"]["compute_efficiency"] == pytest.approx(0.7)
     assert data["provenance"]["compute_efficiency"].startswith("measured")
-    assert data["fitted"]["weight_efficiency"] == pytest.approx(TRUTH.weight_efficiency)
+    assert data["fitted"]["weight_efficiency"] == pytest.approx(truth.weight_efficiency)
+    for name in FORM_KEYS[form]:  # one-token cells still identify the MoE form's constants
+        assert data["fitted"][name] == pytest.approx(getattr(truth, name), rel=1e-6), name
 
 
 def test_grid_then_bounded_finds_the_global_minimum_precisely():
@@ -138,20 +204,24 @@ def test_grid_then_bounded_finds_the_global_minimum_precisely():
     assert grid_then_bounded(lambda x: x, 2.0, 3.0) == pytest.approx(2.0, abs=1e-9)
 
 
-def test_fit_predicts_moe_cells_with_the_cost_models_efficiency(synthetic_tables_full):
-    """The fit's MoE prediction is the cost model's (one eta_moe): exact at the true values."""
-    cells = fit._moe_cells(synthetic_tables_full)
+def test_fit_predicts_moe_cells_with_the_cost_models_kernel(form_tables):
+    """The fit's MoE prediction is the cost model's, cell by cell: exact at the true values."""
+    _, truth, tables = form_tables
+    cells = fit_moe.moe_cells(tables)
     assert cells is not None
-    predicted = fit._moe_pred(
-        cells,
-        TRUTH.moe_efficiency_max,
-        TRUTH.moe_saturation_bytes,
-        TRUTH.weight_efficiency,
-        TRUTH.compute_efficiency,
-        H100.hbm_bytes_per_s,
-        H100.bf16_flops_per_s,
+    bw, peak = H100.hbm_bytes_per_s, H100.bf16_flops_per_s
+    predicted = fit_moe.moe_pred(
+        cells, truth, truth.weight_efficiency, truth.compute_efficiency, bw, peak
     )
     np.testing.assert_allclose(predicted, cells.time_s, rtol=1e-12)
+    # The same cells one at a time through the cost model's kernels (an independent path).
+    shape = bench_model(QWEN, "full").shape
+    flops = truth.compute_efficiency * peak
+    for u, rows, n, t in zip(cells.unique, cells.rows, cells.tokens, cells.time_s, strict=True):
+        one = routed_experts_s(shape, truth, np.array([u]), rows, bw, flops)[0] + weights_s(
+            shape.router_bytes, n, shape.weight_bytes_per_param, bw * truth.weight_efficiency, flops
+        )
+        assert one == pytest.approx(t, rel=1e-12)
 
 
 # -- the calibrated cost model -----------------------------------------------------------------
@@ -312,3 +382,24 @@ def test_import_simspec_and_analytic_calibration_do_not_import_torch(tmp_path):
     )
     assert result.stdout.strip().splitlines()[-1] == "heavy:"
     assert load_profile(out).gpu == "h200"
+
+
+def test_calibrate_moe_kernel_option_picks_the_form_of_the_tables_and_the_fit(tmp_path, capsys):
+    out = tmp_path / "sat.json"
+    args = ["--model", "qwen3-30b-a3b", "--quick", "--moe-kernel", "saturation"]
+    assert main(["calibrate", "--analytic", "h100-sxm", *args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["fitted"]["moe_kernel"] == "saturation"
+    assert "--moe-kernel saturation" in data["metadata"]["command"]
+    spec = bench_model(QWEN, "full")
+    saturation = RooflineParams(moe_kernel="saturation")
+    expected = synthetic_tables(spec, H100, saturation, make_plan(spec, quick=True, shapes="full"))
+    assert data["tables"]["moe"]["time_s"] == expected["moe"]["time_s"]
+    # Without the option: the default form, in the tables and the record.
+    default = tmp_path / "default.json"
+    assert main(["calibrate", "--analytic", "h100-sxm", *args[:3], "--out", str(default)]) == 0
+    capsys.readouterr()
+    data = json.loads(default.read_text(encoding="utf-8"))
+    assert data["fitted"]["moe_kernel"] == RooflineParams().moe_kernel == "launch"
+    assert data["tables"]["moe"]["time_s"] != expected["moe"]["time_s"]

@@ -29,7 +29,12 @@ from simspec.costs.params import RooflineParams
 from simspec.errors import InputError
 from tests.helpers import tiny
 
-TRUTH = {"pass_overhead_s": 1.7e-3, "moe_efficiency_max": 0.55, "draft_step_overhead_s": 2.5e-4}
+#: Known parameters of the default (launch) MoE kernel form, away from the defaults.
+TRUTH = {
+    "pass_overhead_s": 1.7e-3,
+    "moe_bandwidth_efficiency": 0.55,
+    "draft_step_overhead_s": 2.5e-4,
+}
 FAST = FitSettings(min_requests=2)
 
 
@@ -89,8 +94,10 @@ def test_fittable_params_are_the_float_cost_parameters_with_their_bounds():
 
 
 def test_default_params_follow_the_model_and_the_rows():
-    moe = tiny()
-    assert default_fit_params(moe, [_row(1)]) == ("pass_overhead_s", "moe_efficiency_max")
+    moe = tiny()  # the default MoE kernel form, launch: its bandwidth efficiency
+    assert default_fit_params(moe, [_row(1)]) == ("pass_overhead_s", "moe_bandwidth_efficiency")
+    saturation = tiny("costs.moe_kernel=saturation")  # the occupancy curve's plateau
+    assert default_fit_params(saturation, [_row(1)]) == ("pass_overhead_s", "moe_efficiency_max")
     assert default_fit_params(moe, [_row(1), _row(4, 3, 2.5)])[-1] == "draft_step_overhead_s"
     dense = load_scenario("scenarios/dense-sanity-qwen3-8b.toml")
     assert default_fit_params(dense, [_row(1)]) == ("pass_overhead_s", "weight_efficiency")

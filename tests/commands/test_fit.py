@@ -32,7 +32,7 @@ num_requests = 4
 prompt_tokens = 64
 output_tokens = 12
 """
-TRUTH = {"pass_overhead_s": 1.4e-3, "moe_efficiency_max": 0.6}
+TRUTH = {"pass_overhead_s": 1.4e-3, "moe_bandwidth_efficiency": 0.6}  # launch MoE form
 HEADER = "batch,quantity,value,prompt_tokens,output_tokens,draft_tokens,acceptance_length"
 
 
@@ -60,7 +60,7 @@ def test_fit_prints_the_table_and_writes_a_profile_that_loads(inputs, capsys):
     folder, scenario_path, csv_path = inputs
     out = folder / "profile.json"
     argv = ["fit", str(csv_path), "--scenario", str(scenario_path), "--out", str(out)]
-    code = main([*argv, "--params", "pass_overhead_s,moe_efficiency_max"])
+    code = main([*argv, "--params", "pass_overhead_s,moe_bandwidth_efficiency"])
     printed, errors = capsys.readouterr()
     assert code == 0, errors
     assert "fitted 2 parameters to 3 rows" in printed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -55,7 +57,7 @@ def test_moe_efficiency_curve_closed_form():
 
 def test_routed_expert_term_is_unique_bytes_over_effective_bandwidth():
     shape = QWEN_MOE.shape
-    p = NO_OVERHEAD
+    p = dataclasses.replace(NO_OVERHEAD, moe_kernel="saturation")  # the occupancy curve
     one = np.array([1])
     u_small, u_big = np.full(48, 8.0), np.full(48, 40.0)
     small = target_pass_cost(shape, H100, p, one, one, u_small).moe_s
@@ -66,6 +68,20 @@ def test_routed_expert_term_is_unique_bytes_over_effective_bandwidth():
         - 8 * eb / (p.moe_efficiency(np.array(8.0), eb) * H100.hbm_bytes_per_s)
     )
     assert big - small == pytest.approx(float(expected), rel=1e-9)
+
+
+def test_launch_form_routed_term_grows_by_a_fixed_time_per_expert():
+    """Default (launch) form: each distinct expert adds c_e + b / (eta_bw·BW); t0 cancels."""
+    shape = QWEN_MOE.shape
+    p = NO_OVERHEAD
+    assert p.moe_kernel == "launch"
+    one = np.array([1])
+    small = target_pass_cost(shape, H100, p, one, one, np.full(48, 8.0)).moe_s
+    big = target_pass_cost(shape, H100, p, one, one, np.full(48, 40.0)).moe_s
+    per_expert = p.moe_expert_s + shape.expert_bytes / (
+        p.moe_bandwidth_efficiency * H100.hbm_bytes_per_s
+    )
+    assert big - small == pytest.approx(48 * 32 * per_expert, rel=1e-9)
 
 
 def test_independent_unique_experts_formula():
@@ -79,7 +95,14 @@ def test_overhead_and_num_gpus():
     args = (np.array([4]), np.array([512]), np.full(48, 20.0))
     one = target_pass_cost(shape, H100, RooflineParams(), *args)
     assert one.overhead_s == pytest.approx(8e-4)
-    two = target_pass_cost(shape, H100, RooflineParams(comm_s_per_layer=0.0), *args, num_gpus=2)
+    p = RooflineParams(comm_s_per_layer=0.0)
+    two = target_pass_cost(shape, H100, p, *args, num_gpus=2)
+    # Launch form: bytes halve over two GPUs; the per-layer t0 and per-expert c_e do not.
+    fixed = 48 * (p.moe_launch_s + 20.0 * p.moe_expert_s)
+    assert two.moe_s == pytest.approx(one.moe_s / 2 + fixed / 2, rel=1e-12)
+    saturation = dataclasses.replace(p, moe_kernel="saturation")  # all bytes: all halve
+    one = target_pass_cost(shape, H100, saturation, *args)
+    two = target_pass_cost(shape, H100, saturation, *args, num_gpus=2)
     assert two.moe_s == pytest.approx(one.moe_s / 2)
 
 

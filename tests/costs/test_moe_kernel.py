@@ -50,10 +50,22 @@ def test_every_declared_form_is_registered():
     assert sorted(MOE_KERNELS) == sorted(MOE_KERNEL_FORMS)
 
 
-def test_the_default_form_is_the_saturation_curve():
-    """Defaults unchanged: U·b / (eta_max·(1 − e^(−U·b/S))·BW), the original routed term."""
+def test_the_default_form_is_launch_with_the_fitted_constants():
+    """The default: t0 + U·(c_e + b / (eta_bw·BW)) with validation/KERNEL_FIT.md's constants."""
     p = RooflineParams()
-    assert p.moe_kernel == "saturation"
+    assert p.moe_kernel == "launch"
+    assert (p.moe_launch_s, p.moe_expert_s, p.moe_bandwidth_efficiency) == (2.66e-5, 2.34e-7, 0.902)
+    u = np.array([1.0, 8.0, 40.0, 128.0])
+    expected = 2.66e-5 + u * (2.34e-7 + EXPERT_BYTES / (0.902 * BW))
+    shape = catalog.get_model("qwen3-30b-a3b").shape
+    got = routed_experts_s(shape, p, u, 8.0, BW, FLOPS)
+    assert got == pytest.approx(2.66e-5 + u * (2.34e-7 + shape.expert_bytes / (0.902 * BW)))
+    assert layer_s(p, u, 8.0) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_saturation_form_is_the_original_curve():
+    """v0.1's routed term: U·b / (eta_max·(1 − e^(−U·b/S))·BW), with its default constants."""
+    p = RooflineParams(moe_kernel="saturation")
     u = np.array([1.0, 8.0, 40.0, 128.0])
     eta = 0.8 * -np.expm1(-u * EXPERT_BYTES / 94e6)
     expected = u * EXPERT_BYTES / (eta * BW)
@@ -181,7 +193,7 @@ def test_a_profile_without_the_new_keys_still_loads_with_their_defaults():
         data["fitted"].pop(key, None)
         data["provenance"].pop(key, None)
     profile = profile_from_dict(data, "old-profile.json")
-    assert profile.fitted.moe_kernel == "saturation"
+    assert profile.fitted.moe_kernel == RooflineParams().moe_kernel == "launch"
     assert profile.fitted.moe_launch_s == RooflineParams().moe_launch_s
-    data["fitted"]["moe_kernel"] = "launch"
-    assert profile_from_dict(data, "new-profile.json").fitted.moe_kernel == "launch"
+    data["fitted"]["moe_kernel"] = "saturation"
+    assert profile_from_dict(data, "new-profile.json").fitted.moe_kernel == "saturation"

@@ -39,6 +39,7 @@ def _random_params(rng: np.random.Generator) -> RooflineParams:
         kv_efficiency=float(rng.uniform(0.3, 1.0)),
         compute_efficiency=float(rng.uniform(0.2, 1.0)),
         pass_overhead_s=float(rng.uniform(0, 2e-3)),
+        request_overhead_s=float(rng.choice([0.0, 1.3e-4])),
         comm_s_per_layer=float(rng.choice([0.0, 3e-6])),
     )
 

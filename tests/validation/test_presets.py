@@ -65,6 +65,7 @@ def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
 def test_affine_row_reproduces_its_probes_and_interpolates_between():
     keys = fit_presets.FITTED["sglang"]
     base = {"tpot_ms": 5.0, "baseline_tpot_ms": 5.0, "ttft_ms": 20.0, "s_per_token": 0.005}
+    base["baseline_s_per_token"] = 0.005
     runs = {"base": base}
     for key in fit_presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
         step = 1.0 if key == "pass_overhead_s" else 0.5
@@ -74,8 +75,9 @@ def test_affine_row_reproduces_its_probes_and_interpolates_between():
     theta = np.where(np.array(keys) == "pass_overhead_s", units, 0.0)
     assert row.predict(np.zeros(len(keys))) == pytest.approx(5.0)
     assert row.predict(theta) == pytest.approx(6.0)
+    slopes = 1.0 + 0.5 * (len(fit_presets.DECODE_KEYS) - 1)
     assert row.predict(2.5 * units * np.isin(keys, fit_presets.DECODE_KEYS)) == pytest.approx(
-        5.0 + 2.5 * 1.5
+        5.0 + 2.5 * slopes
     )
     assert row.log_error(np.zeros(len(keys))) == pytest.approx(0.0)  # measured 5 ms
 
@@ -84,3 +86,30 @@ def test_rounding_keeps_three_digits_and_drops_numerical_dust():
     keys = ("pass_overhead_s", "comm_s_per_layer")
     out = fit_presets.round_values(np.array([0.0027137, 4.9e-17]), keys)
     assert out.tolist() == [0.00271, 0.0]
+
+
+def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
+    # x·(t − 1) is exactly 0 at t = 1: its probe would equal the base run (slope 0).
+    spec = dataclasses.replace(
+        ROW, category="speculative", num_gpus=1, tp=1, steps=3, acceptance_length=2.0
+    )
+    labels = {label for label, _ in fit_presets.probe_runs(spec)}
+    assert labels == {"base", *fit_presets.FITTED["sglang"]} - set(fit_presets.TP_KEYS)
+    row = fit_presets.AffineRow(spec, {"base": dict.fromkeys(_module("fidelity").TIMES, 1.0)})
+    assert not row.slopes.any()
+
+
+@pytest.mark.parametrize(
+    ("predicted", "measured", "right"),
+    [
+        (1.1, 1.3, True),
+        (0.9, 1.3, False),
+        (0.9, 0.8, True),
+        (1.07, 0.994, None),
+        (1.2, 1.009, None),
+    ],
+)
+def test_sign_is_not_checked_within_noise_of_one(predicted, measured, right):
+    fidelity = _module("fidelity")
+    assert fidelity._sign_right("speculative", predicted, measured) is right
+    assert fidelity._sign_right("decode", predicted, measured) is None

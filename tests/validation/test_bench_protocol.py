@@ -1,0 +1,108 @@
+"""Benchmark rows (num_requests, length_jitter): the finite request set a benchmark ran."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from simspec.errors import InputError
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _module(name: str):
+    if name in sys.modules:
+        return sys.modules[name]
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases_mod = _module("fidelity_cases")
+fidelity = _module("fidelity")
+
+ROW = """
+[sources.s]
+url = "https://example.org"
+[[cases]]
+id = "x"
+category = "decode"
+model = "qwen3-30b-a3b"
+gpu = "h100-sxm"
+num_gpus = 2
+tp = 2
+ep = 1
+engine = "SGLang bench"
+precision = "bf16"
+batch = [1, 8, 32]
+prompt_tokens = 100
+output_tokens = 2180
+num_requests = 20
+length_jitter = 0.8
+quantity = "tokens_per_s"
+unit = "tok/s"
+value = [200.0, 700.0, 1000.0]
+source = "s"
+"""
+
+
+def _rows(tmp_path, text=ROW):
+    path = tmp_path / "cases.toml"
+    path.write_text(text, encoding="utf-8")
+    return cases_mod.load_cases(path).cases
+
+
+def test_benchmark_rows_run_the_finite_request_set_with_scaled_lengths(tmp_path):
+    one, eight, many = _rows(tmp_path)
+    w = fidelity.scenario_data(eight)["workload"]
+    assert (w["num_requests"], w["concurrency"], w["length_jitter"]) == (20, 8, 0.8)
+    # Lengths scale to the cap; the prompt moves up by half the rest: the mean context is kept.
+    cap = fidelity.BENCH_OUTPUT_CAP
+    assert w["output_tokens"] == cap
+    assert w["prompt_tokens"] + w["output_tokens"] / 2 == pytest.approx(100 + 2180 / 2, abs=1)
+    # More concurrency than requests: the closed loop runs the 20 requests at once.
+    assert fidelity.scenario_data(many)["workload"]["num_requests"] == 20
+    # Batch 1 runs one request at a time: its throughput is one request's.
+    w1 = fidelity.scenario_data(one)["workload"]
+    assert (w1["num_requests"], w1["length_jitter"]) == (fidelity.MIN_REQUESTS, 0.0)
+
+
+def test_rows_without_a_request_count_keep_the_steady_closed_loop(tmp_path):
+    text = ROW.replace("num_requests = 20\nlength_jitter = 0.8\n", "")
+    row = _rows(tmp_path, text)[1]
+    w = fidelity.scenario_data(row)["workload"]
+    assert (w["num_requests"], w["output_tokens"], w["length_jitter"]) == (8, 2180, 0.0)
+
+
+@pytest.mark.parametrize("bad", ["1.0", "-0.1", '"a"'])
+def test_a_jitter_outside_zero_one_names_the_key(tmp_path, bad):
+    with pytest.raises(InputError, match=r"cases\[0\]\.length_jitter"):
+        _rows(tmp_path, ROW.replace("length_jitter = 0.8", f"length_jitter = {bad}"))
+
+
+def test_throughput_speedups_are_makespan_ratios_and_tpot_speedups_tpot_ratios():
+    times = {"tpot_ms": 5.0, "baseline_tpot_ms": 6.0, "ttft_ms": 1.0}
+    times |= {"s_per_token": 0.002, "baseline_s_per_token": 0.003}
+    by_id = {c.id: c for c in cases_mod.load_cases().cases}
+    rate = by_id["qwen3-30b-2xh100-tp2-eagle3-bs4[0]"]
+    tpot = by_id["glm-4.7-flash-1xh100-eagle3-bs1"]
+    assert fidelity.quantity(rate, times) == pytest.approx(1.5)
+    assert fidelity.quantity(tpot, times) == pytest.approx(1.2)
+
+
+def test_implied_step_time_of_each_quantity(tmp_path):
+    presets = _module("fidelity_presets")
+    _one, eight, many = _rows(tmp_path)
+    assert presets.step_ms(eight, 800.0) == pytest.approx(10.0)  # 8 requests / 800 tok/s
+    # 32 slots but only 20 requests in the benchmark: 20 run at once.
+    assert presets.step_ms(many, 1000.0) == pytest.approx(20.0)
+    tpot = _rows(tmp_path, ROW.replace('"tokens_per_s"', '"tpot_ms"').replace("tok/s", "ms"))[0]
+    assert presets.step_ms(tpot, 7.5) == 7.5
+    assert presets._growth([4.0, 10.0, 20.0], [1, 8, 20]) == "857 / 833"
