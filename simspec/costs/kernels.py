@@ -5,21 +5,20 @@ cache) that touches U_l distinct routed experts in MoE layer l costs (every term
 max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one kernel, and kernels run one after another, so
 the terms add):
 
-    t = t_fixed
-      + Σ_l max(U_l·bytes_expert / (eta_moe(U_l)·BW), 2·n·k_e·P_expert / (eta_c·F))   routed experts
-      + Σ_l roofline(shared experts + router)                                          (MoE part)
+    t = t_fixed (+ request_overhead_s per request)
+      + Σ_l moe_layer(U_l, rows = n·k_e)                                   routed experts
+      + Σ_l roofline(shared experts + router)                              (MoE part)
       + Σ_l roofline(attention projections) + roofline(KV reads, attention FLOPs)   (attention)
-      + Σ_l roofline(dense FFN) + roofline(LM head over all n tokens)                  (other)
+      + Σ_l roofline(dense FFN) + roofline(LM head over all n tokens)      (other)
 
-eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S)) models occupancy: a grouped MoE kernel
-needs about S bytes in flight to reach its bandwidth plateau, so a handful of small experts
-(Qwen3-30B-A3B: 9.4 MB) run far below peak while one Mixtral expert (352 MB) saturates the GPU.
-S = 94 MB makes U0 = S / bytes_expert = 10 for Qwen3-30B-A3B (eta(8) ≈ 0.44, eta(22) ≈ 0.71),
-in line with reports that one-token MoE decode kernels reach only ~55-60 % of achievable
-bandwidth for lack of occupancy. Every efficiency below is an assumption unless a calibration
-profile supplies it (``[costs] profile``, :mod:`simspec.profile`); the fixed per-pass overhead
-is what Cohere's 2026 analysis of speculative decoding on MoE models identifies as the batch-1
-mechanism (amortised over the k+1 tokens).
+moe_layer is :func:`simspec.costs.moe_kernel.moe_layer_s`: by default the ``launch`` form fitted
+to published fused_moe tables, t0 + max(U·c_e + U·bytes_expert / (eta_bw·BW), FLOPs) — a fixed
+time per MoE layer that every pass pays whatever its size, which the k+1 verified tokens share —
+or the v0.1 occupancy curve ``saturation``. Every efficiency below is an assumption or a fit to
+published tables unless a calibration profile supplies it (``[costs] profile``,
+:mod:`simspec.profile`); the fixed per-pass overhead is what Cohere's 2026 analysis of
+speculative decoding on MoE models identifies as the batch-1 mechanism (amortised over the k+1
+tokens).
 
 Split over GPUs (:mod:`simspec.costs.parallel`: tensor degree t, expert degree e) each term is
 one GPU's: it reads 1/t of the dense weights and KV cache, the busiest expert-parallel rank's

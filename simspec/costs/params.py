@@ -1,7 +1,9 @@
 """The cost model's named parameters: efficiencies and overheads (calibrated or assumed).
 
-Every efficiency is a fraction of a spec-sheet peak (HBM bandwidth, bf16 FLOP/s). The MoE
-kernel's efficiency rises with the bytes of distinct experts it has in flight (occupancy):
+Every efficiency is a fraction of a spec-sheet peak (HBM bandwidth, bf16 FLOP/s). The routed
+experts' kernel has two forms (:mod:`simspec.costs.moe_kernel`): the default ``launch``,
+t0 + U·(c_e + bytes_expert / (eta_bw·BW)) (or FLOPs), fitted to published fused_moe tables, and
+the v0.1 ``saturation`` curve, whose efficiency rises with the expert bytes in flight:
 
     eta_moe(U) = eta_max·(1 − exp(−U·bytes_expert / S))
 

@@ -31,6 +31,9 @@ from simspec.routing.sets import id_dtype, to_sets
 _TABLE_BUDGET = 8_000_000
 _LOGIT_BOUND = 60.0
 _ODDS_BOUND = 40.0
+#: Chains per block of the float32 sampling pass: (rows, N) temporaries of ~256 kB at N = 128,
+#: which stay in cache and in the heap (larger blocks measured slower, page faults included).
+_BLOCK_ROWS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +130,15 @@ def _history_tables(p: np.ndarray, profiles: np.ndarray, nodes: int) -> _History
     )
 
 
-def smallest_sorted(key: np.ndarray, k: int) -> np.ndarray:
+def _pareto_keys(u: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Pareto order-sampling keys odds(u) · g in float32, g = 1 / odds(inclusion)."""
+    key = np.subtract(np.float32(1.0), u)
+    np.divide(u, key, out=key)
+    key *= g
+    return key
+
+
+def smallest_sorted(key: np.ndarray, k: int, partitioned: np.ndarray | None = None) -> np.ndarray:
     """Column ids of the ``k`` smallest entries of each row of ``key``, ascending: (rows, k).
 
     ``np.argpartition`` selects per row with a loop that costs more than the sampling itself at
@@ -135,9 +146,12 @@ def smallest_sorted(key: np.ndarray, k: int) -> np.ndarray:
     against it marks the chosen columns, which ``np.flatnonzero`` returns already sorted. When
     a row has ties at that value (or NaN), more or fewer than k columns are marked, and the
     whole call falls back to ``argpartition`` + ``sort``, which it otherwise equals exactly.
+    ``partitioned`` is ``np.partition(key, k - 1, axis=1)`` when the caller already has it.
     """
     rows, width = key.shape
-    kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
+    if partitioned is None:
+        partitioned = np.partition(key, k - 1, axis=1)
+    kth = partitioned[:, k - 1 : k]
     chosen = np.flatnonzero(key <= kth)
     # Without NaN among the k smallest every row marks at least k, so k in all of them.
     if len(chosen) == rows * k and not np.isnan(kth).any():
@@ -215,39 +229,78 @@ class MaxEntSampler:
             known = tables.depth  # the usual case: the whole window is known
         if isinstance(known, int | np.integer):
             a: int | np.ndarray = min(int(known), tables.depth)
-            if a == 0:  # no history to condition on (also: independent routing, D = 0)
-                pattern: int | np.ndarray = 0
-            elif a == self.depth:
-                pattern = history
-            else:
-                pattern = history & ((1 << a) - 1)
+            mask = 0 if a == 0 else None if a == self.depth else (1 << a) - 1
         else:
             a = np.minimum(np.asarray(known), tables.depth)[:, None]
-            pattern = history & ((1 << a) - 1)
-        # Offsets into the flat table, summed in place ((n, N) int arrays are the costly part).
-        if base is None:
-            index = tables.row0[layer_of_chain]
-            index += (1 << a) - 1
+            mask = (1 << a) - 1
+        offset = (1 << a) - 1
+        if tables.row1 is not None:
+            return self._step_interpolated(rng, tables, layer_of_chain, base, history, mask, a)
+        # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32. One draw
+        # for all chains, then blocks of rows small enough that the (rows, N) temporaries stay
+        # in cache; every row's arithmetic is the same elementwise as one whole-array pass.
+        u = rng.random((n, self.num_experts), dtype=np.float32)
+        if self.k >= self.num_experts:
+            return np.broadcast_to(np.arange(self.num_experts), (n, self.k)).copy()
+        out = np.empty((n, self.k), dtype=np.int64)
+        if base is None and isinstance(offset, int):
+            row0, offset = tables.row0 + offset, 0  # (L, N): cheaper than an (n, N) pass
         else:
-            index = base + ((1 << a) - 1)
+            row0 = tables.row0
+        for lo in range(0, n, _BLOCK_ROWS):
+            rows = slice(lo, lo + _BLOCK_ROWS)
+            shift = offset if isinstance(offset, int) else offset[rows]
+            if base is not None:
+                index = base[rows] + shift
+            else:
+                index = row0[layer_of_chain[rows]]
+                if not isinstance(shift, int):
+                    index += shift
+            if mask is None:
+                index += history[rows]
+            elif isinstance(mask, int):
+                if mask:
+                    index += history[rows] & mask
+            else:
+                index += history[rows] & mask[rows]
+            ub, g = u[rows], tables.values.take(index)
+            key = _pareto_keys(ub, g)
+            part = np.partition(key, self.k - 1, axis=1)
+            if part[:, : self.k].all():
+                out[rows] = smallest_sorted(key, self.k, part)
+            else:
+                # Only a draw u = 0 gives a key 0 (else u >= 2^-24 and g >= e^-50), which then
+                # is among the k smallest: floor the draws at 2^-25 and redo the block. Draws
+                # are multiples of 2^-24, so the floor moves nothing else.
+                np.maximum(ub, np.float32(2.0**-25), out=ub)
+                out[rows] = smallest_sorted(_pareto_keys(ub, g), self.k)
+        return out
+
+    def _step_interpolated(
+        self,
+        rng: np.random.Generator,
+        tables: _HistoryTables,
+        layer_of_chain: np.ndarray,
+        base: np.ndarray | None,
+        history: np.ndarray,
+        mask: int | np.ndarray | None,
+        a: int | np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`_step` with node tables (logits mixed per expert), in float64."""
+        n = len(layer_of_chain)
+        pattern = history if mask is None else history & mask
+        index = tables.row0[layer_of_chain] if base is None else base.copy()
+        index += (1 << a) - 1
         index += pattern
-        if tables.row1 is None:
-            # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32.
-            u = rng.random((n, self.num_experts), dtype=np.float32)
-            np.maximum(u, np.float32(2.0**-25), out=u)
-            key = np.subtract(np.float32(1.0), u)
-            np.divide(u, key, out=key)
-            key *= tables.values.take(index)
-        else:
-            u64 = rng.random((n, self.num_experts))
-            assert tables.weight is not None
-            w = tables.weight[layer_of_chain]
-            far = tables.row1[layer_of_chain] - tables.row0[layer_of_chain]
-            g = (1.0 - w) * tables.values.take(index) + w * tables.values.take(index + far)
-            if tables.fixed is not None:
-                pinned = tables.fixed[layer_of_chain]
-                g = np.where(np.isnan(pinned), g, pinned)
-            key = np.log(u64) - np.log1p(-u64) - g
+        u64 = rng.random((n, self.num_experts))
+        assert tables.weight is not None and tables.row1 is not None
+        w = tables.weight[layer_of_chain]
+        far = tables.row1[layer_of_chain] - tables.row0[layer_of_chain]
+        g = (1.0 - w) * tables.values.take(index) + w * tables.values.take(index + far)
+        if tables.fixed is not None:
+            pinned = tables.fixed[layer_of_chain]
+            g = np.where(np.isnan(pinned), g, pinned)
+        key = np.log(u64) - np.log1p(-u64) - g
         if self.k < self.num_experts:
             return smallest_sorted(key, self.k)
         return np.broadcast_to(np.arange(self.num_experts), (n, self.k)).copy()

@@ -61,10 +61,12 @@ def history_bits(previous: list[np.ndarray], num_experts: int) -> np.ndarray:
     """History bitmask for :meth:`simspec.routing.maxent.MaxEntSampler.step` from earlier ids.
 
     ``previous[d - 1]`` holds the ids (chains, k_e) of the token d positions back (entries < 0
-    mean "no such token"). Returns int32 (chains, N).
+    mean "no such token"). Returns (chains, N) of int8 up to 7 tokens back (a quarter of the
+    memory the sampler reads), else int32.
     """
     chains = previous[0].shape[0] if previous else 0
-    bits = np.zeros((chains, num_experts), dtype=np.int32)
+    dtype = np.int8 if len(previous) < 8 else np.int32
+    bits = np.zeros((chains, num_experts), dtype=dtype)
     flat = bits.reshape(-1)  # cell c·N + e; a token's ids are distinct, so no cell repeats
     first_cell = (np.arange(chains) * num_experts)[:, None]
     for d, ids in enumerate(previous):

@@ -69,7 +69,7 @@ def continue_maxent(
                 previous.append(flat_levels[r - d - 1][chain])
                 continue
             index = anchor[q, i] - (d - r)
-            ids = true[q, np.maximum(index, 0), layer].astype(np.int64)
+            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
             previous.append(np.where(index[:, None] >= 0, ids, -1))
         history = history_bits(previous, num_experts)
         out[chain] = sampler.step(rng, layer, history, anchor[q, i] + r, draft=True).astype(

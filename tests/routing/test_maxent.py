@@ -73,3 +73,53 @@ def test_smallest_sorted_equals_argpartition_and_handles_ties():
     got = smallest_sorted(tied, 2)
     assert got[0].tolist() in ([0, 1], [0, 2]) and got[1].tolist() == [0, 2]
     assert np.array_equal(got, np.sort(np.argpartition(tied, 1, axis=1)[:, :2], axis=1))
+
+
+class _ZeroInjectingRng:
+    """A Generator stand-in whose float draws contain exact zeros (a 2^-24-grid draw can be 0)."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def random(self, shape, dtype=np.float64):
+        u = self.rng.random(shape, dtype=dtype)
+        u.ravel()[self.rng.integers(0, u.size, 5)] = 0
+        return u
+
+
+def _reference_step(sampler, rng, layer, history, known, draft):
+    """Pareto order sampling written out on whole arrays: keys u/(1 − u) (u floored at 2^-25)
+    times the inverse odds of each expert's conditional law; the k smallest, ascending."""
+    tables = sampler._draft if draft else sampler._true
+    a = np.minimum(np.broadcast_to(np.asarray(known), len(layer)), tables.depth)[:, None]
+    index = tables.row0[layer] + ((1 << a) - 1) + (history & ((1 << a) - 1))
+    u = rng.random((len(layer), sampler.num_experts), dtype=np.float32)
+    u = np.maximum(u, np.float32(2.0**-25))
+    key = u / (np.float32(1.0) - u) * tables.values.take(index)
+    return np.sort(np.argsort(key, axis=1, kind="stable")[:, : sampler.k], axis=1)
+
+
+@pytest.mark.parametrize(
+    "experts,k,lags,rows", [(128, 8, 3, 700), (16, 2, 2, 300), (64, 6, 0, 520)]
+)
+def test_blocked_step_equals_whole_array_pareto_sampling(experts, k, lags, rows):
+    """The step works in row blocks and skips the floor unless a draw is 0: it must pick exactly
+    the experts the whole-array formula picks, including rows with u = 0 draws and rows spread
+    over several blocks, for every amount of known history."""
+    gen = np.random.default_rng(5)
+    layers = 4
+    p = np.minimum(gen.dirichlet(np.ones(experts) * 30, size=layers) * k, 1.0)
+    p *= k / p.sum(axis=1, keepdims=True)
+    profile = np.tile([0.38, 0.3, 0.25][:lags], (layers, 1)) if lags else np.zeros((layers, 0))
+    sampler = MaxEntSampler(p, profile, profile * 0.5 if lags else None)
+    if sampler._true.row1 is not None:
+        pytest.skip("this size interpolates between nodes (not the materialised table)")
+    layer = gen.integers(0, layers, rows)
+    history = gen.integers(0, 1 << max(lags, 1), (rows, experts)) if lags else 0 * layer[:, None]
+    history = np.broadcast_to(history, (rows, experts)).astype(np.int32)
+    for known in [0, 1, lags, gen.integers(0, lags + 2, rows)]:
+        for draft in (False, True):
+            for make in (np.random.default_rng, _ZeroInjectingRng):
+                got = sampler.step(make(7), layer, history, known, draft=draft)
+                want = _reference_step(sampler, make(7), layer, history, known, draft)
+                np.testing.assert_array_equal(got, want)
