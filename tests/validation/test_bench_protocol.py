@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from simspec.errors import InputError
+from tests.validation.bench_scripts import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _module(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases_mod = _module("fidelity_cases")
-fidelity = _module("fidelity")
+cases_mod = bench_module("fidelity_cases")
+fidelity = bench_module("fidelity")
 
 ROW = """
 [sources.s]
@@ -98,7 +80,7 @@ def test_throughput_speedups_are_makespan_ratios_and_tpot_speedups_tpot_ratios()
 
 
 def test_implied_step_time_of_each_quantity(tmp_path):
-    presets = _module("fidelity_presets")
+    presets = bench_module("fidelity_presets")
     _one, eight, many = _rows(tmp_path)
     assert presets.step_ms(eight, 800.0) == pytest.approx(10.0)  # 8 requests / 800 tok/s
     # 32 slots but only 20 requests in the benchmark: 20 run at once.

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,24 +10,10 @@ from simspec import catalog
 from simspec.config.load import scenario_from_dict
 from simspec.errors import InputError
 from simspec.physics.experts import independent_union
+from tests.validation.bench_scripts import bench_module
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _module(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCH))  # fidelity.py imports fidelity_cases as a sibling
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases_mod = _module("fidelity_cases")
-fidelity = _module("fidelity")
+cases_mod = bench_module("fidelity_cases")
+fidelity = bench_module("fidelity")
 
 
 def test_every_case_parses_and_names_catalog_entries():

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.validation.bench_scripts import bench_module
 
-
-def _module(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCH))  # the bench scripts import their siblings
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases_mod = _module("fidelity_cases")
-fit_presets = _module("fit_presets")
+cases_mod = bench_module("fidelity_cases")
+fit_presets = bench_module("fit_presets")
 
 ROW = cases_mod.Case(
     id="r", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=2, tp=2, ep=1,
@@ -95,7 +79,7 @@ def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
     )
     labels = {label for label, _ in fit_presets.probe_runs(spec)}
     assert labels == {"base", *fit_presets.FITTED["sglang"]} - set(fit_presets.TP_KEYS)
-    row = fit_presets.AffineRow(spec, {"base": dict.fromkeys(_module("fidelity").TIMES, 1.0)})
+    row = fit_presets.AffineRow(spec, {"base": dict.fromkeys(bench_module("fidelity").TIMES, 1.0)})
     assert not row.slopes.any()
 
 
@@ -110,6 +94,6 @@ def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
     ],
 )
 def test_sign_is_not_checked_within_noise_of_one(predicted, measured, right):
-    fidelity = _module("fidelity")
+    fidelity = bench_module("fidelity")
     assert fidelity._sign_right("speculative", predicted, measured) is right
     assert fidelity._sign_right("decode", predicted, measured) is None
