@@ -25,6 +25,13 @@ import numpy as np
 
 from simspec.routing.ipf import NODES, pattern_distribution, probability_nodes
 from simspec.routing.overlap import layer_log_odds_ratios, pair_probability
+from simspec.routing.pareto import (
+    SELECT,
+    pareto_keys,
+    select_compiled,
+    smallest_sorted,
+    uniform_bits,
+)
 from simspec.routing.sets import id_dtype, to_sets
 
 #: Largest per-expert table (entries) the sampler materialises; beyond it, it interpolates.
@@ -130,35 +137,6 @@ def _history_tables(p: np.ndarray, profiles: np.ndarray, nodes: int) -> _History
     )
 
 
-def _pareto_keys(u: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Pareto order-sampling keys odds(u) · g in float32, g = 1 / odds(inclusion)."""
-    key = np.subtract(np.float32(1.0), u)
-    np.divide(u, key, out=key)
-    key *= g
-    return key
-
-
-def smallest_sorted(key: np.ndarray, k: int, partitioned: np.ndarray | None = None) -> np.ndarray:
-    """Column ids of the ``k`` smallest entries of each row of ``key``, ascending: (rows, k).
-
-    ``np.argpartition`` selects per row with a loop that costs more than the sampling itself at
-    N = 128; instead one ``np.partition`` finds each row's k-th smallest value and a comparison
-    against it marks the chosen columns, which ``np.flatnonzero`` returns already sorted. When
-    a row has ties at that value (or NaN), more or fewer than k columns are marked, and the
-    whole call falls back to ``argpartition`` + ``sort``, which it otherwise equals exactly.
-    ``partitioned`` is ``np.partition(key, k - 1, axis=1)`` when the caller already has it.
-    """
-    rows, width = key.shape
-    if partitioned is None:
-        partitioned = np.partition(key, k - 1, axis=1)
-    kth = partitioned[:, k - 1 : k]
-    chosen = np.flatnonzero(key <= kth)
-    # Without NaN among the k smallest every row marks at least k, so k in all of them.
-    if len(chosen) == rows * k and not np.isnan(kth).any():
-        return chosen.reshape(rows, k) - (np.arange(rows) * width)[:, None]
-    return np.sort(np.argpartition(key, k - 1, axis=1)[:, :k], axis=1)
-
-
 class MaxEntSampler:
     """Exact top-k_e routing whose per-expert law is the max-entropy one (module docstring).
 
@@ -221,6 +199,8 @@ class MaxEntSampler:
         known: np.ndarray | int,
         draft: bool,
     ) -> np.ndarray:
+        """:meth:`step`; ``base``, when given, is ``tables.row0[layer_of_chain]`` precomputed
+        (the numpy path then skips that gather each step; the compiled loop reads the rows)."""
         n = len(layer_of_chain)
         if n == 0 or self.k == 0:
             return np.zeros((n, self.k), dtype=np.int64)
@@ -239,6 +219,19 @@ class MaxEntSampler:
         # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32. One draw
         # for all chains, then blocks of rows small enough that the (rows, N) temporaries stay
         # in cache; every row's arithmetic is the same elementwise as one whole-array pass.
+        loop = SELECT.compiled() if self.k < self.num_experts else None
+        if loop is not None:  # the same draws and ids by a compiled loop (simspec.routing.pareto)
+            return select_compiled(
+                loop,
+                uniform_bits(rng, (n, self.num_experts)),
+                tables.values,
+                tables.row0,  # ``base``, when given, is tables.row0[layer_of_chain]
+                layer_of_chain,
+                np.broadcast_to(offset, (n, 1)).ravel().astype(np.int64),
+                history,
+                np.broadcast_to(-1 if mask is None else mask, (n, 1)).ravel().astype(np.int64),
+                self.k,
+            )
         u = rng.random((n, self.num_experts), dtype=np.float32)
         if self.k >= self.num_experts:
             return np.broadcast_to(np.arange(self.num_experts), (n, self.k)).copy()
@@ -264,7 +257,7 @@ class MaxEntSampler:
             else:
                 index += history[rows] & mask[rows]
             ub, g = u[rows], tables.values.take(index)
-            key = _pareto_keys(ub, g)
+            key = pareto_keys(ub, g)
             part = np.partition(key, self.k - 1, axis=1)
             if part[:, : self.k].all():
                 out[rows] = smallest_sorted(key, self.k, part)
@@ -273,7 +266,7 @@ class MaxEntSampler:
                 # is among the k smallest: floor the draws at 2^-25 and redo the block. Draws
                 # are multiples of 2^-24, so the floor moves nothing else.
                 np.maximum(ub, np.float32(2.0**-25), out=ub)
-                out[rows] = smallest_sorted(_pareto_keys(ub, g), self.k)
+                out[rows] = smallest_sorted(pareto_keys(ub, g), self.k)
         return out
 
     def _step_interpolated(
@@ -316,7 +309,9 @@ class MaxEntSampler:
         layers = np.tile(np.arange(self.num_layers), num_sequences)
         shape = (num_sequences, length, self.num_layers, self.k)
         out = np.zeros(shape, dtype=id_dtype(self.num_experts))
-        history = np.zeros((len(layers), self.num_experts), dtype=np.int32)
+        history = np.zeros(
+            (len(layers), self.num_experts), dtype=np.int8 if self.depth < 8 else np.int32
+        )
         mask = (1 << self.depth) - 1
         rows = np.arange(len(layers))[:, None]
         base = self._true.row0[layers]
