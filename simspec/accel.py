@@ -60,24 +60,33 @@ def disabled() -> Iterator[None]:
 
 
 class Kernel:
-    """A loop written in numba's subset of Python, compiled on the first :meth:`compiled` call.
+    """A loop written in numba's subset of Python, compiled on first use.
 
     ``python`` is the uncompiled function (tests run it on small inputs to check the loop's
-    logic against the numpy path where numba is absent).
+    logic against the numpy path where numba is absent). ``warmup`` is how much work (in the
+    caller's units, e.g. table entries) the numpy path does before the kernel is loaded: loading
+    numba costs ~0.5 CPU s per process, more than a small run spends in the loop, and as the
+    two paths give identical results a process may switch at any call.
     """
 
-    def __init__(self, python: Callable[..., Any]):
+    def __init__(self, python: Callable[..., Any], warmup: int = 0):
         self.python = python
+        self.warmup = warmup
         self.__doc__ = python.__doc__
         self._compiled: Callable[..., Any] | None = None
+        self._work = 0  # work done on the numpy path so far
 
-    def compiled(self) -> Callable[..., Any] | None:
-        """The compiled function when :func:`enabled`, else None (use the numpy path). A numba
-        that is installed but cannot be imported counts as absent."""
+    def compiled(self, work: int | None = None) -> Callable[..., Any] | None:
+        """The compiled function when :func:`enabled` and past the warm-up, else None (use the
+        numpy path). ``work`` is the size of the call about to run (None: compile now). A
+        numba that is installed but cannot be imported counts as absent."""
         global _broken
         if not enabled() or _broken:
             return None
         if self._compiled is None:
+            if work is not None and self._work + work <= self.warmup:
+                self._work += work
+                return None
             try:
                 import numba  # optional dependency, imported on first use
             except ImportError:

@@ -219,7 +219,7 @@ class MaxEntSampler:
         # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32. One draw
         # for all chains, then blocks of rows small enough that the (rows, N) temporaries stay
         # in cache; every row's arithmetic is the same elementwise as one whole-array pass.
-        loop = SELECT.compiled() if self.k < self.num_experts else None
+        loop = SELECT.compiled(n * self.num_experts) if self.k < self.num_experts else None
         if loop is not None:  # the same draws and ids by a compiled loop (simspec.routing.pareto)
             return select_compiled(
                 loop,

@@ -120,8 +120,11 @@ def _select_loop(bits, values, rows, row_of_chain, shift, history, mask, out, ti
         limit = kth * np.float32(2.0)
 
 
-#: The selection loop as an optional compiled kernel (None from ``compiled()`` without numba).
+#: The selection loop as an optional compiled kernel (None from ``compiled()`` without numba);
+#: callers pass the call's chains × experts as its work, and the first 2^26 of a process (~0.7
+#: CPU s of numpy) run on the numpy path, so small runs do not pay for loading numba (~0.6 s).
 SELECT: accel.Kernel = _select_loop
+SELECT.warmup = 1 << 26
 
 
 def select_compiled(

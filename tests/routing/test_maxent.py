@@ -113,6 +113,9 @@ def test_blocked_step_equals_whole_array_pareto_sampling(experts, k, lags, rows,
     compiled selection loop (simspec.routing.pareto) when numba is installed."""
     if compiled:
         pytest.importorskip("numba")
+        from simspec.routing.pareto import SELECT
+
+        assert SELECT.compiled() is not None  # loaded now, not after the warm-up
     gen = np.random.default_rng(5)
     layers = 4
     p = np.minimum(gen.dirichlet(np.ones(experts) * 30, size=layers) * k, 1.0)

@@ -90,6 +90,14 @@ def test_compiled_loop_picks_the_numpy_experts(hist_dtype):
         np.testing.assert_array_equal(select_compiled(loop, *args, k), _numpy_selection(*args, k))
 
 
+def test_kernel_loads_after_its_warmup_work():
+    numba = pytest.importorskip("numba")
+    loop = accel.Kernel(SELECT.python, warmup=100)
+    assert loop.compiled(60) is None and loop.compiled(40) is None  # 100 done on numpy
+    assert isinstance(loop.compiled(1), numba.core.registry.CPUDispatcher)
+    assert loop.compiled(1) is loop.compiled()
+
+
 def test_disabled_turns_the_kernel_off(monkeypatch):
     with accel.disabled():
         assert SELECT.compiled() is None
@@ -100,6 +108,7 @@ def test_disabled_turns_the_kernel_off(monkeypatch):
 @pytest.mark.parametrize("lags", [0, 1, 3])
 def test_sampler_draws_the_same_routing_with_and_without_the_kernel(lags):
     pytest.importorskip("numba")
+    assert SELECT.compiled() is not None  # loaded now, not after the warm-up
     gen = np.random.default_rng(lags)
     layers, experts, k = 3, 64, 6
     p = np.minimum(gen.dirichlet(np.ones(experts) * 20, size=layers) * k, 1.0)
