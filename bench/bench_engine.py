@@ -34,6 +34,7 @@ import numpy as np
 from simpy_rate import simpy_event_rate
 
 import simspec
+from simspec import accel
 from simspec.costs.params import PassCost
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
@@ -105,6 +106,7 @@ def main() -> None:
         f"({os.path.dirname(simspec.__file__)})"
     )
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
+    print(accel.describe())
     overrides = [
         f"workload.concurrency={args.concurrency}",
         f"workload.num_requests={args.requests}",

@@ -36,12 +36,18 @@ def main() -> None:
     print(f"machine: {machine}")
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     where = subprocess.run(
-        [sys.executable, "-c", "import simspec, os; print(os.path.dirname(simspec.__file__))"],
+        [
+            sys.executable,
+            "-c",
+            "import simspec, os; from simspec import accel; "
+            "print(os.path.dirname(simspec.__file__)); print(accel.describe())",
+        ],
         capture_output=True,
         text=True,
         check=True,
     )
-    print(f"simspec: {where.stdout.strip()} (set PYTHONPATH to measure another checkout)")
+    location, kernels = where.stdout.strip().splitlines()
+    print(f"simspec: {location} (set PYTHONPATH to measure another checkout); {kernels}")
     for mode in args.modes:
         command = [
             sys.executable,

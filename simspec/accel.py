@@ -48,6 +48,17 @@ def enabled() -> bool:
     return available()
 
 
+def describe() -> str:
+    """One line for benchmark headers: whether the kernels run, and why not."""
+    if not available():
+        return "compiled kernels: off (numba not installed)"
+    if not enabled():
+        return "compiled kernels: off (SIMSPEC_JIT or accel.disabled())"
+    from importlib.metadata import version
+
+    return f"compiled kernels: on (numba {version('numba')})"
+
+
 @contextlib.contextmanager
 def disabled() -> Iterator[None]:
     """Run the numpy code paths inside this block (tests compare them with the kernels)."""

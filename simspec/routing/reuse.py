@@ -13,13 +13,27 @@ predecessor is exactly rho_1 and each expert's on/off sequence is the two-state 
 of the max-entropy closed form (:func:`simspec.routing.overlap.markov_log_silent`); unlike the
 max-entropy sampler it also reaches overlaps below chance. A rejected draft continues the chain
 from its predecessor with its own overlap.
+
+numpy reads a round of draws for all chains at once (:func:`_read_round`), in whole-array passes
+that cost more than the draws themselves; with numba installed the per-chain work runs as two
+compiled loops instead (:mod:`simspec.accel`): :data:`SHUFFLE` orders the reused experts and
+:data:`READ_ROUND` reads each round draw by draw. numpy still makes every draw, in the same calls
+and order, with the same round widths for the same chains, so ids and Generator states are the
+same either way (tests/routing/test_reuse_kernel.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from simspec import accel
 from simspec.routing.sets import id_dtype
+
+#: The compiled round's ``draws`` under uniform popularity, and its ``excluded`` without reuse.
+_NO_DRAWS = np.empty((0, 0))
+_NO_IDS = np.empty((0, 0), dtype=np.int16)
 
 
 def alias_tables(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +102,8 @@ class ExpertSampler:
 
         The reused experts are the first R of ``previous`` in the order of k_e uniform keys
         (a random shuffle); the other slots are filled by rounds of ``k_e − min(count) + 4``
-        alias draws per unfinished chain, read in draw order (:func:`_read_round`).
+        alias draws per unfinished chain, read in draw order (:func:`_read_round`, or with numba
+        the compiled loops, :meth:`_fill_compiled`).
         """
         n, k = len(layer_of_chain), self.k
         if k == 0 or n == 0:
@@ -97,14 +112,22 @@ class ExpertSampler:
             raise ValueError(f"at most {np.iinfo(np.int16).max} experts, not {self.num_experts}")
         out = np.empty((n, k), dtype=np.int16)  # every slot is written before the end
         count = np.zeros(n, dtype=np.int64)
-        excluded = None  # (k_e, chains): the previous token's experts, which are not drawn
+        keys = None  # the shuffle's keys, when the token reuses experts of ``previous``
         if previous is not None and overlap is not None:
             previous = np.asarray(previous)
             reuse = rng.binomial(k, overlap, size=n)
-            order = np.argsort(rng.random((n, k)), axis=1)
+            keys = rng.random((n, k))
+            count = reuse.astype(np.int64, copy=False)  # binomial draws are already int64
+        read = READ_ROUND.compiled(n)  # (None until the process's warm-up work is done)
+        shuffle = SHUFFLE.compiled() if read is not None else None
+        if read is not None and shuffle is not None:
+            self._fill_compiled(read, shuffle, rng, layer_of_chain, out, count, previous, keys)
+            return out.astype(dtype, copy=False)
+        excluded = None  # (k_e, chains): the previous token's experts, which are not drawn
+        if previous is not None and keys is not None:
+            order = np.argsort(keys, axis=1)
             # The shuffled previous ids; the slots from R on are overwritten by the draws.
             out[:] = previous.reshape(-1)[order + (np.arange(n) * k)[:, None]]
-            count = reuse.astype(np.int64)
             excluded = previous.T.astype(np.int16, order="C")
         pending = np.flatnonzero(count < k)
         first = True
@@ -114,6 +137,122 @@ class ExpertSampler:
             pending = _read_round(out, count, excluded, pending, cand, first=first)
             first = False
         return out.astype(dtype, copy=False)
+
+    def _fill_compiled(
+        self,
+        read: Callable[..., tuple[int, int]],
+        shuffle: Callable[..., bool],
+        rng: np.random.Generator,
+        layer_of_chain: np.ndarray,
+        out: np.ndarray,
+        count: np.ndarray,
+        previous: np.ndarray | None,
+        keys: np.ndarray | None,
+    ) -> None:
+        """:meth:`sample` after its first draws, by the loops :data:`SHUFFLE` and
+        :data:`READ_ROUND`: the same rounds of the same widths, drawn by the same calls in the
+        same order as the numpy path (whose ``_candidates`` draws slots, then acceptance draws),
+        so the ids and the Generator's state afterwards are identical. Fills ``out``, ``count``.
+        """
+        k = self.k
+        excluded = _NO_IDS  # (chains, k_e): the previous token's experts, which are not drawn
+        if previous is not None and keys is not None:
+            excluded = np.ascontiguousarray(previous, dtype=np.int16)
+            if shuffle(out, excluded, keys):  # two equal keys: their order is argsort's
+                order = np.argsort(keys, axis=1)
+                out[:] = previous.reshape(-1)[order + (np.arange(len(out)) * k)[:, None]]
+        layers = np.ascontiguousarray(layer_of_chain, dtype=np.int64)
+        pending = np.flatnonzero(count < k)
+        lowest = int(count.min())  # the fewest experts a pending chain has (when there is one)
+        while len(pending):
+            width = k - lowest + 4
+            slots = rng.integers(0, self.num_experts, size=(len(pending), width))
+            draws = _NO_DRAWS if self.uniform else rng.random((len(pending), width))
+            left, lowest = read(
+                out, count, excluded, pending, slots, draws, self._accept, self._alias, layers
+            )
+            pending = pending[:left]
+
+
+@accel.kernel
+def _shuffle_loop(out, previous, keys):  # type: ignore[no-untyped-def]
+    """Row r: out[r, j] = previous[r, order[j]], ``order`` sorting keys[r] ascending (numpy's
+    ``argsort`` order whenever the keys differ): previous[r, j] goes to the rank of keys[r, j],
+    the number of keys below it (no branches: a sort's comparisons of random keys are
+    mispredicted half the time). Returns whether some row has two equal keys, where argsort's
+    order is its algorithm's (the caller then redoes the shuffle). Equal keys share a rank, so
+    a row's ranks then sum to less than 0 + 1 + ... + (k_e − 1)."""
+    chains, k = keys.shape
+    distinct = k * (k - 1) // 2
+    tied = 0
+    for r in range(chains):
+        total = 0
+        for j in range(k):
+            key = keys[r, j]
+            rank = 0
+            for i in range(k):
+                rank += keys[r, i] < key
+            total += rank
+            out[r, rank] = previous[r, j]
+        tied += total != distinct
+    return tied > 0
+
+
+@accel.kernel
+def _read_round_loop(out, count, excluded, pending, slots, draws, accept, alias, layer_of_chain):  # type: ignore[no-untyped-def]
+    """One round of successive sampling, chain by chain, draw by draw (what :func:`_read_round`
+    does all at once). Pending chain p = ``pending[i]`` reads its draws c in order: the expert is
+    ``slots[i, c]``, or under weights (``draws`` not empty) the alias table's answer for that
+    slot and acceptance draw ``draws[i, c]``; it is kept while the chain needs experts
+    (``count`` < k_e) when it is neither among ``excluded[p]`` nor chosen already
+    (``out[p, :count[p]]``). Compacts the chains still short of k_e to the front of
+    ``pending``, in order; returns how many there are and the fewest experts one of them has
+    (k_e when there is none).
+
+    ``stamp[e] == i + 1`` marks expert e taken for the i-th chain: set for its excluded and
+    chosen experts before its draws are read, it needs no clearing for the next chain."""
+    k = out.shape[1]
+    num = accept.shape[1]
+    width = slots.shape[1]
+    weighted = draws.shape[0] > 0
+    stamp = np.zeros(num, dtype=np.int64)
+    left = 0
+    lowest = k
+    for i in range(len(pending)):
+        p = pending[i]
+        have = count[p]
+        layer = layer_of_chain[p]
+        for j in range(excluded.shape[1]):
+            if 0 <= excluded[p, j] < num:  # ids out of range are never drawn: no mark needed
+                stamp[excluded[p, j]] = i + 1
+        for j in range(have):
+            if 0 <= out[p, j] < num:
+                stamp[out[p, j]] = i + 1
+        c = 0
+        while have < k and c < width:
+            expert = slots[i, c]
+            if weighted and not draws[i, c] < accept[layer, expert]:
+                expert = alias[layer, expert]
+            c += 1
+            if stamp[expert] != i + 1:
+                stamp[expert] = i + 1
+                out[p, have] = expert
+                have += 1
+        count[p] = have
+        if have < k:
+            pending[left] = p
+            left += 1
+            lowest = min(lowest, have)
+    return left, lowest
+
+
+#: The shuffle of the reused experts, as an optional compiled kernel.
+SHUFFLE: accel.Kernel = _shuffle_loop
+#: One round of draws read in draw order, as an optional compiled kernel. ``sample`` passes its
+#: chains as work: the first 2^21 of a process (~1 CPU s of numpy; the default scenario samples
+#: 1.97M) run on the numpy path, where loading numba (~0.5 s) would cost what it saves.
+READ_ROUND: accel.Kernel = _read_round_loop
+READ_ROUND.warmup = 1 << 21
 
 
 def _read_round(
