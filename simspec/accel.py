@@ -21,8 +21,10 @@ Python source uncompiled, so the kernels are checked even where numba is absent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,8 +35,9 @@ _disabled_depth = 0  # > 0 inside :func:`disabled`
 _broken = False  # numba is installed but failed to import
 
 
+@functools.cache
 def available() -> bool:
-    """Whether numba can be imported (without importing it)."""
+    """Whether numba is installed (looked up once, without importing it)."""
     return importlib.util.find_spec("numba") is not None
 
 
@@ -75,9 +78,10 @@ class Kernel:
 
     ``python`` is the uncompiled function (tests run it on small inputs to check the loop's
     logic against the numpy path where numba is absent). ``warmup`` is how much work (in the
-    caller's units, e.g. table entries) the numpy path does before the kernel is loaded: loading
-    numba costs ~0.5 CPU s per process, more than a small run spends in the loop, and as the
-    two paths give identical results a process may switch at any call.
+    caller's units, e.g. table entries) the numpy path does before the kernel is loaded, unless
+    another kernel has loaded numba already: loading numba costs ~0.5 CPU s per process (and
+    ~110 MB of memory), more than a small run spends in the loop, and as the two paths give
+    identical results a process may switch at any call.
     """
 
     def __init__(self, python: Callable[..., Any], warmup: int = 0):
@@ -95,7 +99,8 @@ class Kernel:
         if not enabled() or _broken:
             return None
         if self._compiled is None:
-            if work is not None and self._work + work <= self.warmup:
+            loaded = "numba" in sys.modules  # then only this kernel's cache load is left
+            if work is not None and not loaded and self._work + work <= self.warmup:
                 self._work += work
                 return None
             try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.routing.sets import cumulative_union_sizes, to_sets
+from simspec.routing.sets import to_sets, window_union_sizes
 from simspec.sim.engine import EngineSetup
 
 
@@ -35,10 +35,12 @@ def unique_experts_by_k(setup: EngineSetup, request_id: int, state: int, kmax: i
 def unique_experts_table(setup: EngineSetup, request_id: int, kmax: int) -> np.ndarray:
     """:func:`unique_experts_by_k` at every state of a request: (L, kmax + 1, layers).
 
-    Row i is that function at state i (row 0 too). With sampled or replayed sets it is one
-    gather of every state's fed tokens and a cumulative bitmask union over them
-    (:func:`~simspec.routing.sets.cumulative_union_sizes`), not L separate unions; the counts
-    are the same integers, kept as int64 (so the tables price each count once, see
+    Row i is that function at state i (row 0 too). With sampled or replayed sets the request's
+    stored tokens (:meth:`~simspec.text.reference.ReferenceSet.state_tokens`) are each read
+    once: every state's union grows along its true tokens, then its rejected drafts
+    (:func:`~simspec.routing.sets.window_union_sizes`, bitmasks and popcounts), not L separate
+    unions, nor each true token converted once per window it is in (up to kmax + 1). The
+    counts are the same integers, kept as int64 (so the tables price each count once, see
     :func:`_union_table`). Analytic routing gives expected (fractional) counts, as floats.
     """
     refs = setup.references
@@ -46,8 +48,8 @@ def unique_experts_table(setup: EngineSetup, request_id: int, kmax: int) -> np.n
     if not refs.num_layers:
         return np.zeros((last, kmax + 1, 0))
     if refs.routing.mode != "analytic":
-        routing = refs.state_routing(request_id, kmax)
-        return cumulative_union_sizes(routing, refs.num_experts)
+        true, rejected, accepted = refs.state_tokens(request_id, kmax)
+        return window_union_sizes(true, rejected, accepted, kmax, refs.num_experts)
     return np.stack([unique_experts_by_k(setup, request_id, i, kmax) for i in range(last)])
 
 

@@ -306,6 +306,23 @@ class ReferenceSet:
                 out[state, j] = levels[r - 1][q, state]
         return out
 
+    def state_tokens(
+        self, request_id: int, draft_tokens: int
+    ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """What :meth:`state_routing` gathers, before gathering (views, no copies): the ids of
+        the true tokens (L, layers, k_e) and of the rejected drafts of depth r = 1..deepest
+        ((L, layers, k_e) each, row i: state i), and the accepted drafts min(k, m_i) per state
+        (L,), from which :func:`~simspec.routing.sets.window_union_sizes` counts every state's
+        unions (each stored token read once)."""
+        seq = self.sequence(request_id)
+        last = seq.output_tokens
+        accepted = np.minimum(draft_tokens, seq.match_lengths).astype(np.int64)
+        block, q = divmod(request_id, BLOCK_REQUESTS)
+        true = self._block_true(block)[q, :last]
+        deepest = draft_tokens - int(accepted.min(initial=draft_tokens))
+        levels = self._block_rejected(block, deepest) if deepest > 0 else []
+        return true, [levels[r][q, :last] for r in range(deepest)], accepted
+
     def pass_unique_experts(
         self,
         fed: list[tuple[int, int, int]] | np.ndarray,

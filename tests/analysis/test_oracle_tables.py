@@ -43,6 +43,36 @@ def test_state_routing_is_fed_routing_at_every_state():
             assert np.array_equal(got[i], refs.fed_routing(1, i, k))
 
 
+@pytest.mark.parametrize("alpha", [0.2, 0.9])
+def test_state_tokens_hold_what_state_routing_gathers(alpha):
+    refs = build_setup(tiny("workload.output_tokens=30", f"acceptance.alpha={alpha}")).references
+    kmax = refs.max_draft_tokens
+    for k in (0, 1, kmax):
+        true, rejected, accepted = refs.state_tokens(2, k)
+        gathered = refs.state_routing(2, k)
+        assert len(true) == len(accepted) == len(gathered)
+        assert len(rejected) == k - accepted.min()
+        for i in range(len(gathered)):
+            a = int(accepted[i])
+            fed = [true[i + j] for j in range(a + 1)] + [rejected[r][i] for r in range(k - a)]
+            assert np.array_equal(np.stack(fed), gathered[i])
+
+
+def test_unique_table_of_a_replayed_trace(tmp_path):
+    import simspec
+    from tests.config.test_traces import synthetic_trace, write_scenario
+
+    setup = build_setup(simspec.load_scenario(write_scenario(tmp_path, synthetic_trace())))
+    refs, kmax = setup.references, setup.max_draft_tokens
+    for rid in range(3):
+        table = oracle.unique_experts_table(setup, rid, kmax)
+        assert table.dtype == np.int64
+        for i in range(len(table)):
+            for k in range(kmax + 1):
+                fed = to_sets(refs.fed_routing(rid, i, k), refs.num_experts)
+                assert np.array_equal(table[i, k], fed.any(axis=0).sum(axis=-1))
+
+
 def _step_cost_reference(step: oracle.StepCost, ctx: int, unique: np.ndarray) -> np.ndarray:
     """The attribution cost written out plainly: every draft step priced afresh."""
     costs, n = step.setup.cost_model, step.setup.references.num_experts

@@ -1,6 +1,9 @@
-"""Expert-set representations: membership tables, bitmasks, cumulative unions, history bits.
+"""Expert-set representations: membership tables, bitmasks, cumulative and window unions,
+history bits.
 
-Every vectorised routine is checked against Python sets built token by token.
+Every vectorised routine is checked against Python sets built token by token; the compiled
+kernels against the numpy path, and run uncompiled on small inputs (so their logic is checked
+without numba too).
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simspec import accel
 from simspec.routing import sets
 from simspec.routing.sets import (
     cumulative_union_sizes,
@@ -15,6 +19,7 @@ from simspec.routing.sets import (
     to_bits,
     to_sets,
     union_sizes,
+    window_union_sizes,
 )
 
 
@@ -72,3 +77,120 @@ def test_history_bits_match_a_loop_over_tokens():
         for e in range(32):
             expected = sum(1 << d for d, ids in enumerate(previous) if e in ids[c].tolist())
             assert bits[c, e] == expected
+
+
+def test_to_bits_of_repeated_and_missing_ids():
+    assert to_bits(np.array([[3, 3, 70]]), 128).tolist() == [[8, 64]]  # a repeat sets one bit
+    assert to_bits(np.zeros((2, 0), dtype=np.uint8), 64).tolist() == [[0], [0]]
+
+
+@pytest.mark.parametrize("n", [8, 64, 65, 200, 512])
+def test_popcounts_equal_the_number_of_ids(n):
+    ids = _routing(np.random.default_rng(n), (6, 5), n, min(n, 10))
+    bits = to_bits(ids, n)
+    assert sets.popcounts(bits).tolist() == [[min(n, 10)] * 5] * 6
+    assert sets.popcounts(bits).dtype == np.int64
+
+
+# -- every (state, k) pass of a request: window_union_sizes -----------------------------------
+
+
+def _windows_case(seed: int, n: int, k: int, dtype, states: int = 11, kmax: int = 4):
+    """A request's stored tokens: true ids, rejected ids per depth, accepted drafts a_s."""
+    rng = np.random.default_rng(seed)
+    layers = 3
+    true = _routing(rng, (states + 2, layers), n, k).astype(dtype)
+    rejected = [_routing(rng, (states, layers), n, k).astype(dtype) for _ in range(kmax)]
+    match = rng.integers(0, kmax + 3, size=states)
+    match = np.minimum(match, states - 1 - np.arange(states))
+    match[0] = 0
+    return true, rejected, np.minimum(match, kmax), kmax
+
+
+def _windows_by_sets(true, rejected, accepted, kmax) -> np.ndarray:
+    """Entry (s, k): the fed tokens written out (true s..s+min(k, a_s), then rejected depths
+    1..k − a_s) and their union counted with Python sets."""
+    states, layers = len(accepted), true.shape[1]
+    out = np.zeros((states, kmax + 1, layers), dtype=np.int64)
+    for s in range(states):
+        for k in range(kmax + 1):
+            a = min(k, int(accepted[s]))
+            fed = [true[s + j] for j in range(a + 1)] + [rejected[r][s] for r in range(k - a)]
+            for layer in range(layers):
+                out[s, k, layer] = len({int(e) for token in fed for e in token[layer]})
+    return out
+
+
+CASES = [  # (N, k_e, id dtype): packed uint8 ids, few ids, 4 words, int16, int64
+    (128, 8, np.uint8),
+    (8, 2, np.uint8),
+    (200, 8, np.uint8),
+    (384, 8, np.int16),
+    (64, 5, np.int64),
+]
+
+
+@pytest.mark.parametrize(("n", "k", "dtype"), CASES)
+def test_window_unions_equal_python_sets(n, k, dtype):
+    case = _windows_case(n + k, n, k, dtype)
+    want = _windows_by_sets(*case)
+    with accel.disabled():  # the numpy path
+        got = window_union_sizes(*case, n)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert np.array_equal(window_union_sizes(*case, n), want)  # compiled where numba is
+
+
+def _python_kernels(monkeypatch):
+    """Make window_union_sizes and union_sizes run the kernels' Python source uncompiled."""
+    for kernel in (sets.TRUE_WINDOWS, sets.REJECTED_DEPTH, sets.REJECTED_DEPTH_PACKED):
+        monkeypatch.setattr(kernel, "compiled", lambda work=None, kernel=kernel: kernel.python)
+    monkeypatch.setattr(sets.UNION_PACKED, "compiled", lambda work=None: sets.UNION_PACKED.python)
+
+
+@pytest.mark.parametrize(("n", "k", "dtype"), CASES)
+def test_window_kernels_uncompiled_equal_the_numpy_path(n, k, dtype, monkeypatch):
+    case = _windows_case(2 * n + k, n, k, dtype, states=7, kmax=3)
+    with accel.disabled():
+        want = window_union_sizes(*case, n)
+    _python_kernels(monkeypatch)
+    with np.errstate(over="ignore"):  # the popcount's multiply wraps, as compiled
+        got = window_union_sizes(*case, n)
+    assert np.array_equal(got, want)
+
+
+def test_window_unions_edge_cases():
+    one = _windows_case(5, 128, 8, np.uint8, states=1, kmax=2)  # one state: rejected only
+    assert np.array_equal(window_union_sizes(*one, 128), _windows_by_sets(*one))
+    full = np.array([2, 2, 2])  # every draft accepted: no rejected depth is read
+    true = _routing(np.random.default_rng(9), (5, 2), 16, 3).astype(np.uint8)
+    want = _windows_by_sets(true, [], full, 2)
+    assert np.array_equal(window_union_sizes(true, [], full, 2, 16), want)
+    with accel.disabled():
+        assert np.array_equal(window_union_sizes(true, [], full, 2, 16), want)
+    assert window_union_sizes(true[:0], [], full[:0], 2, 16).shape == (0, 3, 2)
+
+
+def test_compiled_window_kernels_equal_the_numpy_path_on_long_requests():
+    pytest.importorskip("numba")
+    assert sets.TRUE_WINDOWS.compiled() is not None  # loaded now, not after the warm-up
+    for seed, (n, k, dtype) in enumerate(CASES):
+        case = _windows_case(seed, n, k, dtype, states=300, kmax=8)
+        with accel.disabled():
+            want = window_union_sizes(*case, n)
+        assert np.array_equal(window_union_sizes(*case, n), want)
+
+
+@pytest.mark.parametrize("n", [16, 128, 256])
+def test_union_sizes_kernel_equals_the_membership_table(n, monkeypatch):
+    if accel.enabled():
+        assert sets.UNION_PACKED.compiled() is not None  # loaded now, not after the warm-up
+    rng = np.random.default_rng(n)
+    for tokens in (1, 5, 40):
+        ids = _routing(rng, (tokens, 6), n, 8).astype(np.uint8)
+        with accel.disabled():
+            want = union_sizes(ids, n)
+        assert np.array_equal(union_sizes(ids, n), want)
+        assert np.array_equal(union_sizes(ids[..., ::-1], n), want)  # a non-contiguous view
+        with monkeypatch.context() as patch, np.errstate(over="ignore"):
+            _python_kernels(patch)
+            assert np.array_equal(union_sizes(ids, n), want)
