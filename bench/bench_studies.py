@@ -8,12 +8,18 @@ Target (issue): each study's sweep finishes in under 10 minutes on a 2-core mach
 ``--speedup N`` (issue 12 target: 2 workers >= 1.8x one worker on the paper-B prior study) runs
 the study's sweep N times with 1 worker and N times with 2, interleaved, each in a fresh process
 that imports simspec, loads the sweep and calls ``run_sweep`` (what ``simspec sweep`` does,
-without the progress line). It reports medians of the wall time and of the CPU seconds: the
-parent's imports, its share of ``load_sweep`` and of ``run_sweep``, and the workers' share of
-each (``RUSAGE_CHILDREN``). On a shared machine the wall ratio says little, so it also reports
-the wall time that two free cores would give, the parent's CPU + the workers' CPU / workers (a
-lower bound: it assumes perfectly balanced workers), and checks that every run wrote the same
-files. Run it with
+without the progress line). The wall time is the whole process's, as a user waits for it. It
+reports medians of the CPU seconds: the parent's imports, its share of ``load_sweep`` and of
+``run_sweep``, and the workers' share of each (``RUSAGE_CHILDREN``); and a timeline of the wall
+time (:func:`timeline`): before the first point starts, each worker's point CPU seconds, their
+imbalance, the tail where a core idles, after the last point, interpreter start-up and exit.
+For each run it also measures the CPUs other jobs used meanwhile (``/proc/stat``), and reports
+the medians again over the pairs where they stayed under ``--quiet`` (wall ratios of a loaded
+machine say little). "two-core estimate" is the parent's CPU + the workers' CPU / 2 (a lower
+bound: perfectly balanced workers, no start-up, exit or contention). It checks that every run
+wrote the same files. ``--bytecode`` lets the runs write and reuse compiled modules in a private
+cache (this machine sets ``PYTHONDONTWRITEBYTECODE=1``, so every fresh process compiles simspec's
+sources again, ~0.1 s; an installed package has its bytecode). Run it with
 ``PYTHONPATH=<other tree>`` to time another copy of simspec.
 """
 
@@ -24,6 +30,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,26 +46,76 @@ STUDIES = (
 )
 
 
-# One sweep in a fresh process: CPU seconds of each stage, as JSON on stderr.
+# One sweep in a fresh process: CPU seconds of each stage and a timeline of the points, as JSON
+# on stderr. The points are timed by wrapping the functions a worker (``run_point_files``) or the
+# parent (``run_point``, one worker) calls; forked workers inherit the wrapper, and each appends
+# one line per point (pid, start, end, CPU) to the log file (O_APPEND: lines never interleave).
 _CHILD = """
-import inspect, json, resource, sys, time
+import inspect, json, os, resource, sys, time
 def children():
     use = resource.getrusage(resource.RUSAGE_CHILDREN)
     return use.ru_utime + use.ru_stime
 wall, start = time.perf_counter(), time.process_time()
-from simspec.sweep.run import run_sweep
+import simspec.sweep.run as run
 from simspec.sweep.spec import load_sweep
 imported = time.process_time()
-workers = int(sys.argv[2])
+study, workers, out, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def timed(fn, *args):
+    t0, c0 = time.perf_counter(), time.process_time()
+    value = fn(*args)
+    row = [os.getpid(), t0 - wall, time.perf_counter() - wall, time.process_time() - c0]
+    with open(log, "a") as f:
+        f.write(json.dumps(row) + "\\n")
+    return value
+# Top-level functions: a worker receives them by name (pickle).
+run_point, run_point_files = run.run_point, getattr(run, "run_point_files", None)
+def timed_point(*args):
+    return timed(run_point, *args)
+def timed_files(*args):
+    return timed(run_point_files, *args)
+if workers == 1:
+    run.run_point = timed_point
+elif run_point_files is not None:
+    run.run_point_files = timed_files
 parallel = "workers" in inspect.signature(load_sweep).parameters  # validation in workers
-spec, points = load_sweep(sys.argv[1], **({"workers": workers} if parallel else {}))
-loaded, loaded_children = time.process_time(), children()
-run_sweep(points, sys.argv[3], oracle=spec.oracle, workers=workers)
+spec, points = load_sweep(study, **({"workers": workers} if parallel else {}))
+loaded, loaded_children, loaded_wall = time.process_time(), children(), time.perf_counter()
+run.run_sweep(points, out, oracle=spec.oracle, workers=workers)
 stages = {"imports": imported - start, "load": loaded - imported,
           "load workers": loaded_children, "parent": time.process_time() - loaded,
-          "workers": children() - loaded_children, "wall": time.perf_counter() - wall}
+          "workers": children() - loaded_children, "loaded at": loaded_wall - wall,
+          "end": time.perf_counter() - wall}
 print(json.dumps(stages), file=sys.stderr)
 """
+
+
+def timeline(stages: dict[str, float], log: Path) -> dict[str, float]:
+    """Where the wall time of one sweep went, from the child's stages and its points' log.
+
+    ``before points``: from the child's start (its imports; not the interpreter's start-up) to
+    the first point's start; ``busy/worker``: each process's point CPU seconds (the mean; with
+    one worker, the parent's); ``imbalance``: the largest minus the smallest; ``tail``: the
+    last point's end minus the time the first process to run out of points ended its last one
+    (a core idles meanwhile); ``after points``: from the last point's end to the child's end
+    (reading the points back, the tables); ``start + exit``: the rest of the measured wall time
+    (interpreter start-up and exit, pool shut-down).
+    """
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    first = min(r[1] for r in rows)
+    last = max(r[2] for r in rows)
+    by_pid: dict[int, list[list[float]]] = {}
+    for r in rows:
+        by_pid.setdefault(int(r[0]), []).append(r)
+    busy = [sum(r[3] for r in rs) for rs in by_pid.values()]
+    ends = [max(r[2] for r in rs) for rs in by_pid.values()]
+    return {
+        "before points": first,
+        "busy/worker": statistics.mean(busy),
+        "imbalance": max(busy) - min(busy),
+        "tail": last - min(ends),
+        "after points": stages["end"] - last,
+        "start + exit": stages["wall"] - stages["end"],
+    }
 
 
 def folder_digest(folder: Path) -> str:
@@ -69,59 +126,107 @@ def folder_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def sweep_once(study: str, workers: int, out: Path) -> dict[str, float]:
-    """One fresh-process sweep of ``study``: its stages' CPU seconds and wall time."""
-    import simspec
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot (``/proc/stat``; nan without)."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return float("nan")
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")  # without guest (counted in user)
 
-    root = os.path.dirname(os.path.dirname(simspec.__file__))  # the simspec this process uses
+
+def sweep_once(
+    study: str, workers: int, out: Path, bytecode: Path | None, root: str | None = None
+) -> dict[str, float]:
+    """One fresh-process sweep of ``study`` with the simspec in ``root`` (default: the one this
+    process imports): its stages' CPU seconds and wall time, its timeline, and ``others``: the
+    CPUs other jobs used meanwhile (the machine's busy time less ours)."""
+    if root is None:
+        import simspec
+
+        root = os.path.dirname(os.path.dirname(simspec.__file__))
+    log = out.with_name(out.name + ".log")
+    env = {**os.environ, "PYTHONPATH": root}
+    if bytecode is not None:  # as an installed package: compiled modules cached
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+    ours = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy, begin = machine_busy_s(), time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, str(ROOT / study), str(workers), str(out)],
+        [sys.executable, "-P", "-c", _CHILD, str(ROOT / study), str(workers), str(out), str(log)],
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONPATH": root},
+        env=env,
     )
-    return json.loads(proc.stderr.strip().splitlines()[-1])
+    wall = time.perf_counter() - begin  # the whole process, as a user waits for it
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime + after.ru_stime - ours.ru_utime - ours.ru_stime
+    stages = json.loads(proc.stderr.strip().splitlines()[-1])
+    stages["wall"] = wall
+    stages["others"] = max(0.0, (machine_busy_s() - busy - used) / wall)
+    return {**stages, **timeline(stages, log)}
 
 
-def speedup(study: str, repeats: int) -> None:
+TIMELINE = ("before points", "busy/worker", "imbalance", "tail", "after points", "start + exit")
+
+
+def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.15) -> None:
     """Median stages of 1- and 2-worker sweeps of ``study``, interleaved (module docstring)."""
     import simspec
 
     runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}
     digests = set()
     with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "pycache" if bytecode else None
+        if cache is not None:  # compile once, outside the timed runs
+            sweep_once(study, 1, Path(tmp) / "warm-up", cache)
         for r in range(repeats):
             for workers in (1, 2):
                 out = Path(tmp) / f"w{workers}-{r}"
-                runs[workers].append(sweep_once(study, workers, out))
+                runs[workers].append(sweep_once(study, workers, out, cache))
                 digests.add(folder_digest(out))
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}; simspec from {os.path.dirname(simspec.__file__)}; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"load average {os.getloadavg()[0]:.1f}; bytecode cached: {bytecode}"
     )
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
     print(f"{study}: every run wrote the same files: {len(digests) == 1}")
     keys = ("imports", "load", "load workers", "parent", "workers", "wall", "two cores")
-    med = {}
-    for workers, results in runs.items():
+    for results in runs.values():
         for r in results:
             serial = r["imports"] + r["load"] + r["parent"]
-            r["two cores"] = serial + (r["load workers"] + r["workers"]) / workers
-        med[workers] = {k: statistics.median(r[k] for r in results) for k in keys}
-        print(f"{workers} worker(s), wall s: " + " ".join(f"{r['wall']:.2f}" for r in results))
-    ratios = [a["wall"] / b["wall"] for a, b in zip(runs[1], runs[2], strict=True)]
-    print()
-    print("medians, s    " + "  ".join(f"{k:>12}" for k in keys))
-    for workers in (1, 2):
-        print(f"{workers} worker(s)   " + "  ".join(f"{med[workers][k]:12.2f}" for k in keys))
-    print(
-        "wall ratio 1/2 workers per pair: "
-        + " ".join(f"{x:.2f}" for x in ratios)
-        + f" (median {statistics.median(ratios):.2f}); two-core estimate ratio "
-        f"{med[1]['two cores'] / med[2]['two cores']:.2f}"
-    )
+            r["two cores"] = serial + (r["load workers"] + r["workers"]) / 2
+    for workers, results in runs.items():
+        print(
+            f"{workers} worker(s), wall s (CPUs other jobs used meanwhile): "
+            + " ".join(f"{r['wall']:.2f} ({r['others']:.2f})" for r in results)
+        )
+    pairs = list(zip(runs[1], runs[2], strict=True))
+    quiet_pairs = [(a, b) for a, b in pairs if max(a["others"], b["others"]) <= quiet]
+    for name, chosen in (("all pairs", pairs), (f"quiet pairs (others <= {quiet})", quiet_pairs)):
+        print(f"\n{name}: {len(chosen)}")
+        if not chosen:
+            continue
+        med = {
+            w: {k: statistics.median(pair[i][k] for pair in chosen) for k in keys + TIMELINE}
+            for i, w in enumerate((1, 2))
+        }
+        print("medians, CPU s  " + "  ".join(f"{k:>12}" for k in keys))
+        for w in (1, 2):
+            print(f"{w} worker(s)     " + "  ".join(f"{med[w][k]:12.2f}" for k in keys))
+        print("medians, wall s " + "  ".join(f"{k:>13}" for k in TIMELINE))
+        for w in (1, 2):
+            print(f"{w} worker(s)     " + "  ".join(f"{med[w][k]:13.3f}" for k in TIMELINE))
+        ratios = [a["wall"] / b["wall"] for a, b in chosen]
+        print(
+            "wall ratio 1/2 workers per pair: "
+            + " ".join(f"{x:.2f}" for x in ratios)
+            + f" (median {statistics.median(ratios):.2f}); two-core estimate ratio "
+            f"{med[1]['two cores'] / med[2]['two cores']:.2f}"
+        )
 
 
 def main() -> None:
@@ -129,9 +234,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--speedup", type=int, default=0, metavar="N")
     parser.add_argument("--study", default=STUDIES[0])
+    parser.add_argument(
+        "--bytecode",
+        action="store_true",
+        help="with --speedup: let the runs cache compiled modules, as an installed package does",
+    )
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=0.15,
+        metavar="CPUS",
+        help="with --speedup: also report the pairs where other jobs used at most CPUS",
+    )
     args = parser.parse_args()
     if args.speedup:
-        speedup(args.study, args.speedup)
+        speedup(args.study, args.speedup, args.bytecode, args.quiet)
         return
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

@@ -49,7 +49,12 @@ def with_traces(
             files[value] = read_trace(value, key, source, base_dir)
         return files[value]
 
-    lengths = request_lengths(sections["workload"], seed)
+    replays = (routing.replays_trace and resolved.target.shape.num_moe_layers) or (
+        acceptance.process == "trace"
+    )
+    # Drawn only to check a trace's coverage (a stream per request: most of a sweep point's
+    # validation time when nothing is replayed).
+    lengths = request_lengths(sections["workload"], seed) if replays else []
     routing_trace = acceptance_trace = None
     if routing.replays_trace and resolved.target.shape.num_moe_layers:
         routing_trace = read(routing.trace, "routing.trace")

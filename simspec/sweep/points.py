@@ -159,10 +159,29 @@ def _read_results(path: Path) -> RunResult:
         raise InputError(str(path), "results", "a sweep point file", _why(err)) from None
 
 
-def read_points(out: Path, points: Sequence[Point]) -> list[PointResult]:
-    """The results of ``points`` (all finished) from the folder ``out``, in their order."""
+def parse_point(text: str) -> RunResult:
+    """The results in a point file's text: what reading the file back gives."""
+    return RunResult.from_dict(json.loads(text)["results"])
+
+
+def read_points(
+    out: Path, points: Sequence[Point], parsed: Mapping[str, RunResult] | None = None
+) -> list[PointResult]:
+    """The results of ``points`` (all finished) from the folder ``out``, in their order.
+
+    ``parsed`` maps digests to results already parsed from the text written to their files
+    (:func:`parse_point`; a sweep parses each point as it finishes, while the workers run); the
+    other points are read from their files.
+    """
+    parsed = parsed or {}
     return [
-        PointResult(p.case, p.values, p.replication, _read_results(point_path(out, p.digest)), out)
+        PointResult(
+            p.case,
+            p.values,
+            p.replication,
+            parsed[p.digest] if p.digest in parsed else _read_results(point_path(out, p.digest)),
+            out,
+        )
         for p in points
     ]
 

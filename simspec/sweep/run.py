@@ -14,9 +14,11 @@ Workers receive the resolved :class:`~simspec.config.scenario.Scenario` (it pick
 validated twice) and return the :class:`~simspec.analysis.results.RunResult`. The parent saves
 each finished point at once, atomically (:mod:`simspec.sweep.points` describes the folder), so a
 sweep killed at any moment loses only the points in flight, and ``resume`` skips the points
-whose file exists. When every point is done, the parent reads the point files back and writes
-the tables (:mod:`simspec.sweep.tables`) and ``sweep.json``: a resumed sweep writes the same
-bytes as an uninterrupted one, because rows follow the grid, never completion order.
+whose file exists. The parent parses each point's text as it saves it (what reading the file
+back gives: the workers are still busy meanwhile, so little is left for the end), reads the points
+an earlier run saved, and when every point is done writes the tables
+(:mod:`simspec.sweep.tables`) and ``sweep.json``: a resumed sweep writes the same bytes as an
+uninterrupted one, because rows follow the grid, never completion order.
 
 Example (the Python form of ``simspec sweep FILE --out DIR --grid ... --workers 2``):
 
@@ -47,6 +49,7 @@ from simspec.sweep.points import (
     PointFiles,
     PointResult,
     check_folder,
+    parse_point,
     point_files,
     point_path,
     read_points,
@@ -147,25 +150,31 @@ def run_sweep(
     if progress:
         progress(done, len(points))
 
+    parsed: dict[str, RunResult] = {}
+
     def finished(point: Point, result: RunResult | PointFiles) -> None:
         nonlocal done
-        write_point(out, point, result)
+        files = point_files(point, result) if isinstance(result, RunResult) else result
+        write_point(out, point, files)
+        # Parsed now, while the workers still run, rather than read back after the last point.
+        parsed[point.digest] = parse_point(files[0])
         done += 1
         if progress:
             progress(done, len(points))
 
-    try:
-        if executor == "dask":
-            _run_dask(todo, finished, oracle, workers, scheduler)
-        else:
-            _run_processes(todo, finished, oracle, workers)
-    except BaseException:
-        if created:
-            _remove_empty(out)
-        raise
-    results = read_points(out, points)
-    write_tables(results, out)
-    write_manifest(out, points)  # last: its presence says the tables are complete
+    with contextlib.ExitStack() as pools:  # local workers exit while the tables are written
+        try:
+            if executor == "dask":
+                _run_dask(todo, finished, oracle, workers, scheduler)
+            else:
+                _run_processes(todo, finished, oracle, workers, pools)
+        except BaseException:
+            if created:
+                _remove_empty(out)
+            raise
+        results = read_points(out, points, parsed)
+        write_tables(results, out)
+        write_manifest(out, points)  # last: its presence says the tables are complete
     return results
 
 
@@ -176,7 +185,11 @@ def _remove_empty(out: Path) -> None:
             folder.rmdir()
 
 
-def _run_processes(todo: list[Point], finished: Finished, oracle: bool, workers: int) -> None:
+def _run_processes(
+    todo: list[Point], finished: Finished, oracle: bool, workers: int, pools: contextlib.ExitStack
+) -> None:
+    """Run ``todo`` here (one worker) or on forked workers; ``pools`` shuts the pool down (and
+    waits for its processes) on exit, after the caller has written the tables."""
     if workers <= 1 or len(todo) <= 1:
         for point in todo:
             finished(point, run_point(point.scenario, oracle))
@@ -186,10 +199,11 @@ def _run_processes(todo: list[Point], finished: Finished, oracle: bool, workers:
     # Forked workers inherit the imported modules (and the parent's caches, which never change
     # a result: one worker runs every point in the parent).
     context = worker_context()
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
-        for future in cf.as_completed(futures):
-            finished(futures[future], future.result())
+    pool = pools.enter_context(cf.ProcessPoolExecutor(max_workers=workers, mp_context=context))
+    futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
+    for future in cf.as_completed(futures):
+        finished(futures[future], future.result())
+    pool.shutdown(wait=False)  # every point is done: let the workers exit meanwhile
 
 
 #: Seconds to wait for a dask scheduler at ``--scheduler`` before giving up.

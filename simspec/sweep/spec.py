@@ -228,8 +228,8 @@ def expand(
     base_dir : str
         The folder a relative ``costs.profile`` is resolved against (the scenario file's).
     workers : int
-        Resolve the points' scenarios in this many forked processes (Linux; the same points
-        and errors as one process).
+        Apply the points' overrides, resolve their scenarios and compute their digests in this
+        many forked processes (Linux; the same points and the same first error as one process).
 
     Raises
     ------
@@ -238,7 +238,7 @@ def expand(
     """
     base = {k: v for k, v in data.items() if k != "sweep"}
     keys = list(spec.grid)
-    todo: list[tuple[str, dict[str, Any], int, dict[str, Any], str]] = []
+    combos: list[Combo] = []
     for case in spec.cases or [{}]:
         label = str(case.get("label", ""))
         case_overrides = [_override(k, v) for k, v in case.items() if k != "label"]
@@ -248,18 +248,25 @@ def expand(
                 values.update(dict(_flatten(value)) if isinstance(value, Mapping) else {key: value})
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             where = f"{source} (sweep point {', '.join(overrides) or 'base'})"
-            point = apply_overrides(base, overrides, where)
-            # A seed set by the case or a grid axis is the base seed of this point's
-            # replications (checked like a scenario's seed before it is derived from).
-            seed = check_seed(point.get("seed", 0), where)
-            for r in range(spec.replications):
-                seeded = apply_overrides(point, {"seed": replication_seed(seed, r)}, where)
-                todo.append((label, values, r, seeded, where))
-    scenarios = _resolve([(t[3], t[4]) for t in todo], base_dir, workers)
-    return [
-        Point(i, label, values, r, scenario)
-        for i, ((label, values, r, _, _), scenario) in enumerate(zip(todo, scenarios, strict=True))
-    ]
+            combos.append((label, values, overrides, where))
+    resolved = _resolve(base, combos, spec.replications, base_dir, workers)
+    points: list[Point] = []
+    for (label, values, _, _), replications in zip(combos, resolved, strict=True):
+        for r, (scenario, digest) in enumerate(replications):
+            point = Point(len(points), label, values, r, scenario)
+            if digest is not None:
+                point.__dict__["digest"] = digest  # what the cached property stores
+            points.append(point)
+    return points
+
+
+#: Points per worker below which :func:`expand` resolves the points in this process.
+MIN_PARALLEL = 64
+
+#: One grid point of a case, before replications: (label, values, overrides, where).
+Combo = tuple[str, dict[str, Any], list[str], str]
+#: A resolved replication: the scenario and, when a worker computed it, its digest.
+Resolved = tuple[Scenario, str | None]
 
 
 def worker_context() -> Any:
@@ -278,36 +285,74 @@ def worker_context() -> Any:
     return multiprocessing.get_context("fork" if fork else "spawn")
 
 
-def _scenario_or_none(item: tuple[dict[str, Any], str], base_dir: str) -> Scenario | None:
-    """The resolved scenario of one point, or None if it is invalid (in a worker)."""
+def _seeded(base: dict[str, Any], combo: Combo, replications: int) -> list[dict[str, Any]]:
+    """The scenario data of every replication of ``combo``: the base with the combo's overrides
+    and, for replication r, the seed :func:`~simspec.rng.replication_seed` derives."""
+    where = combo[3]
+    point = apply_overrides(base, combo[2], where)
+    # A seed set by the case or a grid axis is the base seed of this point's replications
+    # (checked like a scenario's seed before it is derived from).
+    seed = check_seed(point.get("seed", 0), where)
+    return [
+        apply_overrides(point, {"seed": replication_seed(seed, r)}, where)
+        for r in range(replications)
+    ]
+
+
+def _resolve_combo(
+    combo: Combo, base: dict[str, Any], replications: int, base_dir: str
+) -> list[Resolved] | None:
+    """Every replication of one combo, resolved, with its digest; None if any step fails (in
+    a worker: the parent then resolves the sweep in the reference order to raise the error)."""
     try:
-        return scenario_from_dict(item[0], item[1], base_dir=base_dir)
-    except Exception:  # the parent resolves it again and raises the error itself
+        return [
+            (scenario, scenario.digest())
+            for scenario in (
+                scenario_from_dict(data, combo[3], base_dir=base_dir)
+                for data in _seeded(base, combo, replications)
+            )
+        ]
+    except Exception:
         return None
 
 
 def _resolve(
-    items: list[tuple[dict[str, Any], str]], base_dir: str, workers: int
-) -> list[Scenario]:
-    """``scenario_from_dict`` of every (point data, where), in order; the first invalid point
-    raises its error. With ``workers`` > 1 on Linux, the points are split over forked processes
-    (validation is most of a sweep's start-up: a serial part of every parallel sweep)."""
-    context = worker_context()
-    if workers <= 1 or len(items) < 4 * workers or context.get_start_method() != "fork":
-        return [scenario_from_dict(data, where, base_dir=base_dir) for data, where in items]
-    import concurrent.futures as cf
+    base: dict[str, Any], combos: list[Combo], replications: int, base_dir: str, workers: int
+) -> list[list[Resolved]]:
+    """The resolved replications of every combo, in order.
 
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        chunk = max(1, len(items) // (4 * workers))
-        resolved = list(
-            pool.map(_scenario_or_none, items, [base_dir] * len(items), chunksize=chunk)
+    One process (the reference, and the order of errors): every combo's overrides applied and
+    seeds checked first, then every scenario resolved, so the first failing step raises. With
+    ``workers`` > 1 on Linux, forked processes take whole combos (overrides, seeds, resolution
+    and digest: all of a sweep's start-up that is not reading the file, which would otherwise
+    stay serial before every parallel sweep); if any fails, the reference path runs and raises.
+    """
+    context = worker_context()
+    # A pool costs ~30 ms and every process spends ~30 ms on its first point, while a point
+    # takes ~1-3 ms (more with traces): below ~64 points per worker, one process is as fast.
+    parallel = (
+        workers > 1 and len(combos) > 1 and len(combos) * replications >= MIN_PARALLEL * workers
+    )
+    if parallel and context.get_start_method() == "fork":
+        import concurrent.futures as cf
+        import functools
+
+        work = functools.partial(
+            _resolve_combo, base=base, replications=replications, base_dir=base_dir
         )
-    out = []
-    for (data, where), scenario in zip(items, resolved, strict=True):
-        out.append(
-            scenario_from_dict(data, where, base_dir=base_dir) if scenario is None else scenario
-        )
-    return out
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            # Large contiguous chunks (two per worker): a process spends ~1-10 ms the first
+            # time it meets a case's model (and ~30 ms on its first point), so a worker that
+            # sees only some of the cases does less; the second chunk evens out the end.
+            chunk = max(1, -(-len(combos) // (2 * workers)))
+            done = list(pool.map(work, combos, chunksize=chunk))
+        if all(d is not None for d in done):
+            return [d for d in done if d is not None]
+    seeded = [(_seeded(base, combo, replications), combo[3]) for combo in combos]
+    return [
+        [(scenario_from_dict(data, where, base_dir=base_dir), None) for data in datas]
+        for datas, where in seeded
+    ]
 
 
 def load_sweep(

@@ -12,7 +12,7 @@ import pytest
 
 from simspec.analysis.replications import T_975, half_width_95, t_quantile_975
 from simspec.errors import ScenarioError
-from simspec.sweep.points import point_files, point_path, write_point
+from simspec.sweep.points import parse_point, point_files, point_path, read_points, write_point
 from simspec.sweep.run import run_point, run_sweep
 from simspec.sweep.spec import expand, read_spec
 
@@ -36,6 +36,14 @@ replications = 3
 oracle = true
 grid = { "workload.num_requests" = [1, 3], "acceptance.alpha" = [0.5, 0.8] }
 """
+
+
+@pytest.fixture
+def pool_always(monkeypatch):
+    """Resolve even these few points in worker processes (the path a large sweep takes)."""
+    import simspec.sweep.spec as spec_module
+
+    monkeypatch.setattr(spec_module, "MIN_PARALLEL", 1)
 
 
 def _points():
@@ -108,7 +116,7 @@ print("scipy.stats" in sys.modules)
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_parallel_validation_gives_the_same_points_and_errors():
+def test_parallel_validation_gives_the_same_points_and_errors(pool_always):
     data = tomllib.loads(BASE)
     spec = read_spec(data, "par.toml")
     one = expand(data, "par.toml", spec, workers=1)
@@ -125,3 +133,74 @@ def test_parallel_validation_gives_the_same_points_and_errors():
             expand(bad, "par.toml", spec, workers=workers)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "7" in errors[0]
+
+
+def test_few_points_are_resolved_in_this_process():
+    spec, _ = _points()
+    two = expand(tomllib.loads(BASE), "par.toml", spec, workers=2)  # 12 points: no pool
+    assert not any("digest" in p.__dict__ for p in two)
+
+
+def test_workers_compute_the_digests_the_scenarios_give(pool_always):
+    """Validation workers also derive each point's digest; it is the scenario's own digest."""
+    spec, points = _points()
+    two = expand(tomllib.loads(BASE), "par.toml", spec, workers=2)
+    assert all("digest" in p.__dict__ for p in two)  # precomputed, not derived again
+    assert [p.digest for p in two] == [p.scenario.digest() for p in two]
+    assert [p.digest for p in two] == [p.digest for p in points]
+
+
+@pytest.mark.parametrize(
+    "grid, key",
+    [
+        # One process applies every point's overrides (and checks its seed) before it validates
+        # any point, so an override that cannot apply (a key inside a number) or a bad seed in
+        # a later point is the error, not the refused alpha = 7 of an earlier one; workers
+        # resolve whole points, and must still raise exactly that error.
+        (
+            '{ acc = [{ "acceptance.alpha" = 0.5 }, { "acceptance.alpha" = 7.0 }, '
+            '{ "acceptance.alpha" = 0.6, "acceptance.alpha.x" = 1 }], seed = [1, 2] }',
+            "acceptance.alpha.x",
+        ),
+        ('{ "acceptance.alpha" = [0.5, 7.0, 0.6], seed = [1, -3] }', "seed"),
+        ('{ "acceptance.alpha" = [0.5, 0.6, 7.0, 0.8], seed = [1, 2] }', "acceptance.alpha"),
+    ],
+)
+def test_parallel_expansion_raises_the_serial_error(grid, key, pool_always):
+    data = tomllib.loads(BASE[: BASE.index("grid = ")] + f"grid = {grid}\n")
+    spec = read_spec(data, "par.toml")
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(ScenarioError) as info:
+            expand(data, "par.toml", spec, workers=workers)
+        errors.append((type(info.value), str(info.value), info.value.key_path))
+    assert errors[0] == errors[1]
+    assert errors[0][2] == key, errors[0]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_results_parsed_as_points_finish_are_the_files_read_back(tmp_path, workers):
+    """run_sweep parses each point's text as it finishes; that is what reading the file gives."""
+    spec, points = _points()
+    returned = run_sweep(points, tmp_path / "o", oracle=spec.oracle, workers=workers)
+    again = read_points(tmp_path / "o", points)
+    assert [p.result for p in returned] == [p.result for p in again]
+    assert [(p.case, p.values, p.replication) for p in returned] == [
+        (p.case, p.values, p.replication) for p in again
+    ]
+    text = point_path(tmp_path / "o", points[0].digest).read_text()
+    assert parse_point(text) == again[0].result
+
+
+def test_points_without_traces_draw_no_request_lengths(monkeypatch):
+    """Request lengths are drawn (a stream per request) only to check a replayed trace's
+    coverage: a sweep that replays nothing skips them (most of its validation time)."""
+    import simspec.config.traces as traces
+
+    spec, points = _points()
+    calls = []
+    real = traces.request_lengths
+    monkeypatch.setattr(traces, "request_lengths", lambda *a: calls.append(a) or real(*a))
+    again = expand(tomllib.loads(BASE), "par.toml", spec, workers=1)
+    assert calls == []
+    assert [p.scenario for p in again] == [p.scenario for p in points]
