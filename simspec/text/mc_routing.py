@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simspec import accel
 from simspec.routing.maxent import MaxEntSampler
 from simspec.routing.reuse import ExpertSampler
 from simspec.routing.sets import history_bits
@@ -59,23 +60,78 @@ def continue_maxent(
     r = len(levels) + 1
     out = np.empty((nseq * length * layers, k), dtype=true.dtype)
     flat_levels = [lv.reshape(-1, k) for lv in levels]
+    depth = sampler.depth
     for start in range(0, len(out), CHUNK_CHAINS):
-        chain = np.arange(start, min(start + CHUNK_CHAINS, len(out)))
+        stop = min(start + CHUNK_CHAINS, len(out))
+        chain = np.arange(start, stop)
         q, rest = np.divmod(chain, length * layers)
         i, layer = np.divmod(rest, layers)
-        previous = []
-        for d in range(1, sampler.depth + 1):
-            if d < r:
-                previous.append(flat_levels[r - d - 1][chain])
-                continue
-            index = anchor[q, i] - (d - r)
-            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
-            previous.append(np.where(index[:, None] >= 0, ids, -1))
-        history = history_bits(previous, num_experts)
+        loop = HISTORY.compiled((stop - start) * num_experts) if depth else None
+        if loop is not None:  # the same bits by a compiled loop
+            shallow = [flat_levels[r - d - 1][start:stop] for d in range(1, min(depth + 1, r))]
+            history = np.zeros((stop - start, num_experts), np.int8 if depth < 8 else np.int32)
+            loop(
+                true,
+                anchor,
+                _stacked(shallow, stop - start, k, true.dtype),
+                start,
+                r,
+                depth,
+                history,
+            )
+        else:
+            previous = []
+            for d in range(1, depth + 1):
+                if d < r:
+                    previous.append(flat_levels[r - d - 1][chain])
+                    continue
+                index = anchor[q, i] - (d - r)
+                ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
+                previous.append(np.where(index[:, None] >= 0, ids, -1))
+            history = history_bits(previous, num_experts)
         out[chain] = sampler.step(rng, layer, history, anchor[q, i] + r, draft=True).astype(
             true.dtype
         )
     return out.reshape(nseq, length, layers, k)
+
+
+def _stacked(arrays: list[np.ndarray], rows: int, k: int, dtype: np.dtype) -> np.ndarray:
+    """The shallower levels' ids of a chunk as one (levels, rows, k) array (one signature)."""
+    if not arrays:
+        return np.zeros((0, rows, k), dtype=dtype)
+    return np.stack(arrays)
+
+
+@accel.kernel
+def _history_loop(true, anchor, shallow, start, r, depth, history):  # type: ignore[no-untyped-def]
+    """:func:`~simspec.routing.sets.history_bits` of the chunk of chains from ``start`` for the
+    rejected level ``r``, gathered and set in one pass: token d back (d = 1..depth) is the
+    shallower draft ``shallow[d - 1]`` while d < r, else the true token anchor − (d − r) (none
+    before the sequence's start); its experts get bit d − 1."""
+    _, length, layers, k = true.shape
+    for c in range(history.shape[0]):
+        chain = start + c
+        q = chain // (length * layers)
+        rest = chain - q * length * layers
+        i = rest // layers
+        layer = rest - i * layers
+        for d in range(1, depth + 1):
+            bit = 1 << (d - 1)
+            if d < r:
+                for j in range(k):
+                    history[c, shallow[d - 1, c, j]] |= bit
+                continue
+            index = anchor[q, i] - (d - r)
+            if index < 0:
+                continue
+            for j in range(k):
+                history[c, true[q, index, layer, j]] |= bit
+
+
+#: The history loop of :func:`continue_maxent` as an optional compiled kernel (it runs once the
+#: max-entropy selection loop has loaded numba; work = chains x experts, as that loop's).
+HISTORY: accel.Kernel = _history_loop
+HISTORY.warmup = 1 << 26
 
 
 def gather_pass(
