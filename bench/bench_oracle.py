@@ -40,7 +40,7 @@ def table_rate(scenario, repeats: int) -> tuple[float, float, float, int]:
     expert unions (:func:`~simspec.analysis.oracle.unique_experts_table`, which
     :func:`~simspec.analysis.oracle.batched_plan` computes once and reuses every round), of
     the unions alone, and how many (position x k) entries that is."""
-    setup = build_setup(scenario)
+    setup = build_setup(scenario, oracle=True)
     refs, kmax = setup.references, setup.max_draft_tokens
     step = oracle.StepCost(
         setup, 31, 3.0, scenario.workload.prompt_tokens + 128, np.full(refs.num_layers, 100.0)

@@ -64,7 +64,7 @@ def cell(target: str, batch: int, process: str, output_tokens: int) -> dict[str,
     data["policies"] = [{"name": "fixed", "draft_tokens": 0}]
     scenario = scenario_from_dict(data, str(PAPER_A))
     start = time.perf_counter()
-    found = oracle.oracle_plan(build_setup(scenario))
+    found = oracle.oracle_plan(build_setup(scenario, oracle=True))
     summary: dict[str, Any] = {}
     if found.tables:
         _, summary = delta.analyse(found.tables, rng.stream(scenario.seed, "delta_control"))

@@ -43,7 +43,7 @@ def main() -> None:
                 "policies": [{"name": "fixed", "draft_tokens": 0}],
             },
         )
-        setup = build_setup(scenario)
+        setup = build_setup(scenario, oracle=True)
         start = time.perf_counter()
         opt = exact_joint_plan(setup).mean_tpot_s
         approx = oracle.oracle_plan(setup).log.mean_tpot_s()

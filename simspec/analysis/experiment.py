@@ -21,9 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec._version import __version__
-from simspec.analysis.delta import analyse
 from simspec.analysis.metrics import summarize
-from simspec.analysis.oracle import oracle_plan
 from simspec.analysis.results import OracleSummary, RunResult
 from simspec.config.scenario import Scenario
 from simspec.policies.fixed import BASELINE_LABEL, FixedPolicy, is_plain_decoding
@@ -70,7 +68,7 @@ def run_experiment(
     -------
     RunResult
     """
-    setup = build_setup(scenario)
+    setup = build_setup(scenario, oracle=oracle)
     declared = next(
         (i for i, spec in enumerate(scenario.policies) if is_plain_decoding(spec.policy)), None
     )
@@ -100,6 +98,11 @@ def run_experiment(
     delta_points = None
     oracle_tpot = None
     if oracle:
+        # Imported here, not at the top: only oracle runs need the oracle's search and the
+        # Delta analysis, and a sweep without ``oracle`` should not load them in each process.
+        from simspec.analysis.delta import analyse
+        from simspec.analysis.oracle import oracle_plan
+
         found = oracle_plan(setup)
         step()
         runs.append(_Run("oracle", "oracle", {"exact": found.exact}, found.log, is_oracle=True))

@@ -35,8 +35,21 @@ def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> floa
     return float(profile[:, 0].mean())
 
 
-def build_setup(scenario: Scenario) -> EngineSetup:
-    """Reference sequences, cost model and limits of ``scenario``."""
+def draft_bound(scenario: Scenario, *, oracle: bool = False) -> int | None:
+    """The most drafts any run of ``scenario`` feeds at one state as a chain: the largest of
+    its policies' budget caps (within the drafter's K_max); None (any, up to K_max) with the
+    oracle, which weighs every k, or with draft trees, whose rejected nodes follow no chain."""
+    cap = scenario.drafter.max_draft_tokens
+    if oracle or scenario.speculation.is_tree:
+        return None
+    return max((min(p.policy.budget_cap(cap), cap) for p in scenario.policies), default=0)
+
+
+def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
+    """Reference sequences, cost model and limits of ``scenario``; ``oracle``: the oracle will
+    read them too (every k up to K_max, :func:`draft_bound`). A run of a policy that drafts
+    deeper than the bound still gets the right ids (the reference set draws what was left out
+    again), only slower."""
     s = scenario
     target, drafter = s.target, s.drafter
     common: dict[str, Any] = {
@@ -64,6 +77,7 @@ def build_setup(scenario: Scenario) -> EngineSetup:
         max_draft_tokens=drafter.max_draft_tokens,
         routing_trace=replayed[0],
         acceptance_trace=replayed[1],
+        draft_bound=draft_bound(s, oracle=oracle),
     )
     return EngineSetup(
         references=references,

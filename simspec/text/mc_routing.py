@@ -136,7 +136,7 @@ HISTORY.warmup = 1 << 26
 
 def gather_pass(
     true_block: Callable[[int], np.ndarray],
-    rejected_block: Callable[[int, int], list[np.ndarray]],
+    rejected_ids: Callable[[int, int, np.ndarray, np.ndarray], np.ndarray],
     triples: np.ndarray,
     accepted: np.ndarray,
     block_size: int,
@@ -146,9 +146,9 @@ def gather_pass(
     ``triples`` (B, 3) holds (request id, state i, drafts k) and ``accepted`` the accepted
     drafts a of each request: the pass feeds the true tokens y_i..y_{i+a} (cut at the block's
     end, as :meth:`~simspec.text.reference.ReferenceSet.fed_routing`'s slice) and the rejected
-    drafts of depths 1..k − a at state i. ``true_block(b)`` and ``rejected_block(b, depth)``
-    return block b's arrays. The order of the tokens differs from fed_routing's; their union
-    does not.
+    drafts of depths 1..k − a at state i. ``true_block(b)`` returns block b's true tokens and
+    ``rejected_ids(b, r, q, i)`` the ids of its rejected depth r at rows q, states i. The order
+    of the tokens differs from fed_routing's; their union does not.
     """
     request, state, drafts = triples.T
     block, row = np.divmod(request, block_size)
@@ -167,10 +167,7 @@ def gather_pass(
             sequence, position = sequence[inside], position[inside]
         parts.append(true[sequence, position])
         rejected = drafts[mine] - acc
-        deepest = int(rejected.max())
-        if deepest > 0:
-            levels = rejected_block(b, deepest)
-            for r in range(1, deepest + 1):
-                deep = rejected >= r
-                parts.append(levels[r - 1][q[deep], i[deep]])
+        for r in range(1, int(rejected.max()) + 1):
+            deep = rejected >= r
+            parts.append(rejected_ids(b, r, q[deep], i[deep]))
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
