@@ -10,30 +10,82 @@ tokens each request should speculate, what that buys, and how far a policy is fr
 >>> result.get("fixed-2").speedup_vs_no_spec         # doctest: +SKIP
 """
 
-from collections.abc import Callable
-from pathlib import Path
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from simspec._version import __version__
-from simspec.analysis.experiment import run_experiment
-from simspec.analysis.results import METRICS, PolicyResult, RunResult
-from simspec.config.load import (
-    Overrides,
-    apply_overrides,
-    load_scenario,
-    scenario_from_dict,
-    with_overrides,
-)
-from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError
-from simspec.sweep.run import run_sweep
-from simspec.sweep.spec import load_sweep
 
-#: What :func:`run` and :func:`compare` accept as a scenario: a loaded one, a TOML path, or
-#: None for the embedded default.
-ScenarioLike = Scenario | str | Path | None
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import TypeAlias
+
+    from simspec.analysis.experiment import run_experiment
+    from simspec.analysis.results import METRICS, PolicyResult, RunResult
+    from simspec.config.load import (
+        Overrides,
+        apply_overrides,
+        load_scenario,
+        scenario_from_dict,
+        with_overrides,
+    )
+    from simspec.config.scenario import Scenario
+    from simspec.sweep.run import run_sweep
+    from simspec.sweep.spec import load_sweep
+
+    #: What :func:`run` and :func:`compare` accept as a scenario: a loaded one, a TOML path,
+    #: or None for the embedded default.
+    ScenarioLike: TypeAlias = Scenario | str | Path | None
+
+#: The public names defined elsewhere, by the module that defines them. ``import simspec``
+#: imports none of these modules (the simulator, numpy and simpy cost ~0.5 s of CPU per
+#: process, and a CLI command or a sweep may need only part of them): the first access to a
+#: name imports its module (:func:`__getattr__`, PEP 562).
+_LAZY: dict[str, str] = {
+    "run_experiment": "simspec.analysis.experiment",
+    "METRICS": "simspec.analysis.results",
+    "PolicyResult": "simspec.analysis.results",
+    "RunResult": "simspec.analysis.results",
+    "Overrides": "simspec.config.load",
+    "apply_overrides": "simspec.config.load",
+    "load_scenario": "simspec.config.load",
+    "scenario_from_dict": "simspec.config.load",
+    "with_overrides": "simspec.config.load",
+    "Scenario": "simspec.config.scenario",
+    "run_sweep": "simspec.sweep.run",
+    "load_sweep": "simspec.sweep.spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name of :data:`_LAZY`, imported on first access and then kept as a global (so
+    this runs once per name); ``ScenarioLike`` is built the same way."""
+    if name == "ScenarioLike":
+        from pathlib import Path
+
+        from simspec.config.scenario import Scenario
+
+        value: Any = Scenario | str | Path | None
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones included (for tab completion)."""
+    return sorted({*globals(), *_LAZY, "ScenarioLike"})
 
 
 def _scenario(scenario: ScenarioLike, overrides: Overrides) -> Scenario:
+    from simspec.config.load import load_scenario, with_overrides
+    from simspec.config.scenario import Scenario
+
     if isinstance(scenario, Scenario):
         return with_overrides(scenario, overrides) if overrides else scenario
     return load_scenario(scenario, overrides)
@@ -65,6 +117,8 @@ def run(
     RunResult
         ``result.records()`` gives plain dicts, ``result.to_dataframe()`` a pandas DataFrame.
     """
+    from simspec.analysis.experiment import run_experiment
+
     return run_experiment(_scenario(scenario, overrides), progress=progress, keep_logs=keep_logs)
 
 
@@ -76,6 +130,8 @@ def compare(
     keep_logs: bool = False,
 ) -> RunResult:
     """:func:`run` plus the hindsight oracle, each row's gap to it and its Delta-space analysis."""
+    from simspec.analysis.experiment import run_experiment
+
     return run_experiment(
         _scenario(scenario, overrides), oracle=True, progress=progress, keep_logs=keep_logs
     )

@@ -32,7 +32,6 @@ from simspec.errors import InputError, ScenarioError, describe
 from simspec.inputs import read_input_text
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
-from simspec.physics.hf_config import model_spec_from_hf
 from simspec.physics.models import ModelSpec
 
 #: The drafter a custom target gets unless ``model.drafter`` names one.
@@ -141,6 +140,8 @@ def _target(model: ModelConfig, source: str, base: str) -> ModelSpec:
     if model.custom is not None:
         return model.custom
     if model.config:
+        from simspec.physics.hf_config import model_spec_from_hf  # only `model.config` needs it
+
         data = _read_config(model.config, source, base)
         where = str(Path(base) / model.config) if base else model.config
         try:

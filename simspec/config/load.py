@@ -17,6 +17,7 @@ folder; one given as an override is relative to the working folder. Trace paths
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -111,7 +112,16 @@ def _parse_toml(text: str, source: str) -> dict[str, Any]:
 
 # -- overrides -------------------------------------------------------------------------------------
 def parse_value(text: str) -> Any:
-    """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string."""
+    """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string.
+
+    Cached by text (a sweep applies the same few overrides to every point); each call returns
+    its own copy, as parsing again would.
+    """
+    return copy.deepcopy(_parsed_value(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_value(text: str) -> Any:
     try:
         return load_toml(f"v = {text}", "--set", text[:40], ScenarioError)["v"]
     except tomllib.TOMLDecodeError:
@@ -154,7 +164,8 @@ def apply_overrides(
     values are TOML (``policies[1].draft_tokens=4`` indexes arrays).
     """
     result = copy.deepcopy(dict(data))
-    for key, value in _pairs(overrides, where):
+    pairs = _pairs(overrides, where)
+    for key, value in pairs:
         parts = _key_parts(key, where)
         node: Any = result
         for depth, part in enumerate(parts):
@@ -174,7 +185,7 @@ def apply_overrides(
                 if isinstance(part, str) and part not in node:
                     node[part] = [] if isinstance(parts[depth + 1], int) else {}
                 node = node[part]
-    drop_stale_drafter(result, [key for key, _ in _pairs(overrides, where)])
+    drop_stale_drafter(result, [key for key, _ in pairs])
     return result
 
 

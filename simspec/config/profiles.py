@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.errors import ScenarioError, describe
-from simspec.profile import CalibrationProfile, load_profile
+from simspec.profile import CalibrationProfile
 
 
 def profile_path(value: str, base_dir: str) -> Path:
@@ -47,6 +47,8 @@ def load_scenario_profile(
             f"an existing calibration profile JSON file (relative to {where})",
             describe(costs.profile),
         )
+    from simspec.profile.parse import load_profile  # only scenarios with a profile parse one
+
     profile = load_profile(path)
     problem = profile_mismatch(
         profile, costs.model, gpu, target, allow_foreign=costs.allow_foreign_profile

@@ -37,13 +37,11 @@ Modules: :mod:`.tables` (the in-memory types and the format's constants), :mod:`
 (validation, :func:`load_profile`), :mod:`.write` (:func:`profile_json`). No torch here.
 """
 
-from .parse import (
-    ProfileError,
-    canonical_sha256,
-    load_profile,
-    parse_profile_text,
-    profile_from_dict,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .tables import (
     GEMM_NAMES,
     KINDS,
@@ -59,7 +57,38 @@ from .tables import (
     MoeTable,
     StackMeasurement,
 )
-from .write import profile_json
+
+if TYPE_CHECKING:
+    from .parse import (
+        ProfileError,
+        canonical_sha256,
+        load_profile,
+        parse_profile_text,
+        profile_from_dict,
+    )
+    from .write import profile_json
+
+#: The names of :mod:`.parse` and :mod:`.write`, imported on first access (PEP 562): the cost
+#: models and scenarios need only the types of :mod:`.tables`, and a scenario without a profile
+#: (every sweep point of the paper studies) never parses one.
+_LAZY: dict[str, str] = {
+    "ProfileError": ".parse",
+    "canonical_sha256": ".parse",
+    "load_profile": ".parse",
+    "parse_profile_text": ".parse",
+    "profile_from_dict": ".parse",
+    "profile_json": ".write",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_LAZY`, imported from its module and kept as a global."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GEMM_NAMES",

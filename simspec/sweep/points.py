@@ -130,6 +130,29 @@ def write_point(out: Path, point: Point, result: RunResult | PointFiles) -> None
     write_atomic(point_path(out, point.digest), text)
 
 
+def unfinished(out: Path, points: Sequence[Point]) -> list[Point]:
+    """The points of ``points`` whose file is not in the folder ``out`` (after
+    :func:`check_folder`).
+
+    A folder without point files needs no digest: a new sweep hashes no scenario before its
+    points start, and takes each point's digest from its result (:func:`adopt_digest`).
+    """
+    folder = out / "points"
+    if not folder.is_dir() or not any(folder.glob("*.json")):
+        return list(points)
+    return [p for p in points if not point_path(out, p.digest).exists()]
+
+
+def adopt_digest(point: Point, result: RunResult) -> None:
+    """Give ``point`` the digest its result carries, unless it has one.
+
+    The result's ``scenario_digest`` is the digest of the point's scenario (a worker computed
+    it, from the same scenario, to write the results): hashing the scenario again here would
+    cost the parent ~0.4 ms per point while the workers run.
+    """
+    point.__dict__.setdefault("digest", result.scenario_digest)  # what the cached property stores
+
+
 def _why(err: BaseException) -> str:
     """A short account of why a sweep file could not be read (no raw bytes)."""
     if isinstance(err, UnicodeDecodeError):
@@ -294,7 +317,7 @@ def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
         )
     for orphan in _orphans(out):
         orphan.unlink(missing_ok=True)
-    ours = {p.digest for p in points}
+    ours = {p.digest for p in points} if existing else set()  # a new folder hashes nothing
     for path in existing:
         if not _readable(path):  # truncated or empty: simulate the point again
             path.unlink(missing_ok=True)

@@ -32,7 +32,6 @@ Example (the Python form of ``simspec sweep FILE --out DIR --grid ... --workers 
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 import signal
 import threading
@@ -48,11 +47,12 @@ from simspec.sweep.points import (
     SUBFOLDERS,
     PointFiles,
     PointResult,
+    adopt_digest,
     check_folder,
     parse_point,
     point_files,
-    point_path,
     read_points,
+    unfinished,
     write_manifest,
     write_point,
 )
@@ -144,7 +144,7 @@ def run_sweep(
         check_scheduler(scheduler)
     check_folder(out, points, resume)
     created = not out.exists()  # created by the first point written, removed if none is
-    todo = [p for p in points if not point_path(out, p.digest).exists()]
+    todo = unfinished(out, points)
     done = len(points) - len(todo)
     todo = heaviest_first(todo, oracle)  # the files and tables follow the grid regardless
     if progress:
@@ -155,9 +155,11 @@ def run_sweep(
     def finished(point: Point, result: RunResult | PointFiles) -> None:
         nonlocal done
         files = point_files(point, result) if isinstance(result, RunResult) else result
-        write_point(out, point, files)
         # Parsed now, while the workers still run, rather than read back after the last point.
-        parsed[point.digest] = parse_point(files[0])
+        read_back = parse_point(files[0])
+        adopt_digest(point, read_back)
+        write_point(out, point, files)
+        parsed[point.digest] = read_back
         done += 1
         if progress:
             progress(done, len(points))
@@ -234,6 +236,7 @@ def _run_dask(
             "dask.distributed installed (pip install 'simspec[cluster]')",
             "'dask', which is not installed",
         ) from None
+    import logging
     import multiprocessing
 
     cluster: Any = None
