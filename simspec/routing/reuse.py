@@ -24,6 +24,7 @@ same either way (tests/routing/test_reuse_kernel.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -69,7 +70,20 @@ class ExpertSampler:
         self.num_layers, self.num_experts = weights.shape
         self.k = experts_per_token
         self.uniform = bool(np.allclose(weights, 1.0 / self.num_experts))
-        self._accept, self._alias = alias_tables(weights)
+
+    @functools.cached_property
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """The alias tables (:func:`alias_tables`), built on the first draw: an analytic run
+        or a scenario check builds a sampler and never draws."""
+        return alias_tables(self.weights)
+
+    @property
+    def _accept(self) -> np.ndarray:
+        return self._tables[0]
+
+    @property
+    def _alias(self) -> np.ndarray:
+        return self._tables[1]
 
     def _candidates(self, rng: np.random.Generator, layers: np.ndarray, width: int) -> np.ndarray:
         """``width`` draws with replacement per chain, from its layer's weights (alias method).
