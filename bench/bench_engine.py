@@ -31,7 +31,7 @@ import sys
 import time
 
 import numpy as np
-from simpy_rate import simpy_event_rate
+from simpy_rate import bracketed, simpy_event_rate
 
 import simspec
 from simspec import accel
@@ -40,15 +40,18 @@ from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 
 
-def _time_runs(scenario, repeats: int) -> tuple[list[float], list[float], int]:
-    walls, cpus, tokens = [], [], 0
+def _time_runs(scenario, repeats: int) -> tuple[list[float], list[float], list[float], int]:
+    """Wall and CPU seconds of ``repeats`` runs, the SimPy event rate around each
+    (:func:`simpy_rate.bracketed`) and the committed tokens of one run."""
+    walls, cpus, rates, tokens = [], [], [], 0
     for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = simspec.run(scenario)
-        cpus.append(time.process_time() - cpu)
+        wall = time.perf_counter()
+        cpu, rate, result = bracketed(lambda: simspec.run(scenario))
         walls.append(time.perf_counter() - wall)
+        cpus.append(cpu)
+        rates.append(rate)
         tokens = sum(p.tokens for p in result.policies)
-    return walls, cpus, tokens
+    return walls, cpus, rates, tokens
 
 
 class _ConstantCosts:
@@ -115,7 +118,7 @@ def main() -> None:
     print(f"raw SimPy event rate: {events:,.0f} events per CPU second")
     for mode in args.modes:
         scenario = simspec.load_scenario(None, [*overrides, f'routing.mode="{mode}"'])
-        walls, cpus, tokens = _time_runs(scenario, args.repeats)
+        walls, cpus, rates, tokens = _time_runs(scenario, args.repeats)
         cpu = statistics.median(cpus)
         print(
             f"{mode}: default with {' '.join(overrides)} ({len(scenario.policies)} policies), "
@@ -126,9 +129,12 @@ def main() -> None:
             f"over {args.repeats} runs (CPU min {min(cpus):.3f}, max {max(cpus):.3f})"
         )
         rate = tokens / cpu
+        per_event = statistics.median(tokens / c / r for c, r in zip(cpus, rates, strict=True))
         print(
             f"  simulated tokens per CPU second: {rate:,.0f} "
-            f"({rate / events:.4f} per SimPy event per CPU second)"
+            f"({rate / events:.4f} per SimPy event per CPU second at the start's rate); "
+            f"run by run, each over the SimPy rate around it ({min(rates) / 1e6:.2f}-"
+            f"{max(rates) / 1e6:.2f}M): median {per_event:.4f} per event"
         )
     if args.engine_only:
         scenario = simspec.load_scenario(None, [*overrides, 'routing.mode="analytic"'])

@@ -18,6 +18,7 @@ Medians of ``--repeats`` runs (CPU time: ``time.process_time``).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -25,7 +26,7 @@ import sys
 import time
 
 import numpy as np
-from simpy_rate import simpy_event_rate
+from simpy_rate import bracketed, simpy_event_rate
 
 import simspec
 from simspec.analysis import oracle
@@ -35,11 +36,12 @@ from simspec.sim.setup import build_setup
 SCENARIO = "scenarios/qwen3-30b-h100-batch32.toml"
 
 
-def table_rate(scenario, repeats: int) -> tuple[float, float, float, int]:
+def table_rate(scenario, repeats: int) -> tuple[float, float, float, float, int]:
     """Median CPU seconds to build and solve every request's tables, with and without the
     expert unions (:func:`~simspec.analysis.oracle.unique_experts_table`, which
     :func:`~simspec.analysis.oracle.batched_plan` computes once and reuses every round), of
-    the unions alone, and how many (position x k) entries that is."""
+    the unions alone, the entries per CPU s per SimPy event (run by run, over the event rate
+    around each, :func:`simpy_rate.bracketed`) and how many (position x k) entries that is."""
     setup = build_setup(scenario, oracle=True)
     refs, kmax = setup.references, setup.max_draft_tokens
     step = oracle.StepCost(
@@ -49,21 +51,28 @@ def table_rate(scenario, repeats: int) -> tuple[float, float, float, int]:
     oracle.request_tables_many(setup, requests, kmax, step)  # warm-up: generates the routing
     uniques = {rid: oracle.unique_experts_table(setup, rid, kmax) for rid in requests}
     entries = sum((refs.sequence(r).output_tokens - 1) * (kmax + 1) for r in requests)
-    whole, given, unions = [], [], []
+    whole, given, unions, per_event = [], [], [], []
     for _ in range(repeats):
         start = time.process_time()
         kept = {rid: oracle.unique_experts_table(setup, rid, kmax) for rid in requests}
         unions.append(time.process_time() - start)
         del kept
         fresh = oracle.StepCost(setup, step.others, 3.0, step.context, step.others_union)
-        start = time.process_time()
-        oracle.request_tables_many(setup, requests, kmax, fresh)
-        whole.append(time.process_time() - start)
+        solve = functools.partial(oracle.request_tables_many, setup, requests, kmax, fresh)
+        cpu, rate, _ = bracketed(solve)
+        whole.append(cpu)
+        per_event.append(entries / cpu / rate)
         fresh = oracle.StepCost(setup, step.others, 3.0, step.context, step.others_union)
         start = time.process_time()
         oracle.request_tables_many(setup, requests, kmax, fresh, uniques)
         given.append(time.process_time() - start)
-    return statistics.median(whole), statistics.median(given), statistics.median(unions), entries
+    return (
+        statistics.median(whole),
+        statistics.median(given),
+        statistics.median(unions),
+        statistics.median(per_event),
+        entries,
+    )
 
 
 def main() -> None:
@@ -81,7 +90,7 @@ def main() -> None:
     events = simpy_event_rate()
     print(f"raw SimPy event rate: {events:,.0f} events per CPU second")
     scenario = simspec.load_scenario(args.scenario, [])
-    cpu, given, unions, entries = table_rate(scenario, args.repeats)
+    cpu, given, unions, per_event, entries = table_rate(scenario, args.repeats)
     for what, seconds in (("incl. expert unions", cpu), ("unions given", given)):
         rate = entries / seconds
         print(
@@ -89,20 +98,25 @@ def main() -> None:
             f"(position x k) entries in {seconds:.3f} CPU s (median of {args.repeats}): "
             f"{rate:,.0f} per CPU second ({rate / events:.4f} per SimPy event per CPU second)"
         )
+    print(f"  incl. unions, run by run over the SimPy rate around each: {per_event:.4f} per event")
     print(
         f"expert unions alone (unique_experts_table of all {scenario.workload.num_requests} "
         f"requests): {unions:.3f} CPU s (median of {args.repeats})"
     )
-    cpus = []
-    for _ in range(args.compare_repeats):
-        start = time.process_time()
-        run_experiment(scenario, oracle=True)
-        cpus.append(time.process_time() - start)
+    runs = [
+        bracketed(lambda: run_experiment(scenario, oracle=True))
+        for _ in range(args.compare_repeats)
+    ]
+    cpus = [cpu for cpu, _, _ in runs]
+    equivalents = statistics.median(cpu * rate for cpu, rate, _ in runs) / 1e6
+    rates = [rate for _, rate, _ in runs]
     print(
         f"compare experiment (policies + baseline + oracle): median "
         f"{statistics.median(cpus):.2f} CPU s over {args.compare_repeats} runs "
         f"(min {min(cpus):.2f}, max {max(cpus):.2f}); "
-        f"{statistics.median(cpus) * events / 1e6:.2f} M SimPy-event equivalents"
+        f"{statistics.median(cpus) * events / 1e6:.2f} M SimPy-event equivalents at the start's "
+        f"rate; run by run, each times the SimPy rate around it ({min(rates) / 1e6:.2f}-"
+        f"{max(rates) / 1e6:.2f}M): median {equivalents:.2f} M"
     )
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import simpy
 
@@ -30,6 +32,21 @@ def simpy_event_rate(events: int = 200_000, repeats: int = 5) -> float:
         env.run()
         rates.append(events / (time.process_time() - start))
     return statistics.median(rates)
+
+
+def bracketed(run: Callable[[], Any], events: int = 100_000) -> tuple[float, float, Any]:
+    """CPU seconds of ``run()``, the SimPy event rate around it (the mean of one short
+    measurement just before and one just after) and what ``run`` returned.
+
+    This machine's speed moves by up to 2x within minutes (a shared host): one rate measured at
+    the start of a benchmark can belong to another speed than a run a minute later, so each
+    timed run gets its own yardstick, and the per-event figure is taken run by run.
+    """
+    before = simpy_event_rate(events, 1)
+    start = time.process_time()
+    value = run()
+    cpu = time.process_time() - start
+    return cpu, (before + simpy_event_rate(events, 1)) / 2, value
 
 
 if __name__ == "__main__":
