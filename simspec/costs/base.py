@@ -119,16 +119,24 @@ def draft_phase_s(
 ) -> float:
     """Time of one step's draft phase: draft step j runs for every request with k_b ≥ j.
 
-    The j-th step of request b sees its context plus the j − 1 drafts before it.
+    The j-th step of request b sees its context plus the j − 1 drafts before it. The steps
+    every request runs (j ≤ min_b k_b: all of them under a fixed k) are priced in one
+    :meth:`CostModel.draft_step_many` call, whose rows equal :meth:`CostModel.draft_step` bit for
+    bit; the steps are then summed one by one in depth order, so the total is the same number
+    as a loop over the depths.
     """
     ks = np.asarray(draft_tokens)
     ctx = np.asarray(context_tokens)
-    return float(
-        sum(
-            cost_model.draft_step(ctx[ks >= j] + (j - 1))
-            for j in range(1, int(ks.max(initial=0)) + 1)
-        )
-    )
+    depth = int(ks.max(initial=0))
+    common = int(ks.min()) if depth else 0
+    steps: list[float] = []
+    if common >= 2:  # one call for the shared depths (a row of every context per depth)
+        rows = ctx[None, :] + np.arange(common)[:, None]
+        steps = np.asarray(cost_model.draft_step_many(rows), dtype=float).tolist()
+    else:
+        common = 0
+    steps += [cost_model.draft_step(ctx[ks >= j] + (j - 1)) for j in range(common + 1, depth + 1)]
+    return float(sum(steps))
 
 
 def tree_draft_phase_s(

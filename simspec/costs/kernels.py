@@ -49,7 +49,10 @@ from simspec.physics.models import LayerGroup, ModelShape
 
 
 def _roofline(nbytes: float | np.ndarray, flops: float | np.ndarray, bw: float, flops_per_s: float):
-    return np.maximum(nbytes / bw, flops / flops_per_s)
+    memory, compute = nbytes / bw, flops / flops_per_s
+    if isinstance(memory, np.ndarray) or isinstance(compute, np.ndarray):
+        return np.maximum(memory, compute)
+    return max(memory, compute)  # two scalars: the same number, without a ufunc call
 
 
 def weights_s(

@@ -141,9 +141,11 @@ def launch_s(
 ) -> np.ndarray:
     """t0 + max(U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F) (module docstring)."""
     u = np.asarray(unique_experts, dtype=float)
-    hbm_bytes = u * expert_bytes + reread_bytes(
-        u, rows, expert_bytes, params.moe_tile_rows, params.moe_l2_reuse, l2_bytes
-    )
+    hbm_bytes = u * expert_bytes
+    if params.moe_l2_reuse != "ideal":  # "ideal" re-reads 0 bytes: adding 0.0 changes nothing
+        hbm_bytes = hbm_bytes + reread_bytes(
+            u, rows, expert_bytes, params.moe_tile_rows, params.moe_l2_reuse, l2_bytes
+        )
     memory = u * params.moe_expert_s + hbm_bytes / (params.moe_bandwidth_efficiency * bandwidth)
     return params.moe_launch_s + np.maximum(memory, 2.0 * rows * expert_params / flops_per_s)
 

@@ -1,0 +1,71 @@
+"""The draft phase of a step: the depths every request drafts are priced in one call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simspec import catalog
+from simspec.costs.base import draft_phase_s
+from simspec.costs.roofline import RooflineCostModel
+
+DRAFTS = [[3, 3, 3, 3], [4, 2, 3, 2], [0, 3, 3], [1, 1], [5], [0, 0], [2, 6, 2, 2, 9]]
+
+
+def by_depth(model, contexts: np.ndarray, ks: np.ndarray) -> float:
+    """The definition: draft step j for every request with k_b >= j, summed in depth order."""
+    return float(
+        sum(model.draft_step(contexts[ks >= j] + (j - 1)) for j in range(1, int(ks.max()) + 1))
+    )
+
+
+@pytest.mark.parametrize("num_gpus", [1, 4])
+@pytest.mark.parametrize(
+    "target, drafter, draft_model",
+    [
+        ("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", None),  # a draft head
+        ("qwen3-8b", "qwen3-0.6b-draft", "qwen3-0.6b"),  # a dense draft model
+    ],
+)
+@pytest.mark.parametrize("drafts", DRAFTS, ids=lambda d: "-".join(map(str, d)))
+def test_the_phase_is_the_sum_over_depths_bit_for_bit(
+    num_gpus, target, drafter, draft_model, drafts
+):
+    model = RooflineCostModel(
+        target=catalog.get_model(target),
+        drafter=catalog.get_drafter(drafter),
+        gpu=catalog.get_gpu("h100-sxm"),
+        num_gpus=num_gpus,
+        draft_model=None if draft_model is None else catalog.get_model(draft_model),
+    )
+    ks = np.array(drafts)
+    contexts = np.random.default_rng(len(drafts)).integers(1, 9000, size=len(ks))
+    assert draft_phase_s(model, contexts, ks) == by_depth(model, contexts, ks)
+    assert draft_phase_s(model, contexts[:0], ks[:0]) == 0.0
+
+
+class CountingCosts:
+    """A cost model that prices a draft row at its context and counts the calls."""
+
+    def __init__(self):
+        self.scalar_calls, self.many_rows = 0, []
+
+    def draft_step(self, context_tokens):
+        self.scalar_calls += 1
+        return float(np.sum(context_tokens))
+
+    def draft_step_many(self, context_tokens, counts=None):
+        self.many_rows.append(len(context_tokens))
+        return np.sum(context_tokens, axis=1).astype(float)
+
+
+def test_shared_depths_take_one_call_and_the_rest_one_call_per_depth():
+    contexts = np.array([10, 20, 30])
+    fixed = CountingCosts()
+    # Depths 1..3 for all: rows (10 20 30), (11 21 31), (12 22 32).
+    assert draft_phase_s(fixed, contexts, np.array([3, 3, 3])) == 60 + 63 + 66
+    assert (fixed.many_rows, fixed.scalar_calls) == ([3], 0)
+    mixed = CountingCosts()
+    # Depths 1, 2 shared; depth 3 for two requests (12 + 32), depth 4 for one (13).
+    assert draft_phase_s(mixed, contexts, np.array([4, 2, 3])) == 60 + 63 + 44 + 13
+    assert (mixed.many_rows, mixed.scalar_calls) == ([2], 2)
