@@ -260,6 +260,9 @@ def _run_dask(
         for future in as_completed(futures):
             finished(futures[future], future.result())
     except KeyboardInterrupt:
+        # dask's loggers would report the connections these kills close (now and then with a
+        # traceback from its comm thread, after our one line): the cluster is gone, mute them.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
         # The workers ignore SIGINT and would finish their points first: stop them now.
         for process in set(multiprocessing.active_children()) - ours:
             process.kill()
