@@ -32,6 +32,7 @@ calibrated model's fallback (:mod:`simspec.costs.calibrated`) and the synthetic 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,9 @@ def attention_core_s(
     pass per row, summed along the last axis: the same sums as one row alone). ``counts``
     (B,), if given, says how many identical requests each column stands for.
     """
-    seen = np.minimum(context_tokens + tokens, group.window_tokens)
+    seen = context_tokens + tokens
+    if group.window_tokens != math.inf:  # full attention: the cap is inf, min() a no-op
+        seen = np.minimum(seen, group.window_tokens)
     batch = tokens.shape[-1] if counts is None else counts.sum()
     kv_bytes = _batch_sum(seen, counts) * group.kv_bytes_per_token + batch * group.state_bytes
     pair_flops = _batch_sum(tokens * seen, counts) * group.attention_flops_per_pair

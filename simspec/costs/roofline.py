@@ -44,6 +44,8 @@ class RooflineCostModel:
     _draft: PassConstants | None = field(init=False, repr=False, compare=False)
     _draft_layers: int = field(init=False, repr=False, compare=False)
     _split: Parallelism = field(init=False, repr=False, compare=False)
+    _head_bytes: float = field(init=False, repr=False, compare=False)  # a head step's weights
+    _head_kv: float = field(init=False, repr=False, compare=False)  # its KV bytes per token
 
     def __post_init__(self) -> None:
         split = Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel)
@@ -71,6 +73,8 @@ class RooflineCostModel:
         object.__setattr__(self, "_draft", constants)
         draft_moe = 0 if self.draft_model is None else self.draft_model.shape.num_moe_layers
         object.__setattr__(self, "_draft_layers", draft_moe)
+        object.__setattr__(self, "_head_bytes", self.drafter.head_weight_bytes())
+        object.__setattr__(self, "_head_kv", self.drafter.head_kv_bytes_per_token())
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -184,13 +188,13 @@ class RooflineCostModel:
         d, t = self.drafter, self._split.tensor
         fed = _batch_sum(tokens, counts)  # Python floats for one pass
         seen = _batch_sum(ctx + tokens, counts)
-        wbytes = d.head_weight_bytes()
+        wbytes = self._head_bytes
         flops = 2.0 * fed * wbytes / d.weight_bytes
         bw = self.gpu.hbm_bytes_per_s * t
         memory = wbytes / (self.params.weight_efficiency * bw)
         compute = flops / (self.params.compute_efficiency * (self.gpu.bf16_flops_per_s * t))
         weights = np.maximum(memory, compute) if tokens.ndim == 2 else max(memory, compute)
-        kv = seen * d.head_kv_bytes_per_token() / (self.params.kv_efficiency * bw)
+        kv = seen * self._head_kv / (self.params.kv_efficiency * bw)
         comm: float | np.ndarray = 0.0
         if t > 1:  # two all-reduces per head layer, as in the target's layers
             message = fed * d.hidden_size * 2.0

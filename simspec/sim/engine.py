@@ -193,17 +193,22 @@ def serve(
             draft_s = setup.tree.draft_phase_s(costs, contexts, run)
             states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
             drafts, accepted = setup.tree.verify_plan(refs, states, ks)
-        fed = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
-        unique = refs.pass_unique_experts(fed, accepted)
+        if analytic:  # an expectation over the draft and accepted counts alone
+            unique = refs.expected_unique(drafts, accepted)
+        else:
+            fed = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
+            unique = refs.pass_unique_experts(fed, accepted)
         verify = costs.verify_pass(drafts + 1, contexts, unique)
         extra_s = 0.0  # verify bookkeeping + the drafter's extend (engine presets; 0 if ideal)
         if np.count_nonzero(ks):  # the k = 0 pass at the same batch, for verify_over_decode only
             plain = plain_unique.get(batch)
             if plain is None:
-                fed[:, 2] = 0
-                plain = refs.pass_unique_experts(fed, np.zeros(batch, dtype=np.int64))
+                zeros = np.zeros(batch, dtype=np.int64)
                 if analytic:  # an expectation over B one-token sequences: depends on B alone
-                    plain_unique[batch] = plain
+                    plain = plain_unique[batch] = refs.expected_unique(zeros, zeros)
+                else:
+                    fed[:, 2] = 0
+                    plain = refs.pass_unique_experts(fed, zeros)
             decode_s: float | None = None  # priced with others like it (PlainPasses)
             plain_passes.add(len(rows), contexts, plain)
             extra_s = costs.speculation_overhead_s(accepted + 1, contexts)

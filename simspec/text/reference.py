@@ -367,13 +367,22 @@ class ReferenceSet:
             if accepted is None:  # a chain's min(k, m_i)
                 rows = triples.tolist()
                 accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
-            try:
-                true = np.asarray(accepted, dtype=np.int64) + 1
-                return self.predictor.expected_unique(triples[:, 2] + 1, true)
-            except ValueError as err:
-                raise self._statistics_error(err) from None
+            return self.expected_unique(triples[:, 2], accepted)
         routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
         return union_sizes(routing, self.num_experts).astype(float)
+
+    def expected_unique(
+        self, drafts: np.ndarray, accepted: Sequence[int] | np.ndarray
+    ) -> np.ndarray:
+        """Analytic mode: :meth:`pass_unique_experts` of a pass whose request b feeds
+        ``drafts[b]`` drafts, ``accepted[b]`` of them accepted (all the expectation reads)."""
+        if not self.num_layers:
+            return np.zeros(0)
+        try:
+            true = np.asarray(accepted, dtype=np.int64) + 1
+            return self.predictor.expected_unique(np.asarray(drafts, dtype=np.int64) + 1, true)
+        except ValueError as err:
+            raise self._statistics_error(err) from None
 
     def _pass_routing(
         self,
