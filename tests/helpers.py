@@ -4,9 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from simspec import catalog
 from simspec.analysis.experiment import run_experiment
 from simspec.config.load import apply_overrides, scenario_from_dict
 from simspec.config.scenario import Scenario
+from simspec.costs.roofline import RooflineCostModel
+
+#: (target, drafter, dense draft model or None): a draft head, and a dense draft model.
+DRAFTER_CASES = [
+    ("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", None),
+    ("qwen3-8b", "qwen3-0.6b-draft", "qwen3-0.6b"),
+]
+
+
+def roofline_model(
+    target: str, drafter: str, draft_model: str | None = None, num_gpus: int = 1
+) -> RooflineCostModel:
+    """The roofline cost model of catalog names on H100 SXMs."""
+    return RooflineCostModel(
+        target=catalog.get_model(target),
+        drafter=catalog.get_drafter(drafter),
+        gpu=catalog.get_gpu("h100-sxm"),
+        num_gpus=num_gpus,
+        draft_model=None if draft_model is None else catalog.get_model(draft_model),
+    )
 
 
 def tiny(*overrides: str, policies: list[dict[str, Any]] | None = None) -> Scenario:

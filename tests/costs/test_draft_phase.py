@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec import catalog
 from simspec.costs.base import draft_phase_s
-from simspec.costs.roofline import RooflineCostModel
+from tests.helpers import DRAFTER_CASES, roofline_model
 
 DRAFTS = [[3, 3, 3, 3], [4, 2, 3, 2], [0, 3, 3], [1, 1], [5], [0, 0], [2, 6, 2, 2, 9]]
 
@@ -20,24 +19,11 @@ def by_depth(model, contexts: np.ndarray, ks: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize("num_gpus", [1, 4])
-@pytest.mark.parametrize(
-    "target, drafter, draft_model",
-    [
-        ("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", None),  # a draft head
-        ("qwen3-8b", "qwen3-0.6b-draft", "qwen3-0.6b"),  # a dense draft model
-    ],
-)
+@pytest.mark.parametrize("target, drafter, draft_model", DRAFTER_CASES)  # a head, a dense model
 @pytest.mark.parametrize("drafts", DRAFTS, ids=lambda d: "-".join(map(str, d)))
-def test_the_phase_is_the_sum_over_depths_bit_for_bit(
-    num_gpus, target, drafter, draft_model, drafts
-):
-    model = RooflineCostModel(
-        target=catalog.get_model(target),
-        drafter=catalog.get_drafter(drafter),
-        gpu=catalog.get_gpu("h100-sxm"),
-        num_gpus=num_gpus,
-        draft_model=None if draft_model is None else catalog.get_model(draft_model),
-    )
+def test_the_phase_is_the_sum_over_depths(num_gpus, target, drafter, draft_model, drafts):
+    """The phase equals the per-depth sum bit for bit."""
+    model = roofline_model(target, drafter, draft_model, num_gpus)
     ks = np.array(drafts)
     contexts = np.random.default_rng(len(drafts)).integers(1, 9000, size=len(ks))
     assert draft_phase_s(model, contexts, ks) == by_depth(model, contexts, ks)

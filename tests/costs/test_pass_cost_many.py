@@ -19,6 +19,7 @@ from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, max_rank_experts
 from simspec.costs.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 from simspec.costs.roofline import RooflineCostModel
+from tests.helpers import DRAFTER_CASES, roofline_model
 
 # MoE with shared experts and dense layers, dense only, hybrid linear attention (state bytes),
 # sliding-window attention, plain MoE.
@@ -127,21 +128,9 @@ def test_max_rank_experts_on_arrays_is_the_scalar_elementwise():
 
 
 @pytest.mark.parametrize("num_gpus", [1, 4])
-@pytest.mark.parametrize(
-    "target, drafter, draft_model",
-    [
-        ("qwen3-30b-a3b", "eagle3-qwen3-30b-a3b", None),
-        ("qwen3-8b", "qwen3-0.6b-draft", "qwen3-0.6b"),
-    ],
-)
+@pytest.mark.parametrize("target, drafter, draft_model", DRAFTER_CASES)
 def test_draft_steps_and_verify_passes_of_the_model(num_gpus, target, drafter, draft_model):
-    model = RooflineCostModel(
-        target=catalog.get_model(target),
-        drafter=catalog.get_drafter(drafter),
-        gpu=catalog.get_gpu("h100-sxm"),
-        num_gpus=num_gpus,
-        draft_model=None if draft_model is None else catalog.get_model(draft_model),
-    )
+    model = roofline_model(target, drafter, draft_model, num_gpus)
     rng = np.random.default_rng(num_gpus)
     ctx = rng.integers(1, 8000, size=(30, 5))
     steps = model.draft_step_many(ctx)
