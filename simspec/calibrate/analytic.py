@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.kernels import attention_core_s, routed_experts_s, target_pass_cost, weights_s
+from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.params import RooflineParams
+from simspec.costs.passes import target_pass_cost
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
 from simspec.schema import help_of

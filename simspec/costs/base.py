@@ -119,7 +119,21 @@ def draft_phase_s(
 ) -> float:
     """Time of one step's draft phase: draft step j runs for every request with k_b ≥ j.
 
-    The j-th step of request b sees its context plus the j − 1 drafts before it. The steps
+    The j-th step of request b sees its context plus the j − 1 drafts before it. A cost model
+    with a ``draft_phase_s(context_tokens, draft_tokens)`` method of its own (the same number,
+    computed faster: :meth:`simspec.costs.roofline.RooflineCostModel.draft_phase_s`) is asked
+    through it; any other through :func:`draft_phase_by_depth`.
+    """
+    own = getattr(cost_model, "draft_phase_s", None)
+    if own is not None:
+        return float(own(context_tokens, draft_tokens))
+    return draft_phase_by_depth(cost_model, context_tokens, draft_tokens)
+
+
+def draft_phase_by_depth(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray
+) -> float:
+    """:func:`draft_phase_s` from the cost model's draft steps, depth by depth. The steps
     every request runs (j ≤ min_b k_b: all of them under a fixed k) are priced in one
     :meth:`CostModel.draft_step_many` call, whose rows equal :meth:`CostModel.draft_step` bit for
     bit; the steps are then summed one by one in depth order, so the total is the same number

@@ -10,17 +10,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.base import COST_MODELS, prefill_unique_experts, verify_pass_loop
-from simspec.costs.kernels import (
-    attention_core_s,
-    collectives_s,
-    fixed_overhead_s,
-    pass_constants,
-    routed_experts_s,
-    weights_s,
+from simspec.costs.base import (
+    COST_MODELS,
+    draft_phase_by_depth,
+    prefill_unique_experts,
+    verify_pass_loop,
 )
+from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
 from simspec.costs.params import PassCost, RooflineParams
+from simspec.costs.passes import collectives_s, fixed_overhead_s, pass_constants
 from simspec.costs.roofline import RooflineCostModel
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
@@ -59,7 +58,7 @@ def calibrated_pass_cost(
     cost monotone across the table's border. Each such term adds one to
     ``PassCost.fallback_terms``. Table times are one GPU's; split over t tensor-parallel GPUs
     each term takes 1/t of them (a GPU computes its shard), plus the pass's collectives
-    (:func:`simspec.costs.kernels.collectives_s`). Expert parallelism is priced as tensor
+    (:func:`simspec.costs.passes.collectives_s`). Expert parallelism is priced as tensor
     parallelism here (the tables hold no per-rank expert counts).
 
     Parameters
@@ -243,6 +242,12 @@ class CalibratedCostModel:
                 ctx = np.repeat(ctx, counts, axis=1)
             return np.array([self.draft_step(row) for row in ctx], dtype=float)
         return self._drafts.draft_step_many(context_tokens, counts)
+
+    def draft_phase_s(self, context_tokens: np.ndarray, draft_tokens: np.ndarray) -> float:
+        """See :meth:`RooflineCostModel.draft_phase_s` (the drafter's roofline)."""
+        if type(self).draft_step is not CalibratedCostModel.draft_step:
+            return draft_phase_by_depth(self, context_tokens, draft_tokens)
+        return self._drafts.draft_phase_s(context_tokens, draft_tokens)
 
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray

@@ -1,7 +1,7 @@
 """Many target passes priced at once: the oracle's (state, k) tables as one array expression.
 
 :func:`pass_cost_many` takes N passes as rows of arrays and runs the very body of the scalar
-:func:`simspec.costs.kernels.pass_cost` (:func:`~simspec.costs.kernels.pass_terms`) on them:
+:func:`simspec.costs.passes.pass_cost` (:func:`~simspec.costs.passes.pass_terms`) on them:
 every term function (weights, routed experts and their kernel form, attention, collectives)
 accepts arrays and sums along the last axis, so each row costs, bit for bit, what that pass
 costs alone, and a change to any term reaches both paths.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.costs.kernels import (
+from simspec.costs.kernels import _batch_sum
+from simspec.costs.passes import (
     PassConstants,
-    _batch_sum,
     fixed_overhead_s,
     pass_terms,
     routed_experts_split_s,
@@ -82,7 +82,7 @@ def _routed_gathered(
     c: PassConstants, n: np.ndarray, values: np.ndarray, index: np.ndarray
 ) -> np.ndarray:
     """Routed-expert seconds (N, layers) of passes with ``n`` tokens and U = values[index, l]:
-    :func:`~simspec.costs.kernels.routed_experts_split_s` on the grid of distinct totals ×
+    :func:`~simspec.costs.passes.routed_experts_split_s` on the grid of distinct totals ×
     values, then one gather (elementwise the same inputs, so the same numbers)."""
     totals, which = np.unique(n, return_inverse=True)
     grid = routed_experts_split_s(c, values[None], totals[:, None])  # (totals, V, layers)

@@ -1,4 +1,4 @@
-"""The roofline cost model: every pass priced by :func:`simspec.costs.kernels.target_pass_cost`.
+"""The roofline cost model: every pass priced by :func:`simspec.costs.passes.target_pass_cost`.
 
 Split over GPUs (:mod:`simspec.costs.parallel`) the drafter runs with the target's tensor
 parallelism, as EAGLE-3 does in SGLang and vLLM: each GPU reads 1/t of the head's weights and
@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.base import COST_MODELS, prefill_unique_experts, verify_pass_loop
-from simspec.costs.kernels import PassConstants, _batch_sum, pass_constants, pass_cost
+from simspec.costs.base import (
+    COST_MODELS,
+    draft_phase_by_depth,
+    prefill_unique_experts,
+    verify_pass_loop,
+)
+from simspec.costs.kernels import _batch_sum
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.params import PassCost, RooflineParams
+from simspec.costs.passes import PassConstants, pass_constants, pass_cost
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
@@ -79,7 +85,7 @@ class RooflineCostModel:
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
     ) -> PassCost:
-        """See :func:`simspec.costs.kernels.target_pass_cost`."""
+        """See :func:`simspec.costs.passes.target_pass_cost`."""
         return pass_cost(self._target, tokens_per_request, context_tokens, unique_experts)
 
     def verify_pass_many(
@@ -143,6 +149,47 @@ class RooflineCostModel:
         weights = None if counts is None else np.asarray(counts, dtype=float)
         return np.asarray(self._drafter_pass(np.ones_like(ctx), ctx, weights), dtype=float)
 
+    def draft_phase_s(self, context_tokens: np.ndarray, draft_tokens: np.ndarray) -> float:
+        """One step's draft phase: :func:`simspec.costs.base.draft_phase_s`, the same number.
+
+        A draft head's step reads its batch through two sums only, the requests n_j still
+        drafting at depth j and their KV entries Σ (c_b + j) (:meth:`_head_pass`). On integer
+        contexts both are exact integers, so they are formed here from per-depth counts and
+        context sums, with no array per depth, and each step is the float
+        :meth:`draft_step` returns. Anything else (a dense draft model, float contexts, an
+        overridden :meth:`draft_step`) takes the general path.
+        """
+        ks, ctx = np.asarray(draft_tokens), np.asarray(context_tokens)
+        general = self._draft is not None or ctx.dtype.kind not in "iu" or ks.dtype.kind not in "iu"
+        if general or type(self).draft_step is not RooflineCostModel.draft_step:
+            return draft_phase_by_depth(self, ctx, ks)
+        asked = ks.tolist()
+        depth = max(asked, default=0)
+        if depth <= 0:
+            return 0.0
+        lowest = min(asked)
+        if lowest == depth:  # every request drafts every depth (a fixed k)
+            drafting, context = [len(asked)] * depth, [int(np.add.reduce(ctx))] * depth
+        else:  # requests and context sums at depths >= j: suffix sums over their k
+            low = min(lowest, 0)  # a negative k drafts nothing: as 0
+            counts = np.bincount(ks - low)[-low:].tolist()
+            sums = np.bincount(ks - low, weights=ctx)[-low:].tolist()
+            drafting, context = [], []
+            n, total = 0, 0
+            for k in range(depth, 0, -1):
+                n, total = n + counts[k], total + int(sums[k])
+                drafting.append(n)
+                context.append(total)
+            drafting.reverse()
+            context.reverse()
+        if context[0] + drafting[0] * depth >= 2**53:  # beyond exact float integers
+            return draft_phase_by_depth(self, ctx, ks)
+        steps = [
+            self._head_pass(float(n), float(total + n * j))
+            for j, (n, total) in enumerate(zip(drafting, context, strict=True), start=1)
+        ]
+        return float(sum(steps))
+
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
     ) -> float:
@@ -177,23 +224,31 @@ class RooflineCostModel:
         sums run along the last axis (column b counting ``counts[b]`` times, if given), the
         rest is elementwise.
         """
-        overhead = self.params.draft_step_overhead_s
         if self._draft is not None:
+            overhead = self.params.draft_step_overhead_s
             unique = np.zeros((*tokens.shape[:-1], self._draft_layers))
             if tokens.ndim == 2:
                 return pass_cost_many(
                     self._draft, tokens, ctx, unique, overhead_s=overhead, counts=counts
                 )
             return pass_cost(self._draft, tokens, ctx, unique, overhead_s=overhead).total_s
-        d, t = self.drafter, self._split.tensor
         fed = _batch_sum(tokens, counts)  # Python floats for one pass
-        seen = _batch_sum(ctx + tokens, counts)
+        return self._head_pass(fed, _batch_sum(ctx + tokens, counts))
+
+    def _head_pass(self, fed, seen):
+        """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in
+        all (both Python floats, or arrays of one value per pass): it reads the batch through
+        these two sums alone."""
+        overhead = self.params.draft_step_overhead_s
+        d, t = self.drafter, self._split.tensor
         wbytes = self._head_bytes
         flops = 2.0 * fed * wbytes / d.weight_bytes
         bw = self.gpu.hbm_bytes_per_s * t
         memory = wbytes / (self.params.weight_efficiency * bw)
         compute = flops / (self.params.compute_efficiency * (self.gpu.bf16_flops_per_s * t))
-        weights = np.maximum(memory, compute) if tokens.ndim == 2 else max(memory, compute)
+        weights = (
+            np.maximum(memory, compute) if isinstance(compute, np.ndarray) else max(memory, compute)
+        )
         kv = seen * self._head_kv / (self.params.kv_efficiency * bw)
         comm: float | np.ndarray = 0.0
         if t > 1:  # two all-reduces per head layer, as in the target's layers

@@ -124,10 +124,12 @@ class ActiveBatch:
         """The first ``width`` draft-slot confidences of every request at its state."""
         return table.confidences[self.row + self.position, :width]
 
-    def advance(self, accepted: np.ndarray, drafted: np.ndarray, asked: np.ndarray) -> None:
-        """Commit ``accepted + 1`` tokens per request after a verify pass of ``drafted`` drafts
-        (``asked``: the draft lengths the policy chose, its history)."""
-        self.position += accepted + 1
+    def advance(
+        self, committed: np.ndarray, accepted: np.ndarray, drafted: np.ndarray, asked: np.ndarray
+    ) -> None:
+        """Commit ``committed`` (= ``accepted + 1``) tokens per request after a verify pass of
+        ``drafted`` drafts (``asked``: the draft lengths the policy chose, its history)."""
+        self.position += committed
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted

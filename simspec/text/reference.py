@@ -367,20 +367,17 @@ class ReferenceSet:
             if accepted is None:  # a chain's min(k, m_i)
                 rows = triples.tolist()
                 accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
-            return self.expected_unique(triples[:, 2], accepted)
+            return self.expected_unique(triples[:, 2] + 1, np.asarray(accepted, dtype=np.int64) + 1)
         routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
         return union_sizes(routing, self.num_experts).astype(float)
 
-    def expected_unique(
-        self, drafts: np.ndarray, accepted: Sequence[int] | np.ndarray
-    ) -> np.ndarray:
-        """Analytic mode: :meth:`pass_unique_experts` of a pass whose request b feeds
-        ``drafts[b]`` drafts, ``accepted[b]`` of them accepted (all the expectation reads)."""
+    def expected_unique(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+        """Analytic mode: :meth:`pass_unique_experts` of a pass whose request b feeds ``fed[b]``
+        tokens (k_b + 1), ``true[b]`` of them true (a_b + 1): all the expectation reads."""
         if not self.num_layers:
             return np.zeros(0)
         try:
-            true = np.asarray(accepted, dtype=np.int64) + 1
-            return self.predictor.expected_unique(np.asarray(drafts, dtype=np.int64) + 1, true)
+            return self.predictor.expected_unique(fed, true)
         except ValueError as err:
             raise self._statistics_error(err) from None
 

@@ -24,9 +24,11 @@ from simspec.calibrate.plan import (
     unique_experts_grid,
 )
 from simspec.cli import main
+from simspec.costs.base import draft_phase_s
 from simspec.costs.calibrated import CalibratedCostModel, calibrated_pass_cost
-from simspec.costs.kernels import routed_experts_s, target_pass_cost, weights_s
+from simspec.costs.kernels import routed_experts_s, weights_s
 from simspec.costs.params import RooflineParams
+from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
 from simspec.physics.models import attention_params
 from simspec.profile import load_profile, profile_from_dict, profile_json
@@ -328,6 +330,9 @@ def test_calibrated_model_draft_steps_use_the_fitted_roofline(synthetic_profile)
     cal = CalibratedCostModel(target=QWEN, drafter=drafter, gpu=H100, profile=synthetic_profile)
     ctx = np.array([100, 2000])
     assert cal.draft_step(ctx) == roof.draft_step(ctx)
+    ks = np.array([3, 1])
+    by_depth = roof.draft_step(ctx) + roof.draft_step(ctx[:1] + 1) + roof.draft_step(ctx[:1] + 2)
+    assert draft_phase_s(cal, ctx, ks) == draft_phase_s(roof, ctx, ks) == by_depth
     assert cal.prefill_pass(np.array([300])).fallback_terms > 0
 
 

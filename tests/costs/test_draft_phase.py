@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from simspec.costs.base import draft_phase_s
+from simspec.costs.roofline import RooflineCostModel
 from tests.helpers import DRAFTER_CASES, roofline_model
 
 DRAFTS = [[3, 3, 3, 3], [4, 2, 3, 2], [0, 3, 3], [1, 1], [5], [0, 0], [2, 6, 2, 2, 9]]
@@ -28,6 +29,39 @@ def test_the_phase_is_the_sum_over_depths(num_gpus, target, drafter, draft_model
     contexts = np.random.default_rng(len(drafts)).integers(1, 9000, size=len(ks))
     assert draft_phase_s(model, contexts, ks) == by_depth(model, contexts, ks)
     assert draft_phase_s(model, contexts[:0], ks[:0]) == 0.0
+
+
+@pytest.mark.parametrize("target, drafter, draft_model", DRAFTER_CASES)
+def test_the_phase_holds_for_float_contexts_negative_k_and_large_batches(
+    target, drafter, draft_model
+):
+    """The head drafter's two-sum shortcut takes integer contexts; anything else the general
+    path: all of them equal the per-depth definition."""
+    model = roofline_model(target, drafter, draft_model)
+    rng = np.random.default_rng(7)
+    contexts = rng.integers(1, 30_000, size=256)
+    for ks in (np.full(256, 5), rng.integers(-1, 8, size=256), rng.integers(0, 2, size=256)):
+        want = by_depth(model, contexts, ks)
+        assert draft_phase_s(model, contexts, ks) == want
+        assert draft_phase_s(model, contexts.astype(float), ks) == want
+        assert draft_phase_s(model, contexts + 0.5, ks) == by_depth(model, contexts + 0.5, ks)
+
+
+class SlowerSteps(RooflineCostModel):
+    """A subclass whose draft steps cost more: its own steps, never the shortcut, make the phase."""
+
+    def draft_step(self, context_tokens):
+        return RooflineCostModel.draft_step(self, context_tokens) + 1.0
+
+
+def test_an_overridden_draft_step_prices_the_phase():
+    head = roofline_model(*DRAFTER_CASES[0])
+    slower = SlowerSteps(target=head.target, drafter=head.drafter, gpu=head.gpu)
+    contexts, ks = np.array([100, 200, 300]), np.array([2, 4, 3])
+    assert draft_phase_s(slower, contexts, ks) == by_depth(slower, contexts, ks)
+    assert draft_phase_s(slower, contexts, ks) == pytest.approx(
+        draft_phase_s(head, contexts, ks) + 4
+    )
 
 
 class CountingCosts:

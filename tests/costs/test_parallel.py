@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simspec import catalog
-from simspec.costs.kernels import target_pass_cost
 from simspec.costs.parallel import (
     ACTIVATION_BYTES,
     Parallelism,
@@ -20,6 +19,7 @@ from simspec.costs.parallel import (
     max_rank_experts,
 )
 from simspec.costs.params import RooflineParams
+from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
 
 H100 = catalog.get_gpu("h100-sxm")

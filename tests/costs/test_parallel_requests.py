@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from simspec import catalog
-from simspec.costs.kernels import pass_constants, pass_cost, target_pass_cost
 from simspec.costs.parallel import request_overhead_s
 from simspec.costs.params import RooflineParams
+from simspec.costs.passes import pass_constants, pass_cost, target_pass_cost
 from simspec.costs.presets import PRESET_KEYS, EnginePreset
 
 H100 = catalog.get_gpu("h100-sxm")

@@ -1,6 +1,6 @@
 """Many passes at once (simspec.costs.many) against the scalar pass cost, pass by pass.
 
-The scalar :func:`~simspec.costs.kernels.pass_cost` is the source of truth; the vectorised path
+The scalar :func:`~simspec.costs.passes.pass_cost` is the source of truth; the vectorised path
 runs the same term functions on arrays, so every row must equal its pass exactly (not merely
 to rounding) on any model shape, parameter set and split.
 """
@@ -14,10 +14,10 @@ import pytest
 
 from simspec import catalog
 from simspec.costs.base import verify_pass_loop
-from simspec.costs.kernels import pass_constants, pass_cost
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, max_rank_experts
 from simspec.costs.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
+from simspec.costs.passes import pass_constants, pass_cost
 from simspec.costs.roofline import RooflineCostModel
 from tests.helpers import DRAFTER_CASES, roofline_model
 

@@ -63,7 +63,7 @@ def test_active_batch_matches_a_list_of_requests():
         np.testing.assert_array_equal(batch.match_lengths(table), m)
         ks = rng.integers(0, 5, len(plain))
         acc = np.minimum(ks, m)
-        batch.advance(acc, ks, ks)
+        batch.advance(acc + 1, acc, ks, ks)
         for p, a, k in zip(plain, acc.tolist(), ks.tolist(), strict=True):
             p.update(pos=p["pos"] + a + 1, steps=p["steps"] + 1, drafted=p["drafted"] + k)
             p.update(accepted=p["accepted"] + a)

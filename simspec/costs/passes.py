@@ -1,0 +1,345 @@
+"""One target pass from per-model constants: the kernel terms of :mod:`simspec.costs.kernels`
+added up.
+
+:func:`pass_constants` derives once per (model, GPU, params, parallelism) what every pass reads
+(:class:`PassConstants`); :func:`pass_terms` is the one body behind a single pass
+(:func:`pass_cost`) and many at once (:func:`simspec.costs.many.pass_cost_many`), so the two
+cannot drift apart. A single pass memoises the terms that depend on its token count alone and
+the MoE total of a repeated (token count, experts) pair: a decode loop asks for the same ones
+again and again, and the memo returns the very floats the arithmetic gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simspec.costs.kernels import _batch_sum, attention_core_s, routed_experts_s
+from simspec.costs.parallel import (
+    Parallelism,
+    layer_collectives_s,
+    max_rank_experts,
+    request_overhead_s,
+)
+from simspec.costs.params import PassCost, RooflineParams
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.models import ModelShape
+
+#: Entries each memo of :class:`PassConstants` holds before it starts afresh.
+MEMO_ENTRIES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class PassConstants:
+    """What a target pass's cost takes from (shape, GPU, params, parallelism) alone.
+
+    Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them. On
+    one GPU the arithmetic of :func:`pass_cost` is the same, term by term, as the original
+    single-device model, so results are bit-identical. Split over GPUs
+    (:mod:`simspec.costs.parallel`), ``bw`` and ``flops_per_s`` are one GPU's times t: each GPU
+    reads and computes 1/t of every dense weight and of the KV cache; the routed experts use
+    ``moe_bw`` / ``moe_flops_per_s`` (one GPU's times the t_moe shards of an expert).
+    """
+
+    shape: ModelShape
+    params: RooflineParams
+    num_gpus: int
+    bw: float
+    flops_per_s: float
+    w_bw: float  # bandwidth of dense weight reads
+    kv_bw: float  # bandwidth of KV reads
+    fixed_bytes: float  # shared experts + router, per MoE layer
+    fixed_bpp: float  # their bytes per parameter
+    num_layers: int
+    parallel: Parallelism = Parallelism()
+    moe_bw: float = 0.0  # bandwidth behind one expert's shards (one GPU's × t_moe)
+    moe_flops_per_s: float = 0.0
+    moe_l2_bytes: float = 0.0  # L2 behind one expert's shards (one GPU's × t_moe)
+    hidden_size: int = 0
+    collective_latency_s: float = 0.0
+    link_bytes_per_s: float = 0.0
+    #: Memos of :func:`pass_terms` for one pass: the terms of a token count, and the MoE total
+    #: of a (token count, read-only experts array) pair. Pure functions of their keys, so a
+    #: pass costs the same with or without them; each is cleared at :data:`MEMO_ENTRIES`.
+    token_memo: dict = field(default_factory=dict, compare=False, repr=False)
+    moe_memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def pass_constants(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    num_gpus: int = 1,
+    *,
+    parallel: Parallelism | None = None,
+    hidden_size: int = 0,
+) -> PassConstants:
+    """The per-(model, GPU, params, parallelism) constants of :func:`target_pass_cost`.
+
+    ``parallel`` defaults to tensor parallelism over ``num_gpus``; ``hidden_size`` sizes the
+    collectives' messages (0: latency-only collectives).
+    """
+    split = parallel or Parallelism.of(num_gpus, 0, 1)
+    bw = gpu.hbm_bytes_per_s * split.tensor
+    wb = shape.weight_bytes_per_param
+    fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
+    fixed_bpp = wb
+    if shape.num_moe_layers and shape.ffn_bytes_per_param != wb:  # shared experts quantised
+        params_count = shape.shared_expert_bytes / shape.ffn_bytes_per_param
+        fixed_bpp = fixed_bytes / (params_count + shape.router_bytes / wb)
+    return PassConstants(
+        shape=shape,
+        params=params,
+        num_gpus=num_gpus,
+        bw=bw,
+        flops_per_s=gpu.bf16_flops_per_s * split.tensor * params.compute_efficiency,
+        w_bw=bw * params.weight_efficiency,
+        kv_bw=bw * params.kv_efficiency,
+        fixed_bytes=fixed_bytes,
+        fixed_bpp=fixed_bpp,
+        num_layers=sum(g.count for g in shape.groups),
+        parallel=split,
+        moe_bw=gpu.hbm_bytes_per_s * split.expert_shards,
+        moe_flops_per_s=gpu.bf16_flops_per_s * split.expert_shards * params.compute_efficiency,
+        moe_l2_bytes=gpu.l2_bytes * split.expert_shards,
+        hidden_size=hidden_size,
+        collective_latency_s=gpu.collective_latency_s,
+        link_bytes_per_s=gpu.link_bytes_per_s,
+    )
+
+
+def routed_experts_split_s(
+    c: PassConstants, unique_experts: np.ndarray, n: float | np.ndarray
+) -> np.ndarray:
+    """Routed experts per MoE layer on the busiest expert-parallel rank.
+
+    Without expert parallelism every GPU reads its 1/t shard of each distinct expert (the
+    single-device formula with t GPUs' bandwidth). With e ranks the rank holding the most
+    distinct experts sets the time (:func:`~simspec.costs.parallel.max_rank_experts`), over
+    its share n·k_e / e of the (token, expert) rows.
+
+    One pass: ``unique_experts`` (layers,) and ``n`` a float. N passes: ``unique_experts``
+    (N, layers) and ``n`` an array (N,); the result is (N, layers).
+    """
+    shape, split = c.shape, c.parallel
+    rows = n * shape.experts_per_token
+    if isinstance(rows, np.ndarray):  # one row count per pass, against the layer axis
+        rows = rows[..., None]
+    if split.expert <= 1:
+        return routed_experts_s(
+            shape, c.params, unique_experts, rows, c.moe_bw, c.moe_flops_per_s, c.moe_l2_bytes
+        )
+    busiest = np.asarray(
+        max_rank_experts(np.asarray(unique_experts, dtype=float), shape.num_experts, split.expert)
+    )
+    return routed_experts_s(
+        shape,
+        c.params,
+        busiest,
+        rows / split.expert,
+        c.moe_bw,
+        c.moe_flops_per_s,
+        c.moe_l2_bytes,
+    )
+
+
+def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray:
+    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed.
+
+    ``n`` may be an array of token counts, one per pass (then one total per pass).
+    """
+    if not c.parallel.is_split:
+        return 0.0
+    return sum(
+        g.count
+        * layer_collectives_s(
+            n,
+            c.hidden_size,
+            c.shape.experts_per_token,
+            g.is_moe,
+            c.parallel,
+            c.collective_latency_s,
+            c.link_bytes_per_s,
+            c.params.comm_s_per_layer,
+        )
+        for g in c.shape.groups
+    )
+
+
+def _weights(nbytes: float, tokens, bpp: float, bw: float, flops_per_s: float):
+    """:func:`weights_s` (same operations, same order): on a Python float ``tokens`` with
+    Python floats (no numpy scalars), on an array of token counts elementwise."""
+    memory, compute = nbytes / bw, 2.0 * tokens * nbytes / bpp / flops_per_s
+    return np.maximum(memory, compute) if isinstance(compute, np.ndarray) else max(memory, compute)
+
+
+def pass_terms(
+    c: PassConstants,
+    tokens: np.ndarray,
+    ctx: np.ndarray,
+    unique_experts: np.ndarray,
+    counts: np.ndarray | None = None,
+    routed: np.ndarray | None = None,
+):
+    """(moe, attention, other) seconds of one pass (``tokens`` (B,)) or of N passes (``tokens``
+    (N, B), ``unique_experts`` (N, layers)): the one body behind :func:`pass_cost` and
+    :func:`simspec.costs.many.pass_cost_many`, so the two cannot drift apart.
+
+    Every sum over requests or layers runs along the last axis, row by row, which is the same
+    summation as on one row alone; the rest is elementwise. So each of N passes costs, bit for
+    bit, what it costs alone. ``counts``: see :func:`simspec.costs.many.pass_cost_many`;
+    ``routed``: :func:`routed_experts_split_s` of the passes, if the caller has it.
+    """
+    shape = c.shape
+    n = _batch_sum(tokens, counts)  # a Python float for one pass (faster than numpy scalars)
+    one = isinstance(n, float)
+    terms = c.token_memo.get(n) if one else None
+    if terms is None:
+        terms = _token_terms(c, n)
+        if one:
+            if len(c.token_memo) >= MEMO_ENTRIES:
+                c.token_memo.clear()
+            c.token_memo[n] = terms
+    fixed, projections, other = terms
+
+    moe = 0.0
+    if shape.num_moe_layers:
+        key = None
+        if one and routed is None:
+            u = np.asarray(unique_experts, dtype=float)
+            if not u.flags.writeable:  # a predictor's cached answer: likely to come again
+                key = (n, u.tobytes())
+        known = None if key is None else c.moe_memo.get(key)
+        if known is not None:
+            moe = known
+        else:
+            if routed is None:
+                routed = routed_experts_split_s(c, unique_experts, n)
+            moe = routed.sum(axis=-1) + shape.num_moe_layers * fixed
+            if key is not None:
+                if len(c.moe_memo) >= MEMO_ENTRIES:
+                    c.moe_memo.clear()
+                c.moe_memo[key] = moe
+
+    attention = 0.0
+    for g, proj in zip(shape.groups, projections, strict=True):
+        core = attention_core_s(g, tokens, ctx, c.kv_bw, c.flops_per_s, counts)
+        attention += g.count * (proj + core)
+    return moe, attention, other
+
+
+def _token_terms(c: PassConstants, n):
+    """The terms of a pass that depend on its token count ``n`` alone (a float, or an array of
+    one count per pass): the shared experts and router of one MoE layer, each layer group's
+    attention projections, and ``other`` (dense FFNs, LM head and collectives, summed).
+    """
+    shape, flops_per_s, w_bw = c.shape, c.flops_per_s, c.w_bw
+    fixed = 0.0
+    if shape.num_moe_layers:
+        fixed = _weights(c.fixed_bytes, n, c.fixed_bpp, w_bw, flops_per_s)
+    projections = []
+    other = 0.0
+    for g in shape.groups:
+        projections.append(
+            _weights(
+                g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
+            )
+        )
+        if g.ffn_weight_bytes:
+            ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
+            other += g.count * ffn
+    other += _weights(shape.lm_head_bytes, n, shape.weight_bytes_per_param, w_bw, flops_per_s)
+    if c.parallel.is_split:
+        other += collectives_s(c, n)
+    return fixed, tuple(projections), other
+
+
+def pass_cost(
+    c: PassConstants,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    overhead_s: float | None = None,
+) -> PassCost:
+    """:func:`target_pass_cost` from precomputed constants (same parameters otherwise)."""
+    tokens = np.asarray(tokens_per_request, dtype=float)
+    ctx = np.asarray(context_tokens, dtype=float)
+    moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
+    fixed_s = fixed_overhead_s(c.params, len(tokens), overhead_s)
+    return PassCost(
+        overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
+    )
+
+
+def fixed_overhead_s(params: RooflineParams, requests: float, overhead_s: float | None) -> float:
+    """Fixed time of a pass: ``overhead_s`` if given (draft steps, extends), else the target
+    pass's ``pass_overhead_s`` plus ``request_overhead_s`` per request in the batch
+    (:func:`~simspec.costs.parallel.request_overhead_s`). Shared by :func:`pass_cost` and
+    :func:`simspec.costs.many.pass_cost_many`."""
+    if overhead_s is not None:
+        return overhead_s
+    fixed_s = params.pass_overhead_s
+    if params.request_overhead_s:  # target passes only
+        fixed_s += float(request_overhead_s(requests, params.request_overhead_s))
+    return fixed_s
+
+
+def target_pass_cost(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    num_gpus: int = 1,
+    overhead_s: float | None = None,
+    parallel: Parallelism | None = None,
+    hidden_size: int = 0,
+) -> PassCost:
+    """Roofline time of one target pass (module docstring formula).
+
+    Parameters
+    ----------
+    shape : ModelShape
+        Derived architecture (``ModelSpec.shape``).
+    gpu : GpuSpec
+        Peak numbers of one GPU (and its links, for collectives).
+    params : RooflineParams
+        Efficiencies and overheads.
+    tokens_per_request : array of int, shape (B,)
+        Tokens each request feeds in this pass (k_b + 1 for a verify pass).
+    context_tokens : array of int, shape (B,)
+        Tokens each request already holds in its KV cache.
+    unique_experts : array, shape (num_moe_layers,)
+        Distinct routed experts touched per MoE layer (the union over all tokens).
+    overhead_s : float, optional
+        Fixed time of the pass; defaults to ``params.pass_overhead_s``.
+    num_gpus, parallel, hidden_size
+        How the model is split (:class:`~simspec.costs.parallel.Parallelism`; default: tensor
+        parallel over ``num_gpus``) and its hidden size (collective message size).
+
+    Returns
+    -------
+    PassCost
+
+    Examples
+    --------
+    A pass with no tokens of work left costs only its overhead:
+
+    >>> from simspec import catalog
+    >>> m = catalog.get_model("llama-3.1-8b")
+    >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
+    ...                      np.array([1]), np.array([0]), np.zeros(0))
+    >>> round(c.overhead_s, 6)
+    0.0008
+    """
+    return pass_cost(
+        pass_constants(shape, gpu, params, num_gpus, parallel=parallel, hidden_size=hidden_size),
+        tokens_per_request,
+        context_tokens,
+        unique_experts,
+        overhead_s=overhead_s,
+    )
