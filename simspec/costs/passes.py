@@ -263,14 +263,24 @@ def pass_cost(
     *,
     overhead_s: float | None = None,
 ) -> PassCost:
-    """:func:`target_pass_cost` from precomputed constants (same parameters otherwise)."""
-    tokens = np.asarray(tokens_per_request, dtype=float)
-    ctx = np.asarray(context_tokens, dtype=float)
+    """:func:`target_pass_cost` from precomputed constants (same parameters otherwise).
+
+    Integer arrays are used as they are: every product and sum of the pass is then an exact
+    integer, the same number the float arithmetic gives below 2**53, without two conversions.
+    """
+    tokens, ctx = _numbers(tokens_per_request), _numbers(context_tokens)
     moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
     fixed_s = fixed_overhead_s(c.params, len(tokens), overhead_s)
     return PassCost(
         overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
     )
+
+
+def _numbers(values) -> np.ndarray:
+    """``values`` as an array: an int64 array as it is, anything else as floats."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64:
+        return values
+    return np.asarray(values, dtype=float)
 
 
 def fixed_overhead_s(params: RooflineParams, requests: float, overhead_s: float | None) -> float:

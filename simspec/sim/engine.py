@@ -203,7 +203,8 @@ def serve(
             unique = refs.pass_unique_experts(triples, accepted)
         verify = costs.verify_pass(fed, contexts, unique)
         extra_s = 0.0  # verify bookkeeping + the drafter's extend (engine presets; 0 if ideal)
-        if np.count_nonzero(ks):  # the k = 0 pass at the same batch, for verify_over_decode only
+        asked_total = int(_add(ks))  # the drafts the policy asked for (every k_b >= 0)
+        if asked_total:  # the k = 0 pass at the same batch, for verify_over_decode only
             plain = plain_unique.get(batch)
             if plain is None:
                 zeros = np.zeros(batch, dtype=np.int64)
@@ -256,7 +257,7 @@ def serve(
             trials.append(judged)
         drafted = int(_add(drafts))
         if learns:
-            outcome = StepOutcome(batch, int(_add(ks)), accepted_total, step_s)
+            outcome = StepOutcome(batch, asked_total, accepted_total, step_s)
             memory = observe(policy, memory, outcome)
         rows.append(
             (

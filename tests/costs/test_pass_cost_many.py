@@ -91,6 +91,17 @@ def test_many_equals_the_scalar_pass_row_by_row(model, seed):
 
 
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("seed", [0, 2, 4])  # integer contexts
+def test_integer_arrays_price_the_pass_of_their_floats(model, seed):
+    """pass_cost uses int64 tokens and contexts as they are: the same bits as their floats."""
+    c, tokens, contexts, unique, _ = _random_case(seed, model)
+    ints = contexts.astype(np.int64)
+    for t, x, u in zip(tokens, ints, unique, strict=True):
+        assert t.dtype == np.int64
+        assert pass_cost(c, t, x, u) == pass_cost(c, t.astype(float), x.astype(float), u)
+
+
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("seed", range(4))
 def test_counted_columns_equal_the_expanded_batch(model, seed):
     c, tokens, contexts, unique, rng = _random_case(seed, model)
