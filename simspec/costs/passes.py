@@ -198,9 +198,7 @@ def pass_terms(
     if terms is None:
         terms = _token_terms(c, n)
         if one:
-            if len(c.token_memo) >= MEMO_ENTRIES:
-                c.token_memo.clear()
-            c.token_memo[n] = terms
+            _remember(c.token_memo, n, terms)
     fixed, projections, other = terms
 
     moe = 0.0
@@ -218,15 +216,20 @@ def pass_terms(
                 routed = routed_experts_split_s(c, unique_experts, n)
             moe = routed.sum(axis=-1) + shape.num_moe_layers * fixed
             if key is not None:
-                if len(c.moe_memo) >= MEMO_ENTRIES:
-                    c.moe_memo.clear()
-                c.moe_memo[key] = moe
+                _remember(c.moe_memo, key, moe)
 
     attention = 0.0
     for g, proj in zip(shape.groups, projections, strict=True):
         core = attention_core_s(g, tokens, ctx, c.kv_bw, c.flops_per_s, counts)
         attention += g.count * (proj + core)
     return moe, attention, other
+
+
+def _remember(memo: dict, key, value) -> None:
+    """Store ``value`` under ``key``, starting the memo afresh once it holds MEMO_ENTRIES."""
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
 
 
 def _token_terms(c: PassConstants, n):

@@ -11,6 +11,7 @@ the accepted tokens' target hidden states are fed through the head before the ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 
@@ -172,16 +173,10 @@ class RooflineCostModel:
             drafting, context = [len(asked)] * depth, [int(np.add.reduce(ctx))] * depth
         else:  # requests and context sums at depths >= j: suffix sums over their k
             low = min(lowest, 0)  # a negative k drafts nothing: as 0
-            counts = np.bincount(ks - low)[-low:].tolist()
-            sums = np.bincount(ks - low, weights=ctx)[-low:].tolist()
-            drafting, context = [], []
-            n, total = 0, 0
-            for k in range(depth, 0, -1):
-                n, total = n + counts[k], total + int(sums[k])
-                drafting.append(n)
-                context.append(total)
-            drafting.reverse()
-            context.reverse()
+            counts = np.bincount(ks - low)[1 - low :].tolist()  # k = 1..depth
+            sums = [int(s) for s in np.bincount(ks - low, weights=ctx)[1 - low :].tolist()]
+            drafting = list(accumulate(reversed(counts)))[::-1]
+            context = list(accumulate(reversed(sums)))[::-1]
         if context[0] + drafting[0] * depth >= 2**53:  # beyond exact float integers
             return draft_phase_by_depth(self, ctx, ks)
         steps = [
