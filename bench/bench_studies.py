@@ -169,6 +169,49 @@ def sweep_once(
     return {**stages, **timeline(stages, log)}
 
 
+# A bare SimPy loop for a fixed wall time (``bench/simpy_rate.py``'s yardstick, but timed by the
+# wall clock): prints its events per wall second.
+_TICKER = """
+import sys, time, simpy
+seconds = float(sys.argv[1])
+env, done = simpy.Environment(), [0]
+def ticker(env):
+    while time.perf_counter() < end:
+        for _ in range(2000):
+            yield env.timeout(1)
+        done[0] += 2000
+start = time.perf_counter()
+end = start + seconds
+env.process(ticker(env))
+env.run()
+print(done[0] / (time.perf_counter() - start))
+"""
+
+
+def ceiling_once(seconds: float = 1.5) -> float:
+    """This machine's own two-process speed-up, now: the events per wall second of two bare
+    SimPy loops run at once (fresh processes, started together), over those of one run alone.
+
+    A perfectly parallel job gets no more from two workers. On a machine with two idle cores it
+    is ~2.0; on a shared virtual machine whose two CPUs slow each other down (hyperthreads of one
+    core, a busy host) it is less, and it moves from minute to minute, so each sweep pair gets
+    its own, measured right after it. The loops are timed by the wall clock for a fixed time (not
+    a fixed count): like a sweep's workers, which take points as they free up, the faster one
+    is not kept waiting for the slower.
+    """
+
+    def rates(n: int) -> list[float]:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _TICKER, str(seconds)], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(n)
+        ]
+        return [float(proc.communicate()[0]) for proc in procs]
+
+    return sum(rates(2)) / rates(1)[0]
+
+
 TIMELINE = ("before points", "busy/worker", "imbalance", "tail", "after points", "start + exit")
 
 
@@ -187,6 +230,7 @@ def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.1
                 out = Path(tmp) / f"w{workers}-{r}"
                 runs[workers].append(sweep_once(study, workers, out, cache))
                 digests.add(folder_digest(out))
+            runs[2][-1]["ceiling"] = ceiling_once()
     print(
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}; simspec from {os.path.dirname(simspec.__file__)}; "
@@ -226,6 +270,26 @@ def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.1
             + " ".join(f"{x:.2f}" for x in ratios)
             + f" (median {statistics.median(ratios):.2f}); two-core estimate ratio "
             f"{med[1]['two cores'] / med[2]['two cores']:.2f}"
+        )
+        ceilings = [b["ceiling"] for _, b in chosen]
+        shares = [x / c for x, c in zip(ratios, ceilings, strict=True)]
+        print(
+            "machine ceiling (two bare SimPy loops at once / one) after each pair: "
+            + " ".join(f"{c:.2f}" for c in ceilings)
+            + f" (median {statistics.median(ceilings):.2f})"
+        )
+        print(
+            "wall ratio / ceiling per pair: "
+            + " ".join(f"{x:.2f}" for x in shares)
+            + f" (median {statistics.median(shares):.2f}; the target 1.8x of an ideal 2.0 is 0.90)"
+        )
+        one = med[1]
+        serial = one["before points"] + one["after points"] + one["start + exit"]
+        bound = one["wall"] / (serial + (one["wall"] - serial) / 2)
+        print(
+            f"Amdahl bound on two ideal cores: {bound:.2f}"
+            f" (1-worker medians: {serial:.2f} s before the first point, after the last and"
+            " start + exit stay serial; the rest, points and their saving, halves)"
         )
 
 

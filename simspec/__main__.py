@@ -2,6 +2,6 @@
 
 import sys
 
-from simspec.cli import main
+from simspec.cli import run_command
 
-sys.exit(main())
+sys.exit(run_command())

@@ -27,41 +27,46 @@ _KINDS: dict[str, type] = {
 
 
 @functools.cache
-def _load(kind: str) -> dict[str, Any]:
-    entries: dict[str, Any] = {}
+def _files(kind: str) -> dict[str, Any]:
+    """The entry files of catalog ``kind``, by name (the file name less ``.toml``, which each
+    entry's own ``name`` must repeat), sorted."""
     folder = resources.files("simspec.catalog").joinpath(kind)
-    for item in sorted(folder.iterdir(), key=lambda p: p.name):
-        if not item.name.endswith(".toml"):
-            continue
-        source = f"catalog/{kind}/{item.name}"
-        data = tomllib.loads(item.read_text(encoding="utf-8"))
-        spec = build(_KINDS[kind], data, source=source)
-        if spec.name != item.name.removesuffix(".toml"):
-            raise InputError(
-                source, "name", f"{item.name.removesuffix('.toml')!r}", repr(spec.name)
-            )
-        entries[spec.name] = spec
-    return entries
+    files = {p.name.removesuffix(".toml"): p for p in folder.iterdir() if p.name.endswith(".toml")}
+    return {name: files[name] for name in sorted(files)}
+
+
+@functools.cache
+def _entry(kind: str, name: str) -> Any:
+    """Entry ``name`` of ``kind``, parsed and checked on first use: a scenario reads the few
+    entries it names, not the whole catalog (parsing all of it took ~20 ms of every command's
+    start-up)."""
+    item = _files(kind)[name]
+    source = f"catalog/{kind}/{item.name}"
+    data = tomllib.loads(item.read_text(encoding="utf-8"))
+    spec = build(_KINDS[kind], data, source=source)
+    if spec.name != name:
+        raise InputError(source, "name", f"{name!r}", repr(spec.name))
+    return spec
 
 
 def model_names() -> list[str]:
     """Names of the catalog's target (and dense draft) models."""
-    return sorted(_load("models"))
+    return list(_files("models"))
 
 
 def drafter_names() -> list[str]:
     """Names of the catalog's drafters."""
-    return sorted(_load("drafters"))
+    return list(_files("drafters"))
 
 
 def gpu_names() -> list[str]:
     """Names of the catalog's GPUs."""
-    return sorted(_load("gpus"))
+    return list(_files("gpus"))
 
 
 def engine_names() -> list[str]:
     """Names of the catalog's engine presets (``[engine] preset``)."""
-    return sorted(_load("engines"))
+    return list(_files("engines"))
 
 
 def get_engine(name: str) -> EnginePreset:
@@ -85,7 +90,6 @@ def get_gpu(name: str) -> GpuSpec:
 
 
 def _get(kind: str, name: str) -> Any:
-    entries = _load(kind)
-    if name not in entries:
+    if name not in _files(kind):
         raise KeyError(name)
-    return entries[name]
+    return _entry(kind, name)

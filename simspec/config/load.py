@@ -16,24 +16,22 @@ folder; one given as an override is relative to the working folder. Trace paths
 
 from __future__ import annotations
 
-import copy
-import functools
-import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from simspec import catalog
-from simspec.config.aliases import expand_aliases
-from simspec.config.checks import (
-    check_routing,
-    drop_stale_drafter,
-    fill_default_drafter,
-)
+from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
+from simspec.config.overrides import (  # noqa: F401 - re-exported: the loader's API
+    Overrides,
+    apply_overrides,
+    parse_value,
+    touches_profile,
+)
 from simspec.config.profiles import load_scenario_profile
 from simspec.config.scenario import (
     CostsConfig,
@@ -87,9 +85,6 @@ _TABLES = (
     ("speculation", SpeculationConfig),
     ("slo", SloConfig),
 )
-_PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
-
-Overrides = Mapping[str, Any] | Iterable[str]
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -108,98 +103,6 @@ def _parse_toml(text: str, source: str) -> dict[str, Any]:
         return dict(load_toml(text, source, "", ScenarioError))
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(source, "", "valid TOML", f"a syntax error ({err})") from None
-
-
-# -- overrides -------------------------------------------------------------------------------------
-def parse_value(text: str) -> Any:
-    """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string.
-
-    Cached by text (a sweep applies the same few overrides to every point); each call returns
-    its own copy, as parsing again would.
-    """
-    return copy.deepcopy(_parsed_value(text))
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_value(text: str) -> Any:
-    try:
-        return load_toml(f"v = {text}", "--set", text[:40], ScenarioError)["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def split_override(item: str, where: str = "--set") -> tuple[str, Any]:
-    """``"key.path=value"`` -> (key, parsed value)."""
-    if "=" not in item:
-        raise ScenarioError(where, item, "key=value", describe(item))
-    key, _, text = item.partition("=")
-    return key.strip(), parse_value(text)
-
-
-def _key_parts(key: str, where: str) -> list[str | int]:
-    parts: list[str | int] = []
-    for piece in key.split("."):
-        m = _PATH_PART.fullmatch(piece)
-        if not m:
-            raise ScenarioError(where, key, "a dotted key such as routing.overlap", describe(key))
-        parts.append(m.group(1))
-        parts.extend(int(ix) for ix in re.findall(r"\[(\d+)\]", m.group(2)))
-    return parts
-
-
-def _pairs(overrides: Overrides, where: str) -> list[tuple[str, Any]]:
-    if isinstance(overrides, Mapping):
-        return expand_aliases([(str(k), v) for k, v in overrides.items()])
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    return expand_aliases([split_override(item, where) for item in overrides])
-
-
-def apply_overrides(
-    data: Mapping[str, Any], overrides: Overrides, where: str = "--set"
-) -> dict[str, Any]:
-    """Apply overrides to parsed scenario data; returns a new dict (``data`` is unchanged).
-
-    ``overrides`` is a mapping ``{"routing.overlap": 0.5}`` or ``key=value`` strings whose
-    values are TOML (``policies[1].draft_tokens=4`` indexes arrays).
-    """
-    result = copy.deepcopy(dict(data))
-    pairs = _pairs(overrides, where)
-    for key, value in pairs:
-        parts = _key_parts(key, where)
-        node: Any = result
-        for depth, part in enumerate(parts):
-            if isinstance(part, int):
-                if not isinstance(node, list) or part >= len(node):
-                    raise ScenarioError(where, key, "an index of an existing array", describe(part))
-            elif not isinstance(node, dict):
-                raise ScenarioError(
-                    where,
-                    key,
-                    f"{part!r} to be a key inside a table",
-                    f"it inside {describe(node)}",
-                )
-            if depth == len(parts) - 1:
-                node[part] = copy.deepcopy(value)
-            else:
-                if isinstance(part, str) and part not in node:
-                    node[part] = [] if isinstance(parts[depth + 1], int) else {}
-                node = node[part]
-    drop_stale_drafter(result, [key for key, _ in pairs])
-    return result
-
-
-def touches_profile(overrides: Overrides) -> bool:
-    """True when ``overrides`` set ``costs.profile`` (its path is then relative to the cwd)."""
-    keys = (
-        list(overrides)
-        if isinstance(overrides, Mapping)
-        else [
-            str(item).partition("=")[0].strip()
-            for item in ([overrides] if isinstance(overrides, str) else overrides)
-        ]
-    )
-    return any(k in ("costs", "costs.profile") for k in keys)
 
 
 # -- validation and resolution -----------------------------------------------------------------

@@ -5,7 +5,7 @@
 reference sequences) on one of two executors:
 
 * ``process`` — local worker processes: forked on Linux
-  (:func:`~simspec.sweep.spec.worker_context`), so they start with everything the parent has
+  (:func:`~simspec.sweep.workers.worker_context`), so they start with everything the parent has
   imported (a spawned worker spends seconds importing simspec and numpy again), spawned
   elsewhere; a worker also serialises its point's JSON, so the parent only writes files;
 * ``dask`` — a ``dask.distributed`` cluster: a local one, or the scheduler at ``scheduler``.
@@ -56,8 +56,9 @@ from simspec.sweep.points import (
     write_manifest,
     write_point,
 )
-from simspec.sweep.spec import Point, worker_context
+from simspec.sweep.spec import Point
 from simspec.sweep.tables import write_tables
+from simspec.sweep.workers import frozen_heap, worker_context
 
 #: The executors :func:`run_sweep` knows.
 EXECUTORS = ("process", "dask")
@@ -202,7 +203,8 @@ def _run_processes(
     # a result: one worker runs every point in the parent).
     context = worker_context()
     pool = pools.enter_context(cf.ProcessPoolExecutor(max_workers=workers, mp_context=context))
-    futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
+    with frozen_heap():  # the first submit forks the workers
+        futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
     for future in cf.as_completed(futures):
         finished(futures[future], future.result())
     pool.shutdown(wait=False)  # every point is done: let the workers exit meanwhile

@@ -48,6 +48,7 @@ from simspec.config.load import (
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.rng import replication_seed
+from simspec.sweep.workers import frozen_heap, worker_context
 
 #: The keys of a ``[sweep]`` table.
 SWEEP_KEYS = ("replications", "grid", "cases", "oracle")
@@ -269,22 +270,6 @@ Combo = tuple[str, dict[str, Any], list[str], str]
 Resolved = tuple[Scenario, str | None]
 
 
-def worker_context() -> Any:
-    """The multiprocessing context of local workers: ``fork`` on Linux while this process runs
-    a single thread (a forked child starts with the imported modules, no seconds of imports;
-    forking a threaded process can leave a child blocked on a lock another thread held),
-    ``spawn`` otherwise (macOS system frameworks are not fork-safe). Buffered output is flushed
-    first, so that no forked child writes it again."""
-    import multiprocessing
-    import sys
-    import threading
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    fork = sys.platform.startswith("linux") and threading.active_count() == 1
-    return multiprocessing.get_context("fork" if fork else "spawn")
-
-
 def _seeded(base: dict[str, Any], combo: Combo, replications: int) -> list[dict[str, Any]]:
     """The scenario data of every replication of ``combo``: the base with the combo's overrides
     and, for replication r, the seed :func:`~simspec.rng.replication_seed` derives."""
@@ -345,7 +330,9 @@ def _resolve(
             # time it meets a case's model (and ~30 ms on its first point), so a worker that
             # sees only some of the cases does less; the second chunk evens out the end.
             chunk = max(1, -(-len(combos) // (2 * workers)))
-            done = list(pool.map(work, combos, chunksize=chunk))
+            with frozen_heap():  # map submits every chunk at once; the first submit forks
+                results = pool.map(work, combos, chunksize=chunk)
+            done = list(results)
         if all(d is not None for d in done):
             return [d for d in done if d is not None]
     seeded = [(_seeded(base, combo, replications), combo[3]) for combo in combos]

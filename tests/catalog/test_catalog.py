@@ -98,3 +98,41 @@ def test_drafters_reference_known_models():
 def test_unknown_name_raises_keyerror():
     with pytest.raises(KeyError):
         catalog.get_model("no-such-model")
+
+
+@pytest.mark.parametrize("kind", ["models", "drafters", "gpus", "engines"])
+def test_names_are_the_sorted_file_names_and_every_entry_names_itself(kind):
+    from importlib import resources
+
+    folder = resources.files("simspec.catalog").joinpath(kind)
+    stems = sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    names = {
+        "models": catalog.model_names,
+        "drafters": catalog.drafter_names,
+        "gpus": catalog.gpu_names,
+        "engines": catalog.engine_names,
+    }[kind]()
+    assert names == stems and len(names) >= 4
+    for name in names:  # each parses strictly (on first use) and repeats its file name
+        assert catalog._get(kind, name).name == name
+
+
+def test_an_entry_is_parsed_on_first_use_and_a_broken_one_spoils_only_itself(tmp_path, monkeypatch):
+    from simspec.errors import InputError
+
+    source = catalog._files("gpus")["h100-sxm"].read_text(encoding="utf-8")
+    (tmp_path / "good.toml").write_text(source.replace('"h100-sxm"', '"good"', 1))
+    (tmp_path / "misnamed.toml").write_text(source)  # says "h100-sxm"
+    files = {"good": tmp_path / "good.toml", "misnamed": tmp_path / "misnamed.toml"}
+    monkeypatch.setattr(catalog, "_files", lambda kind: files)
+    catalog._entry.cache_clear()
+    try:
+        assert catalog.gpu_names() == ["good", "misnamed"]  # listing parses nothing
+        assert catalog._entry.cache_info().currsize == 0
+        assert catalog.get_gpu("good").name == "good"
+        with pytest.raises(InputError, match=r"misnamed\.toml"):
+            catalog.get_gpu("misnamed")
+        with pytest.raises(KeyError):
+            catalog.get_gpu("absent")
+    finally:
+        catalog._entry.cache_clear()

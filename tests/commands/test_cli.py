@@ -357,3 +357,29 @@ def test_internal_error_is_exit_1_with_traceback(capsys, monkeypatch):
     assert code == 1
     assert "Traceback" in err and "RuntimeError: boom" in err
     assert "internal error" in err
+
+
+def test_the_program_returns_mains_code_and_freezes_the_collector_for_its_exit(monkeypatch, capsys):
+    import gc
+
+    from simspec.cli import run_command
+
+    monkeypatch.setattr(sys, "argv", ["simspec", "--version"])
+    try:
+        assert run_command() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert simspec.__version__ in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["simspec", "run", "--no-such-flag"])
+    try:
+        assert run_command() == 2
+    finally:
+        gc.unfreeze()
+
+
+def test_python_m_simspec_is_the_program():
+    out = subprocess.run(
+        [sys.executable, "-m", "simspec", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and simspec.__version__ in out.stdout, out.stderr

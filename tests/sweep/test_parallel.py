@@ -14,7 +14,8 @@ from simspec.analysis.replications import T_975, half_width_95, t_quantile_975
 from simspec.errors import ScenarioError
 from simspec.sweep.points import parse_point, point_files, point_path, read_points, write_point
 from simspec.sweep.run import run_point, run_sweep
-from simspec.sweep.spec import expand, read_spec, worker_context
+from simspec.sweep.spec import expand, read_spec
+from simspec.sweep.workers import worker_context
 
 BASE = """
 name = "par"
@@ -104,7 +105,7 @@ def test_one_replication_sweep_tables_do_not_import_scipy_stats(tmp_path):
     code = f"""
 import sys, tomllib
 from simspec.sweep.run import run_sweep
-from simspec.sweep.spec import expand, read_spec, worker_context
+from simspec.sweep.spec import expand, read_spec
 data = tomllib.loads({BASE.replace("replications = 3", "replications = 1")!r})
 spec = read_spec(data, "par.toml")
 run_sweep(expand(data, "par.toml", spec), sys.argv[1], workers=1)
@@ -207,3 +208,17 @@ def test_points_without_traces_draw_no_request_lengths(monkeypatch):
     again = expand(tomllib.loads(BASE), "par.toml", spec, workers=1)
     assert calls == []
     assert [p.scenario for p in again] == [p.scenario for p in points]
+
+
+def test_frozen_heap_freezes_the_collector_only_inside():
+    import gc
+
+    from simspec.sweep.workers import frozen_heap
+
+    assert gc.get_freeze_count() == 0
+    with frozen_heap():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), frozen_heap():
+        raise RuntimeError("a failed fork")
+    assert gc.get_freeze_count() == 0
