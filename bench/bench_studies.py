@@ -16,7 +16,11 @@ imbalance, the tail where a core idles, after the last point, interpreter start-
 For each run it also measures the CPUs other jobs used meanwhile (``/proc/stat``), and reports
 the medians again over the pairs where they stayed under ``--quiet`` (wall ratios of a loaded
 machine say little). "two-core estimate" is the parent's CPU + the workers' CPU / 2 (a lower
-bound: perfectly balanced workers, no start-up, exit or contention). It checks that every run
+bound: perfectly balanced workers, no start-up, exit or contention). It also reports the ratio
+of the sweep itself (from simspec imported to the tables written), the machine's own two-process
+ceiling measured after each pair (:func:`ceiling_once`) and the wall ratio over it, and the Amdahl
+bound of the 1-worker timeline on two ideal cores. The child freezes the collector before it
+exits, as the ``simspec`` program does (``simspec.cli.run_command``). It checks that every run
 wrote the same files. ``--bytecode`` lets the runs write and reuse compiled modules in a private
 cache (this machine sets ``PYTHONDONTWRITEBYTECODE=1``, so every fresh process compiles simspec's
 sources again, ~0.1 s; an installed package has its bytecode). Run it with
@@ -58,7 +62,7 @@ def children():
 wall, start = time.perf_counter(), time.process_time()
 import simspec.sweep.run as run
 from simspec.sweep.spec import load_sweep
-imported = time.process_time()
+imported, imported_wall = time.process_time(), time.perf_counter()
 study, workers, out, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def timed(fn, *args):
     t0, c0 = time.perf_counter(), time.process_time()
@@ -84,8 +88,11 @@ run.run_sweep(points, out, oracle=spec.oracle, workers=workers)
 stages = {"imports": imported - start, "load": loaded - imported,
           "load workers": loaded_children, "parent": time.process_time() - loaded,
           "workers": children() - loaded_children, "loaded at": loaded_wall - wall,
-          "end": time.perf_counter() - wall}
+          "end": time.perf_counter() - wall, "sweep": time.perf_counter() - imported_wall}
 print(json.dumps(stages), file=sys.stderr)
+cli = os.path.join(os.path.dirname(os.path.dirname(run.__file__)), "cli.py")
+if "def run_command" in open(cli).read():  # as the simspec program does before it exits
+    import gc; gc.freeze()
 """
 
 
@@ -255,7 +262,10 @@ def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.1
         if not chosen:
             continue
         med = {
-            w: {k: statistics.median(pair[i][k] for pair in chosen) for k in keys + TIMELINE}
+            w: {
+                k: statistics.median(pair[i][k] for pair in chosen)
+                for k in (*keys, *TIMELINE, "sweep")
+            }
             for i, w in enumerate((1, 2))
         }
         print("medians, CPU s  " + "  ".join(f"{k:>12}" for k in keys))
@@ -270,6 +280,13 @@ def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.1
             + " ".join(f"{x:.2f}" for x in ratios)
             + f" (median {statistics.median(ratios):.2f}); two-core estimate ratio "
             f"{med[1]['two cores'] / med[2]['two cores']:.2f}"
+        )
+        inside = [a["sweep"] / b["sweep"] for a, b in chosen]
+        print(
+            "ratio of the sweep itself (from simspec imported to the tables written: "
+            f"{med[1]['sweep']:.2f} s / {med[2]['sweep']:.2f} s): "
+            + " ".join(f"{x:.2f}" for x in inside)
+            + f" (median {statistics.median(inside):.2f})"
         )
         ceilings = [b["ceiling"] for _, b in chosen]
         shares = [x / c for x, c in zip(ratios, ceilings, strict=True)]
