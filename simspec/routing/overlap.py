@@ -17,10 +17,11 @@ lags need iterative proportional fitting (:mod:`simspec.routing.ipf`).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
+
+from simspec.routing.memo import FitMemo
 
 _LAMBDA_BOUND = 60.0  # |log odds ratio| beyond this is numerically "perfect" (anti-)association
 
@@ -118,16 +119,20 @@ def layer_log_odds_ratios(
     return _cached_layer_fit(p.tobytes(), p.shape, rho.tobytes(), rho.shape)
 
 
-@functools.lru_cache(maxsize=32)
-def _cached_layer_fit(
+def _layer_fit_of_bytes(
     p_bytes: bytes, p_shape: tuple[int, ...], rho_bytes: bytes, rho_shape: tuple[int, ...]
 ) -> np.ndarray:
-    """:func:`layer_log_odds_ratios` of the arrays these bytes hold (exceptions are not cached)."""
+    """:func:`layer_log_odds_ratios` of the arrays these bytes hold."""
     p = np.frombuffer(p_bytes).reshape(p_shape)
     rho = np.frombuffer(rho_bytes).reshape(rho_shape)
     lam = _layer_fit(p, rho)
     lam.setflags(write=False)
     return lam
+
+
+#: ``_layer_fit_of_bytes`` remembered per arguments (exceptions are not); a sweep's processes
+#: share the answers (:mod:`simspec.routing.memo`).
+_cached_layer_fit = FitMemo("routing.overlap.layer_fit", _layer_fit_of_bytes, 32)
 
 
 def _layer_fit(p: np.ndarray, rho: np.ndarray) -> np.ndarray:

@@ -17,7 +17,6 @@ token is a rejected draft uses the draft profile.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -25,14 +24,14 @@ import numpy as np
 
 from simspec.physics.experts import independent_union_from_inclusion
 from simspec.routing.ipf import NODES, interpolate_nodes, ipf_log_silent, probability_nodes
+from simspec.routing.memo import FitMemo
 from simspec.routing.overlap import layer_log_odds_ratios, markov_log_silent, pair_probability
 
 if TYPE_CHECKING:
     from simspec.routing.hmm import LatentFit
 
 
-@functools.lru_cache(maxsize=4096)
-def _node_log_silent(
+def _fit_node_log_silent(
     node_bytes: bytes,
     q_true_bytes: bytes,
     q_draft_bytes: bytes,
@@ -47,6 +46,10 @@ def _node_log_silent(
     out = ipf_log_silent(p, q_true, tokens, q_draft=q_draft, true_tokens=true_tokens)
     out.setflags(write=False)
     return out
+
+
+#: ``_fit_node_log_silent`` remembered per arguments; a sweep's processes share the answers.
+_node_log_silent = FitMemo("routing.predictor.node_log_silent", _fit_node_log_silent, 4096)
 
 
 def _pad(q: np.ndarray, width: int) -> np.ndarray:

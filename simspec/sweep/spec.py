@@ -39,16 +39,14 @@ from typing import Any
 
 from simspec.config.load import (
     apply_overrides,
-    check_seed,
     parse_value,
     read_scenario_data,
-    scenario_from_dict,
     touches_profile,
 )
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
-from simspec.rng import replication_seed
-from simspec.sweep.workers import frozen_heap, worker_context
+from simspec.rng import replication_seed  # noqa: F401 - re-exported: the sweep's seeds
+from simspec.sweep.resolve import Combo, resolve_combos
 
 #: The keys of a ``[sweep]`` table.
 SWEEP_KEYS = ("replications", "grid", "cases", "oracle")
@@ -250,7 +248,7 @@ def expand(
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             where = f"{source} (sweep point {', '.join(overrides) or 'base'})"
             combos.append((label, values, overrides, where))
-    resolved = _resolve(base, combos, spec.replications, base_dir, workers)
+    resolved = resolve_combos(base, combos, spec.replications, base_dir, workers)
     points: list[Point] = []
     for (label, values, _, _), replications in zip(combos, resolved, strict=True):
         for r, (scenario, digest) in enumerate(replications):
@@ -259,87 +257,6 @@ def expand(
                 point.__dict__["digest"] = digest  # what the cached property stores
             points.append(point)
     return points
-
-
-#: Points per worker below which :func:`expand` resolves the points in this process.
-MIN_PARALLEL = 64
-
-#: One grid point of a case, before replications: (label, values, overrides, where).
-Combo = tuple[str, dict[str, Any], list[str], str]
-#: A resolved replication: the scenario and, when a worker computed it, its digest.
-Resolved = tuple[Scenario, str | None]
-
-
-def _seeded(base: dict[str, Any], combo: Combo, replications: int) -> list[dict[str, Any]]:
-    """The scenario data of every replication of ``combo``: the base with the combo's overrides
-    and, for replication r, the seed :func:`~simspec.rng.replication_seed` derives."""
-    where = combo[3]
-    point = apply_overrides(base, combo[2], where)
-    # A seed set by the case or a grid axis is the base seed of this point's replications
-    # (checked like a scenario's seed before it is derived from).
-    seed = check_seed(point.get("seed", 0), where)
-    return [
-        apply_overrides(point, {"seed": replication_seed(seed, r)}, where)
-        for r in range(replications)
-    ]
-
-
-def _resolve_combo(
-    combo: Combo, base: dict[str, Any], replications: int, base_dir: str
-) -> list[Resolved] | None:
-    """Every replication of one combo, resolved, with its digest; None if any step fails (in
-    a worker: the parent then resolves the sweep in the reference order to raise the error)."""
-    try:
-        return [
-            (scenario, scenario.digest())
-            for scenario in (
-                scenario_from_dict(data, combo[3], base_dir=base_dir)
-                for data in _seeded(base, combo, replications)
-            )
-        ]
-    except Exception:
-        return None
-
-
-def _resolve(
-    base: dict[str, Any], combos: list[Combo], replications: int, base_dir: str, workers: int
-) -> list[list[Resolved]]:
-    """The resolved replications of every combo, in order.
-
-    One process (the reference, and the order of errors): every combo's overrides applied and
-    seeds checked first, then every scenario resolved, so the first failing step raises. With
-    ``workers`` > 1 on Linux, forked processes take whole combos (overrides, seeds, resolution
-    and digest: all of a sweep's start-up that is not reading the file, which would otherwise
-    stay serial before every parallel sweep); if any fails, the reference path runs and raises.
-    """
-    context = worker_context()
-    # A pool costs ~30 ms and every process spends ~30 ms on its first point, while a point
-    # takes ~1-3 ms (more with traces): below ~64 points per worker, one process is as fast.
-    parallel = (
-        workers > 1 and len(combos) > 1 and len(combos) * replications >= MIN_PARALLEL * workers
-    )
-    if parallel and context.get_start_method() == "fork":
-        import concurrent.futures as cf
-        import functools
-
-        work = functools.partial(
-            _resolve_combo, base=base, replications=replications, base_dir=base_dir
-        )
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            # Large contiguous chunks (two per worker): a process spends ~1-10 ms the first
-            # time it meets a case's model (and ~30 ms on its first point), so a worker that
-            # sees only some of the cases does less; the second chunk evens out the end.
-            chunk = max(1, -(-len(combos) // (2 * workers)))
-            with frozen_heap():  # map submits every chunk at once; the first submit forks
-                results = pool.map(work, combos, chunksize=chunk)
-            done = list(results)
-        if all(d is not None for d in done):
-            return [d for d in done if d is not None]
-    seeded = [(_seeded(base, combo, replications), combo[3]) for combo in combos]
-    return [
-        [(scenario_from_dict(data, where, base_dir=base_dir), None) for data in datas]
-        for datas, where in seeded
-    ]
 
 
 def load_sweep(

@@ -42,9 +42,9 @@ grid = { "workload.num_requests" = [1, 3], "acceptance.alpha" = [0.5, 0.8] }
 @pytest.fixture
 def pool_always(monkeypatch):
     """Resolve even these few points in worker processes (the path a large sweep takes)."""
-    import simspec.sweep.spec as spec_module
+    import simspec.sweep.resolve as resolve_module
 
-    monkeypatch.setattr(spec_module, "MIN_PARALLEL", 1)
+    monkeypatch.setattr(resolve_module, "MIN_PARALLEL", 1)
 
 
 def _points():
