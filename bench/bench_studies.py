@@ -306,7 +306,8 @@ def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.1
         print(
             f"Amdahl bound on two ideal cores: {bound:.2f}"
             f" (1-worker medians: {serial:.2f} s before the first point, after the last and"
-            " start + exit stay serial; the rest, points and their saving, halves)"
+            " start + exit stay serial; the rest, points and their saving, halves; a sweep"
+            " whose workers check its points shortens that serial part)"
         )
 
 
