@@ -1,7 +1,7 @@
 """Memos of the routing fits that a sweep's processes can hand to each other.
 
 Fitting a model's routing statistics (the per-layer odds ratios of the temporal overlaps, the
-max-entropy tables of P(silent) per token count) takes 10-60 ms per model, and every point of a
+max-entropy tables of P(silent) per token count) takes 10-90 ms per model, and every point of a
 sweep with that model and seed asks for the same fit. :class:`FitMemo` remembers each answer by
 its arguments, like ``functools.lru_cache``, and also lets a process export the answers it
 computed itself and another absorb them: a sweep checks its points in forked workers, one model

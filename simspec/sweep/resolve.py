@@ -156,4 +156,4 @@ def _resolve_groups(
         return None
     for _, fits in done:
         absorb_fits(fits)
-    return [combo for resolved, _ in done if resolved is not None for combo in resolved]
+    return [reps for resolved, _ in done if resolved is not None for reps in resolved]
