@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simspec import catalog
 from simspec.config.engine import EngineConfig
@@ -43,7 +43,6 @@ from simspec.text.workload import WorkloadConfig
 
 #: The efficiencies and overheads of ``[costs]`` (fields of RooflineParams).
 ROOFLINE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RooflineParams))
-_ROOFLINE_META = {f.name: f.metadata for f in dataclasses.fields(RooflineParams)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,18 +120,9 @@ class HardwareConfig:
                 raise FieldError(key, f"a divisor of num_gpus = {self.num_gpus}", degree)
 
 
-def _from_profile(name: str) -> Any:
-    """A ``[costs]`` key whose unset value (None) resolves to the profile's fitted value."""
-    return field(default=None, metadata=_ROOFLINE_META[name])
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CostsConfig:
-    """The cost model and its parameters (scenario table ``[costs]``).
-
-    Every efficiency the table leaves unset (None) takes the profile's fitted value when there
-    is a ``profile``, else the built-in default (:meth:`resolve`); keys set in the scenario win.
-    """
+class _CostsChoice:
+    """The keys of ``[costs]`` that choose the cost model; :data:`CostsConfig` adds the rest."""
 
     model: str = param(
         "roofline",
@@ -150,24 +140,6 @@ class CostsConfig:
         "use a profile measured on another device than hardware.gpu (another catalog GPU, or "
         "a device outside the catalog such as a CPU test run); refused otherwise",
     )
-    pass_overhead_s: float | None = _from_profile("pass_overhead_s")
-    draft_step_overhead_s: float | None = _from_profile("draft_step_overhead_s")
-    moe_efficiency_max: float | None = _from_profile("moe_efficiency_max")
-    moe_saturation_bytes: float | None = _from_profile("moe_saturation_bytes")
-    moe_kernel: str | None = _from_profile("moe_kernel")
-    moe_launch_s: float | None = _from_profile("moe_launch_s")
-    moe_expert_s: float | None = _from_profile("moe_expert_s")
-    moe_bandwidth_efficiency: float | None = _from_profile("moe_bandwidth_efficiency")
-    moe_l2_reuse: str | None = _from_profile("moe_l2_reuse")
-    moe_tile_rows: float | None = _from_profile("moe_tile_rows")
-    weight_efficiency: float | None = _from_profile("weight_efficiency")
-    kv_efficiency: float | None = _from_profile("kv_efficiency")
-    compute_efficiency: float | None = _from_profile("compute_efficiency")
-    comm_s_per_layer: float | None = _from_profile("comm_s_per_layer")
-    verify_overhead_s: float | None = _from_profile("verify_overhead_s")
-    draft_extend_passes: float | None = _from_profile("draft_extend_passes")
-    request_overhead_s: float | None = _from_profile("request_overhead_s")
-    verify_overhead_per_tp_s: float | None = _from_profile("verify_overhead_per_tp_s")
 
     def __post_init__(self) -> None:
         valid = COST_MODELS.names()
@@ -184,6 +156,37 @@ class CostsConfig:
     def resolve(self, fitted: RooflineParams | None) -> RooflineParams:
         """The cost model's parameters: the scenario's values over ``fitted`` (or defaults)."""
         return dataclasses.replace(fitted or RooflineParams(), **self.explicit())
+
+
+def _costs_config() -> type[_CostsChoice]:
+    """The ``[costs]`` table: the cost model's choice plus every field of RooflineParams.
+
+    Each RooflineParams field appears as an optional key with the same help text and bounds;
+    unset (None) means "the profile's fitted value, else the built-in default"
+    (:meth:`_CostsChoice.resolve`). Generating the keys keeps the table and the cost model's
+    parameters one list.
+    """
+    optional = [
+        (f.name, f"{f.type} | None", field(default=None, metadata=f.metadata))
+        for f in dataclasses.fields(RooflineParams)
+    ]
+    cls = dataclasses.make_dataclass(
+        "CostsConfig",
+        optional,
+        bases=(_CostsChoice,),
+        frozen=True,
+        slots=True,
+        kw_only=True,
+        namespace={"__doc__": "The cost model and its parameters (scenario table ``[costs]``)."},
+    )
+    cls.__module__ = __name__  # where pickle and the type hints look it up
+    return cls
+
+
+if TYPE_CHECKING:
+    CostsConfig = _CostsChoice
+else:
+    CostsConfig = _costs_config()
 
 
 @dataclass(frozen=True, slots=True)
