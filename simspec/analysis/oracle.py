@@ -112,27 +112,14 @@ class OracleResult:
 
 
 def solve(cost_s: np.ndarray, next_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Backward DP over states 1..L−1 (module docstring); returns (V, argmin).
-
-    Each state is a handful of additions, so the loop runs on Python lists (a numpy call per
-    state would cost more than its arithmetic); the sums are the same float64 additions.
-    """
-    last = cost_s.shape[0]
-    value = [0.0] * (last + 1)
-    choice = [0] * last
-    costs, nexts = cost_s.tolist(), next_state.tolist()
-    for i in range(last - 1, 0, -1):
-        totals = [c + value[j] for c, j in zip(costs[i], nexts[i], strict=True)]
-        best = min(totals)
-        choice[i] = totals.index(best)  # first minimum: the smallest k on ties
-        value[i] = best
-    return np.array(value), np.array(choice, dtype=np.int64)
+    """Backward DP over states 1..L−1 (module docstring) for one request; returns (V, argmin)."""
+    return solve_many([cost_s], [next_state])[0]
 
 
 def solve_many(
     cost_s: list[np.ndarray], next_state: list[np.ndarray]
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """:func:`solve` for many requests at once, the same (V, argmin) for each.
+    """The backward DP of many requests at once: (V, argmin) for each.
 
     The DP is sequential over states but independent across requests, so state i of every
     request is one vectorised step over a (requests, K+1) array (tables padded to the longest
@@ -161,20 +148,6 @@ def solve_many(
     for row, r in enumerate(order):
         out[r] = (value[row, : lasts[row] + 1].copy(), choice[row, : lasts[row]].copy())
     return out
-
-
-def shortest_path_networkx(cost_s: np.ndarray, next_state: np.ndarray) -> float:
-    """The same optimum as :func:`solve`, as a networkx shortest path (a cross-check)."""
-    import networkx as nx
-
-    graph = nx.DiGraph()
-    last = cost_s.shape[0]
-    for i in range(1, last):
-        for k in range(cost_s.shape[1]):
-            j, w = int(next_state[i, k]), float(cost_s[i, k])
-            if not graph.has_edge(i, j) or graph[i][j]["weight"] > w:
-                graph.add_edge(i, j, weight=w)
-    return float(nx.shortest_path_length(graph, 1, last, weight="weight"))
 
 
 def request_tables(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,33 +30,18 @@ import numpy as np
 
 from simspec.analysis import experiment
 from simspec.analysis.experiment import Progress
-from simspec.analysis.results import RunResult
+from simspec.analysis.results import PolicyResult, RunResult
 from simspec.config.load import with_overrides
 from simspec.config.scenario import Scenario
 from simspec.rng import replication_seed
 
-#: Student's t quantile t_{0.975, nu} for nu = 1..30 degrees of freedom, as ``scipy.stats.t.ppf``
-#: computes it (Boost's inverse incomplete beta), to the last bit; tests compare the two. Importing
-#: ``scipy.stats`` takes ~1 s, longer than a small sweep's tables.
-T_975 = (
-    12.706204736174694, 4.302652729749462, 3.1824463052837078, 2.7764451051977934,
-    2.5705818356363146, 2.4469118511449786, 2.364624251592784, 2.306004135204166,
-    2.262157162798205, 2.228138851986274, 2.200985160091639, 2.1788128296672284,
-    2.1603686564627913, 2.144786687917804, 2.131449545559776, 2.1199052992212546,
-    2.1098155778333156, 2.1009220402410382, 2.0930240544083087, 2.085963447265864,
-    2.0796138447276795, 2.0738730679040254, 2.0686576104190486, 2.0638985616280245,
-    2.0595385527532972, 2.0555294386428735, 2.0518305164802846, 2.0484071417952454,
-    2.045229642132703, 2.0422724563012378,
-)  # fmt: skip
-
 
 def t_quantile_975(dof: int) -> float:
-    """t_{0.975, dof}: the table above, ``scipy.stats.t.ppf`` beyond it."""
-    if 1 <= dof <= len(T_975):
-        return T_975[dof - 1]
-    from scipy.stats import t
+    """Student's t_{0.975, dof} (``scipy.special.stdtrit``, the inverse of the t distribution;
+    imported here because ``scipy.stats`` alone takes about a second to import)."""
+    from scipy.special import stdtrit
 
-    return float(t.ppf(0.975, dof))
+    return float(stdtrit(dof, 0.975))
 
 
 def half_width_95(values: Sequence[float] | np.ndarray) -> float:
@@ -113,6 +98,115 @@ class Interval:
         return {name: self.mean, f"{name}_ci95": half}
 
 
+def _rows(runs: Sequence[RunResult], label: str) -> list[tuple[RunResult, PolicyResult]]:
+    """The replications that ran ``label``, each with its row."""
+    return [(run, p) for run in runs for p in run.policies if p.label == label]
+
+
+def _labels(runs: Sequence[RunResult]) -> list[str]:
+    """Every policy label, in the order the runs first show them."""
+    return list(dict.fromkeys(p.label for run in runs for p in run.policies))
+
+
+def _best_label(runs: Sequence[RunResult], metric: str = "speedup_vs_no_spec") -> str:
+    """The label with the highest mean ``metric``, the oracle excluded (first on ties)."""
+    means = {
+        label: float(np.mean([float(getattr(p, metric)) for _, p in _rows(runs, label)]))
+        for label in _labels(runs)
+        if not any(p.is_oracle for _, p in _rows(runs, label))
+    }
+    return max(means, key=means.__getitem__)
+
+
+def _paired(
+    runs: Sequence[RunResult], label: str, reference: Callable[[RunResult], PolicyResult | None]
+) -> tuple[list[float], list[float]]:
+    """(TPOT differences, speedup differences) of ``label`` to a reference row, per replication
+    where both ran."""
+    tpot, speedup = [], []
+    for run, mine in _rows(runs, label):
+        ref = reference(run)
+        if ref is not None:
+            tpot.append(mine.tpot_ms - ref.tpot_ms)
+            speedup.append(mine.speedup_vs_no_spec - ref.speedup_vs_no_spec)
+    return tpot, speedup
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOverReplications:
+    """One policy over R replications: means with 95 % intervals and paired differences.
+
+    TPOT differences are in ms, negative = faster than the reference; speedup differences are
+    to the best policy (the oracle excluded), paired within each replication.
+    """
+
+    policy: str  # the policy's label
+    is_baseline: bool
+    is_oracle: bool
+    replications: int
+    tpot_ms: Interval
+    tokens_per_s: float
+    speedup_vs_no_spec: Interval
+    mean_k: float
+    acceptance_length: float
+    tpot_diff_vs_no_spec_ms: Interval
+    tpot_diff_vs_oracle_ms: Interval  # nan without an oracle
+    speedup_diff_vs_best: Interval
+    gap_to_oracle_pct: Interval | None  # None without an oracle
+
+    @property
+    def within_noise_of_best(self) -> bool:
+        """Whether the paired interval of the speedup difference to the best contains 0."""
+        return self.speedup_diff_vs_best.contains(0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON row of ``replications.policies`` in a results file."""
+        gap = self.gap_to_oracle_pct
+        return {
+            "policy": self.policy,
+            **self.tpot_ms.to_dict("tpot_ms"),
+            **self.speedup_vs_no_spec.to_dict("speedup_vs_no_spec"),
+            **self.speedup_diff_vs_best.to_dict("speedup_diff_vs_best"),
+            "within_noise_of_best": self.within_noise_of_best,
+            **(gap.to_dict("gap_to_oracle_pct") if gap is not None else {}),
+        }
+
+
+def summarize_runs(runs: Sequence[RunResult]) -> list[PolicyOverReplications]:
+    """Per policy label (in the runs' order): the statistics of the module docstring over the
+    replications in ``runs`` (the same scenario under different seeds). A policy missing from
+    some replications is summarised over those that ran it."""
+    best = _best_label(runs)
+    out = []
+    for label in _labels(runs):
+        rows = [p for _, p in _rows(runs, label)]
+        speedups = [p.speedup_vs_no_spec for p in rows]
+        to_base, _ = _paired(runs, label, lambda run: run.baseline)
+        to_oracle, _ = _paired(runs, label, lambda run: run.oracle_result)
+        _, to_best = _paired(
+            runs, label, lambda run: next((p for p in run.policies if p.label == best), None)
+        )
+        gaps = [p.gap_to_oracle_pct for p in rows if p.gap_to_oracle_pct is not None]
+        out.append(
+            PolicyOverReplications(
+                policy=label,
+                is_baseline=rows[0].is_baseline,
+                is_oracle=rows[0].is_oracle,
+                replications=len(rows),
+                tpot_ms=Interval.of([p.tpot_ms for p in rows]),
+                tokens_per_s=float(np.mean([p.tokens_per_s for p in rows])),
+                speedup_vs_no_spec=Interval.of(speedups),
+                mean_k=float(np.mean([p.mean_k for p in rows])),
+                acceptance_length=float(np.mean([p.acceptance_length for p in rows])),
+                tpot_diff_vs_no_spec_ms=Interval.of(to_base),
+                tpot_diff_vs_oracle_ms=Interval.of(to_oracle),
+                speedup_diff_vs_best=Interval.of(to_best),
+                gap_to_oracle_pct=Interval.of(gaps) if gaps else None,
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True)
 class Replicated:
     """The results of R replications of one scenario; ``runs[r]`` ran with ``seeds[r]``."""
@@ -143,30 +237,11 @@ class Replicated:
 
     def best(self, metric: str = "speedup_vs_no_spec") -> str:
         """The label with the highest mean ``metric``, the oracle excluded (first on ties)."""
-        rows = [p.label for p in self.runs[0].policies if not p.is_oracle]
-        return max(rows, key=lambda label: float(self.values(label, metric).mean()))
+        return _best_label(self.runs, metric)
 
-    def summary(self) -> list[dict[str, Any]]:
-        """Per policy: mean TPOT and speedup with 95 % half-widths, the paired difference of its
-        speedup to the best policy's, whether it is within noise of it, and with an oracle the
-        mean gap to it (JSON-ready)."""
-        best = self.best()
-        with_oracle = self.runs[0].oracle_result is not None
-        rows = []
-        for label in self.labels:
-            diff = self.paired(label, best)
-            gap = self.mean(label, "gap_to_oracle_pct") if with_oracle else None
-            rows.append(
-                {
-                    "policy": label,
-                    **self.mean(label, "tpot_ms").to_dict("tpot_ms"),
-                    **self.mean(label).to_dict("speedup_vs_no_spec"),
-                    **diff.to_dict("speedup_diff_vs_best"),
-                    "within_noise_of_best": diff.contains(0.0),
-                    **(gap.to_dict("gap_to_oracle_pct") if gap is not None else {}),
-                }
-            )
-        return rows
+    def summary(self) -> list[PolicyOverReplications]:
+        """:func:`summarize_runs` of these replications."""
+        return summarize_runs(self.runs)
 
     def to_dict(self) -> dict[str, Any]:
         """Replication 0's results object plus ``replications``: the seeds and :meth:`summary`.
@@ -179,7 +254,7 @@ class Replicated:
         data["replications"] = {
             "count": len(self.runs),
             "seeds": list(self.seeds),
-            "policies": self.summary(),
+            "policies": [row.to_dict() for row in self.summary()],
         }
         return data
 

@@ -57,20 +57,20 @@ def check_replication_options(args: argparse.Namespace) -> None:
 def replication_table(replicated: Replicated) -> str:
     """The means over replications with 95 % CIs and each policy's paired difference to the best."""
     summary = replicated.summary()
-    with_gap = any("gap_to_oracle_pct" in row for row in summary)
+    with_gap = any(row.gap_to_oracle_pct is not None for row in summary)
     best = replicated.best()
     rows = []
     for s in summary:
-        diff = _interval(s, "speedup_diff_vs_best")
         cells = [
-            s["policy"],
-            _interval(s, "tpot_ms"),
-            _interval(s, "speedup_vs_no_spec"),
-            "(best)" if s["policy"] == best else diff,
-            "yes" if s["within_noise_of_best"] else "no",
+            s.policy,
+            s.tpot_ms.text(),
+            s.speedup_vs_no_spec.text(),
+            "(best)" if s.policy == best else s.speedup_diff_vs_best.text(),
+            "yes" if s.within_noise_of_best else "no",
         ]
         if with_gap:
-            cells.append(_interval(s, "gap_to_oracle_pct", 1))
+            gap = s.gap_to_oracle_pct
+            cells.append(gap.text(1) if gap is not None else "")
         rows.append(cells)
     headers = ["policy", "TPOT ms", "speedup", f"speedup - {best}", "within noise"]
     if with_gap:
@@ -103,12 +103,6 @@ def slo_table(result: RunResult) -> str:
         for p in result.policies
     ]
     return table(headers, rows)
-
-
-def _interval(row: dict[str, float | None], key: str, digits: int = 3) -> str:
-    mean, half = row[key], row[f"{key}_ci95"]
-    assert mean is not None
-    return f"{mean:.{digits}f}" if half is None else f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
 def report_replications(args: argparse.Namespace, replicated: Replicated) -> None:

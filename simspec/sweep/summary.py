@@ -1,22 +1,7 @@
-"""Means over replications and paired 95 % confidence intervals.
-
-Replications of a sweep point differ only in their seed, so they are independent draws of the
-same experiment. Within one replication every policy, the k = 0 baseline and the oracle run on
-the *same* reference sequences (common random numbers). The difference of a policy's TPOT to
-the baseline's in replication r,
-
-    d_r = TPOT(policy, r) − TPOT(baseline, r),
-
-is therefore a paired difference: what the text does to both runs (a long easy stretch, a burst
-of rejections) cancels, and d_r varies far less than either TPOT. Its 95 % confidence interval is
-the Student-t interval of the mean of R independent values,
-
-    d̄ ± t_{0.975, R−1} · s_d / √R,
-
-with s_d the sample standard deviation (``scipy.stats.t``); one replication gives no interval
-(nan). Two policies that behave identically have d_r = 0 exactly, and so a zero-width interval.
-The same interval of the plain means (``tpot_ms_ci95``) is much wider: it carries the text's
-variation too.
+"""The sweep's ``summary.csv`` rows: each point's replications summarised by
+:func:`simspec.analysis.replications.summarize_runs` (means, 95 % t intervals, paired TPOT
+differences to the k = 0 baseline and to the oracle), flattened into one typed row per
+(case, grid values, policy).
 """
 
 from __future__ import annotations
@@ -25,10 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
-
-from simspec.analysis.replications import half_width_95, paired_ci
-from simspec.analysis.results import PolicyResult, RunResult
+from simspec.analysis.replications import summarize_runs
 from simspec.sweep.points import PointResult, axes
 
 
@@ -71,63 +53,41 @@ class PolicySummary:
 STATISTICS: tuple[str, ...] = tuple(
     f.name for f in fields(PolicySummary) if f.metadata.get("statistic")
 )
-#: Metrics averaged over replications; those in :data:`WITH_CI` also get a 95 % half-width.
-MEANS = ("tpot_ms", "tokens_per_s", "speedup_vs_no_spec", "mean_k", "acceptance_length")
-WITH_CI = ("tpot_ms", "speedup_vs_no_spec")
-
-
-def _tpot_diffs(runs: Sequence[RunResult], label: str, reference: str) -> tuple[float, float]:
-    """Paired TPOT differences of ``label`` to the baseline or the oracle, over replications."""
-    diffs = []
-    for run in runs:
-        ref = run.baseline if reference == "no_spec" else run.oracle_result
-        mine = _row(run, label)
-        if ref is not None and mine is not None:
-            diffs.append(mine.tpot_ms - ref.tpot_ms)
-    return paired_ci(diffs)
-
-
-def _row(run: RunResult, label: str) -> PolicyResult | None:
-    return next((p for p in run.policies if p.label == label), None)
 
 
 def summarize(points: Sequence[PointResult]) -> list[PolicySummary]:
-    """One :class:`PolicySummary` per (case, grid values, policy), in the sweep's order."""
+    """One :class:`PolicySummary` per (case, grid values, policy), in the sweep's order: the
+    replications of each point summarised by
+    :func:`simspec.analysis.replications.summarize_runs`."""
     keys = axes(points)
     groups: dict[tuple[Any, ...], dict[int, PointResult]] = {}
-    order: dict[tuple[tuple[Any, ...], str], None] = {}
     for p in points:
         # Values compare as the text the tables show them as (1 and 1.0 stay apart, as in CSV).
         where = (p.case, *(str(p.values.get(k, "")) for k in keys))
         groups.setdefault(where, {})[p.replication] = p
-        for row in p.result.policies:
-            order.setdefault((where, row.label), None)
     out = []
-    for where, label in order:
-        reps = groups[where]
-        runs = [reps[r].result for r in sorted(reps)]
-        present = [(reps[r], found) for r in sorted(reps) if (found := _row(reps[r].result, label))]
-        first = present[0][0]
-        mine = [found for _, found in present]
-        stats: dict[str, float] = {}
-        for name in MEANS:
-            values = [float(getattr(m, name)) for m in mine]
-            stats[name] = float(np.mean(values))
-            if name in WITH_CI:
-                stats[f"{name}_ci95"] = half_width_95(values)
-        for reference in ("no_spec", "oracle"):
-            mean, half = _tpot_diffs(runs, label, reference)
-            stats[f"tpot_diff_vs_{reference}_ms"] = mean
-            stats[f"tpot_diff_vs_{reference}_ci95_ms"] = half
-        out.append(
-            PolicySummary(
-                case=first.case,
-                values={k: first.values.get(k, "") for k in keys},
-                policy=label,
-                is_baseline=mine[0].is_baseline,
-                is_oracle=mine[0].is_oracle,
-                replications=len(mine),
-                **stats,
+    for reps in groups.values():
+        first = reps[min(reps)]
+        for row in summarize_runs([reps[r].result for r in sorted(reps)]):
+            out.append(
+                PolicySummary(
+                    case=first.case,
+                    values={k: first.values.get(k, "") for k in keys},
+                    policy=row.policy,
+                    is_baseline=row.is_baseline,
+                    is_oracle=row.is_oracle,
+                    replications=row.replications,
+                    tpot_ms=row.tpot_ms.mean,
+                    tpot_ms_ci95=row.tpot_ms.half_width,
+                    tokens_per_s=row.tokens_per_s,
+                    speedup_vs_no_spec=row.speedup_vs_no_spec.mean,
+                    speedup_vs_no_spec_ci95=row.speedup_vs_no_spec.half_width,
+                    mean_k=row.mean_k,
+                    acceptance_length=row.acceptance_length,
+                    tpot_diff_vs_no_spec_ms=row.tpot_diff_vs_no_spec_ms.mean,
+                    tpot_diff_vs_no_spec_ci95_ms=row.tpot_diff_vs_no_spec_ms.half_width,
+                    tpot_diff_vs_oracle_ms=row.tpot_diff_vs_oracle_ms.mean,
+                    tpot_diff_vs_oracle_ci95_ms=row.tpot_diff_vs_oracle_ms.half_width,
+                )
             )
-        )
     return out

@@ -15,12 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simspec.analysis import oracle
-from simspec.analysis.joint import exact_joint_plan
 from simspec.analysis.oracle import OraclePolicy
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 from tests.helpers import tiny
+from tests.reference.joint_oracle import exact_joint_plan
+from tests.reference.oracle_dp import shortest_path_networkx
 
 
 def _pair(seed, output_tokens, *extra):
@@ -65,7 +66,7 @@ def test_the_approximate_batched_oracle_is_within_five_percent_of_the_optimum(se
     opt = exact_joint_plan(setup)
     approx = oracle.oracle_plan(setup).log.mean_tpot_s()
     assert opt.mean_tpot_s <= approx * (1 + 1e-12)  # nothing beats the exact optimum
-    assert approx <= 1.05 * opt.mean_tpot_s  # bench/oracle_gap.py: gaps 0-3 % at B = 2
+    assert approx <= 1.05 * opt.mean_tpot_s  # studies/oracle_gap.py: gaps 0-3 % at B = 2
 
 
 def test_the_exact_oracle_refuses_what_it_cannot_solve():
@@ -87,7 +88,7 @@ def test_b1_dp_equals_networkx_on_random_instances(lengths, kmax, seed):
     nxt = np.arange(lengths)[:, None] + np.minimum(np.arange(kmax + 1), match[:, None]) + 1
     nxt = np.minimum(nxt, lengths)  # the last state is absorbing
     value, choice = oracle.solve(cost, nxt)
-    assert value[1] == pytest.approx(oracle.shortest_path_networkx(cost, nxt), rel=1e-12)
+    assert value[1] == pytest.approx(shortest_path_networkx(cost, nxt), rel=1e-12)
     i, walked = 1, 0.0  # following the choices costs exactly V(1)
     while i < lengths:
         walked += cost[i, choice[i]]

@@ -12,6 +12,7 @@ from simspec.policies import POLICIES, FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 from tests.helpers import tiny
+from tests.reference.oracle_dp import plain_solve, shortest_path_networkx
 
 
 def _decode_s(log):
@@ -32,7 +33,32 @@ def test_solve_on_a_hand_made_dag():
     value, choice = oracle.solve(cost, nxt)
     assert value[1] == pytest.approx(2.5)
     assert choice[1] == 1 and choice[2] == 0 and choice[3] == 0
-    assert oracle.shortest_path_networkx(cost, nxt) == pytest.approx(2.5)
+    assert shortest_path_networkx(cost, nxt) == pytest.approx(2.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    requests=st.integers(1, 5),
+    width=st.integers(1, 6),
+)
+def test_vectorised_dp_equals_the_plain_loop_on_random_dags(seed, requests, width):
+    """Random cost tables and forward transitions, requests of different lengths solved together:
+    every (V, argmin) equals the plain loop's, ties included (costs on a coarse grid make ties)."""
+    rng = np.random.default_rng(seed)
+    costs, nexts = [], []
+    for _ in range(requests):
+        last = int(rng.integers(2, 30))
+        costs.append(rng.integers(1, 5, size=(last, width)).astype(float))
+        states = np.arange(last)[:, None]
+        nexts.append(np.minimum(states + rng.integers(1, 4, size=(last, width)), last))
+    for (value, choice), cost, nxt in zip(
+        oracle.solve_many(costs, nexts), costs, nexts, strict=True
+    ):
+        ref_value, ref_choice = plain_solve(cost, nxt)
+        np.testing.assert_array_equal(value, ref_value)
+        np.testing.assert_array_equal(choice[1:], ref_choice[1:])
+        assert value[1] == pytest.approx(shortest_path_networkx(cost, nxt))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -41,9 +67,7 @@ def test_dp_equals_networkx_shortest_path(seed):
         _b1(f"seed={seed}", "workload.output_tokens=200", 'acceptance.process="bursty"')
     )
     t = oracle.request_tables(setup, 0, setup.max_draft_tokens)
-    assert t.value_s[1] == pytest.approx(
-        oracle.shortest_path_networkx(t.cost_s, t.next_state), rel=1e-12
-    )
+    assert t.value_s[1] == pytest.approx(shortest_path_networkx(t.cost_s, t.next_state), rel=1e-12)
 
 
 def test_plan_executed_by_the_engine_costs_exactly_the_dp_value():

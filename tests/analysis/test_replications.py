@@ -84,8 +84,8 @@ def test_paired_interval_contains_the_true_difference_and_excludes_zero():
     # Unpaired, the two means' intervals overlap: only pairing separates the policies.
     ma, mb = rep.mean("A"), rep.mean("B")
     assert ma.low < mb.high
-    summary = {s["policy"]: s for s in rep.summary()}
-    assert summary["A"]["within_noise_of_best"] and not summary["B"]["within_noise_of_best"]
+    summary = {s.policy: s for s in rep.summary()}
+    assert summary["A"].within_noise_of_best and not summary["B"].within_noise_of_best
 
 
 def test_paired_interval_covers_the_true_difference_95_percent_of_the_time():

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simspec.analysis.replications import T_975, half_width_95, t_quantile_975
+from simspec.analysis.replications import half_width_95, t_quantile_975
 from simspec.errors import ScenarioError
 from simspec.sweep.points import parse_point, point_files, point_path, read_points, write_point
 from simspec.sweep.run import run_point, run_sweep
@@ -78,12 +78,11 @@ def _files(folder: Path) -> dict[str, bytes]:
     }
 
 
-def test_t_quantile_table_is_scipys_to_the_last_bit():
+def test_t_quantile_is_scipy_stats_to_the_last_bit():
     from scipy.stats import t
 
-    for dof in range(1, len(T_975) + 1):
+    for dof in (1, 2, 3, 10, 30, 37, 1000):
         assert t_quantile_975(dof) == float(t.ppf(0.975, dof)), dof
-    assert t_quantile_975(len(T_975) + 7) == float(t.ppf(0.975, len(T_975) + 7))
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 12, 31, 40])

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simspec.analysis.replications import half_width_95, paired_ci
 from simspec.cli import main
 from simspec.errors import InputError, ScenarioError
 from simspec.sweep.points import read_sweep
 from simspec.sweep.run import run_sweep
 from simspec.sweep.spec import expand, load_sweep, read_spec, replication_seed
-from simspec.sweep.summary import half_width_95, paired_ci
 
 BASE = """
 name = "sw"

@@ -1,8 +1,8 @@
 """Benchmark: the approximate batched oracle against the exact joint optimum (tiny batches).
 
-    python bench/oracle_gap.py [--instances 12] [--tokens 14]
+    python -m studies.oracle_gap [--instances 12] [--tokens 14]
 
-For closed batches of B = 2 requests (the exact joint DP of simspec.analysis.joint is
+For closed batches of B = 2 requests (the exact joint DP of tests/reference/joint_oracle.py is
 exponential in B), i.i.d. and bursty acceptance, and several seeds, prints the approximate
 oracle's mean-TPOT gap to the exact optimum, and the best fixed k's gap, then their
 distribution (min / median / max).
@@ -15,11 +15,11 @@ import statistics
 import time
 
 from simspec.analysis import oracle
-from simspec.analysis.joint import exact_joint_plan
 from simspec.config.load import load_scenario
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
+from tests.reference.joint_oracle import exact_joint_plan
 
 
 def main() -> None:

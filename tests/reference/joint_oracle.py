@@ -19,7 +19,8 @@ w_b = 1 / (B·(L_b − 1)),
 and V(first state) is the least mean TPOT any plan can reach (all requests get their first
 token from the same prefill). The state space is Π_b L_b and each state tries (K + 1)^B
 choices, so this is for tiny instances (2-3 requests, tens of tokens): it measures how far the
-approximate batched oracle is from the optimum.
+approximate batched oracle is from the optimum, which is why it is a reference in the tests
+(and `python -m studies.oracle_gap`), not part of the package.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ cost axis), to1st% (states where the oracle drafts exactly up to the first rejec
 min(m_i, K)), local% (local condition violated, all extensions); then the random-cost-table
 control and the shuffled-label control (p: permutation p-value, 200 shuffles, floor 0.005).
 
-    python bench/delta_study.py [--workers 2]
+    python -m studies.delta_study [--workers 2]
 
 About 10 s on this project's 2-core machine (3 minutes before the oracle's tables were vectorised).
 """

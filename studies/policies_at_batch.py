@@ -1,6 +1,6 @@
 """Benchmark: every budget policy against the best fixed k and the oracle at batch 1 to 128.
 
-    python bench/policies_at_batch.py [--workers 2] [--batches 1 8 32 128] [--alphas 0.6 0.7 0.8]
+    python -m studies.policies_at_batch [--workers 2] [--batches 1 8 32 128] [--alphas 0.6 0.7 0.8]
 
 The default scenario (Qwen3-30B-A3B + EAGLE-3 on one H100, closed loop) with i.i.d. acceptance
 alpha, concurrency B and enough requests to keep the batch full. For each (B, alpha) it prints the
