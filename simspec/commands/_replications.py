@@ -1,4 +1,5 @@
-"""Options shared by `simspec run` and `simspec compare` (not a subcommand).
+"""What `simspec run` and `simspec compare` share (not a subcommand): their options, the
+checks made before simulating, the replicated run, and the outputs written after it.
 
 ``--replications R`` runs the scenario under R seeds (:mod:`simspec.analysis.replications`):
 the usual rows are replication 0 (the scenario's own seed, so R = 1 changes nothing), followed
@@ -12,14 +13,28 @@ a table of latency percentiles, SLO attainment and goodput.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
-from simspec.commands import check_writable, table, write_output
+from simspec.commands import (
+    add_allow_large_option,
+    add_format_option,
+    add_set_option,
+    add_trace_option,
+    check_format_output,
+    check_work,
+    check_writable,
+    table,
+    write_output,
+    write_trace_out,
+)
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
     from simspec.analysis.results import RunResult
+    from simspec.config.scenario import Scenario
 
 #: Most replications one command runs.
 MAX_REPLICATIONS = 10_000
@@ -39,6 +54,82 @@ def add_replication_options(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write one row per request (every policy and replication) to PATH as CSV",
     )
+
+
+def add_experiment_options(
+    parser: argparse.ArgumentParser, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> None:
+    """The arguments of `simspec run` and `simspec compare`; ``extra`` adds a command's own
+    options after ``--json``."""
+    parser.add_argument(
+        "scenario", nargs="?", help="scenario TOML file (default: the embedded one)"
+    )
+    parser.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
+    if extra is not None:
+        extra(parser)
+    add_format_option(parser)
+    add_trace_option(parser)
+    add_replication_options(parser)
+    add_set_option(parser)
+    add_allow_large_option(parser)
+
+
+def notes_stream(args: argparse.Namespace) -> TextIO:
+    """Where human notes go: standard error when standard output carries data (``--json -`` or
+    ``--format csv|md|json`` to standard output), else standard output."""
+    data_on_stdout = getattr(args, "json", None) == "-" or (
+        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
+    )
+    return sys.stderr if data_on_stdout else sys.stdout
+
+
+def simulate_replicated(
+    args: argparse.Namespace,
+    command: str,
+    *,
+    oracle: bool,
+    checks: Callable[[], None] | None = None,
+) -> tuple[Scenario, Replicated]:
+    """Load the scenario, check every option and output path (``checks`` adds the command's own)
+    before any simulation, then run the scenario's replications with a progress bar."""
+    from simspec.analysis.replications import replicate
+    from simspec.config.load import load_scenario
+    from simspec.io.progress import Progress
+
+    scenario = load_scenario(args.scenario, args.set)
+    check_work([scenario] * args.replications, oracle=oracle, allow_large=args.allow_large)
+    check_replication_options(args)
+    if args.json:
+        check_writable(args.json, "--json")
+    if checks is not None:
+        checks()
+    check_format_output(args)
+    if args.trace_out:
+        check_writable(args.trace_out, "--trace-out")
+    with Progress(command) as progress:
+        replicated = replicate(
+            scenario,
+            args.replications,
+            oracle=oracle,
+            progress=progress,
+            keep_logs=bool(args.trace_out or args.requests_csv),
+        )
+    return scenario, replicated
+
+
+def write_experiment_outputs(
+    args: argparse.Namespace, scenario: Scenario, replicated: Replicated
+) -> None:
+    """The tables over replications, ``--trace-out``, ``--requests-csv`` and ``--json``."""
+    report = notes_stream(args)
+    report_replications(args, replicated)
+    write_trace_out(args, replicated.runs[0], scenario)
+    if args.trace_out and args.trace_out != "-":
+        print(f"wrote {args.trace_out}", file=report)
+    if args.json:
+        write_output(args.json, replicated.to_json(), "--json")
+        if args.json != "-":
+            print(f"wrote {args.json}")
 
 
 def check_replication_options(args: argparse.Namespace) -> None:
@@ -112,12 +203,7 @@ def report_replications(args: argparse.Namespace, replicated: Replicated) -> Non
     The table goes where the command's notes go: standard error when standard output carries
     data (``--json -`` or ``--format csv|md|json`` to standard output).
     """
-    import sys
-
-    data_on_stdout = getattr(args, "json", None) == "-" or (
-        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
-    )
-    report = sys.stderr if data_on_stdout else sys.stdout
+    report = notes_stream(args)
     runs = replicated.runs
     slo = runs[0].scenario.get("slo") or {}
     if any(v is not None for v in slo.values()):

@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from simspec.commands import (
-    Column,
-    add_allow_large_option,
-    add_format_option,
-    add_set_option,
-    add_trace_option,
-    check_folder,
-    check_format_output,
-    check_work,
-    check_writable,
-    emit_rows,
-    write_output,
-    write_trace_out,
-)
+from simspec.commands import Column, check_folder, emit_rows
 from simspec.commands._replications import (
-    add_replication_options,
-    check_replication_options,
-    report_replications,
+    add_experiment_options,
+    notes_stream,
+    simulate_replicated,
+    write_experiment_outputs,
 )
 
 NAME = "compare"
@@ -32,18 +19,13 @@ EXAMPLE = "simspec compare scenarios/limits-of-speculation.toml --json cmp.json 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of `simspec compare`."""
-    parser.add_argument(
-        "scenario", nargs="?", help="scenario TOML file (default: the embedded one)"
-    )
-    parser.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
-    parser.add_argument(
-        "--plot", metavar="DIR", help="write policies.png and delta-space.png into DIR"
-    )
-    add_format_option(parser)
-    add_trace_option(parser)
-    add_replication_options(parser)
-    add_set_option(parser)
-    add_allow_large_option(parser)
+
+    def plot_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--plot", metavar="DIR", help="write policies.png and delta-space.png into DIR"
+        )
+
+    add_experiment_options(parser, plot_option)
 
 
 #: The columns `simspec compare` prints (``--format csv|json`` names them by key).
@@ -60,30 +42,14 @@ COLUMNS = (
 
 def execute(args: argparse.Namespace) -> int:
     """Run the comparison, print the table, write JSON and figures."""
-    from simspec.analysis.replications import replicate
-    from simspec.config.load import load_scenario
-    from simspec.io.progress import Progress
 
-    scenario = load_scenario(args.scenario, args.set)
-    # With `--json -` stdout carries the JSON alone; the table goes to stderr.
-    report = sys.stderr if args.json == "-" else sys.stdout
-    check_work([scenario] * args.replications, oracle=True, allow_large=args.allow_large)
-    check_replication_options(args)
-    if args.json:
-        check_writable(args.json, "--json")
-    if args.plot:
-        check_folder(args.plot, "--plot")
-    check_format_output(args)
-    if args.trace_out:
-        check_writable(args.trace_out, "--trace-out")
-    with Progress("compare") as progress:
-        replicated = replicate(
-            scenario,
-            args.replications,
-            oracle=True,
-            progress=progress,
-            keep_logs=bool(args.trace_out or args.requests_csv),
-        )
+    def check_plot_folder() -> None:
+        if args.plot:
+            check_folder(args.plot, "--plot")
+
+    scenario, replicated = simulate_replicated(
+        args, "compare", oracle=True, checks=check_plot_folder
+    )
     result = replicated.runs[0]
     rows = [(p.label, *(getattr(p, c.key) or 0.0 for c in COLUMNS[1:])) for p in result.policies]
     emit_rows(
@@ -93,11 +59,7 @@ def execute(args: argparse.Namespace) -> int:
         [f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}"],
     )
     # The oracle summary follows the rows wherever the human notes go.
-    report = (
-        sys.stderr
-        if args.json == "-" or (args.output == "-" and args.format != "table")
-        else report
-    )
+    report = notes_stream(args)
     oracle = result.oracle
     assert oracle is not None  # run_experiment(oracle=True) always finds one
     print(f"oracle: {'exact' if oracle.exact else 'approximate'} — {oracle.method}", file=report)
@@ -106,14 +68,7 @@ def execute(args: argparse.Namespace) -> int:
         from simspec.analysis.delta import describe
 
         print(f"delta space: {describe(d)}", file=report)
-    report_replications(args, replicated)
-    write_trace_out(args, result, scenario)
-    if args.trace_out and args.trace_out != "-":
-        print(f"wrote {args.trace_out}", file=report)
-    if args.json:
-        write_output(args.json, replicated.to_json(), "--json")
-        if args.json != "-":
-            print(f"wrote {args.json}")
+    write_experiment_outputs(args, scenario, replicated)
     if args.plot:
         from simspec.plots.policies import delta_space, policy_bars
 

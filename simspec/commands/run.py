@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from simspec.commands import (
-    Column,
-    add_allow_large_option,
-    add_format_option,
-    add_set_option,
-    add_trace_option,
-    check_format_output,
-    check_work,
-    check_writable,
-    emit_rows,
-    write_output,
-    write_trace_out,
-)
+from simspec.commands import Column, emit_rows
 from simspec.commands._replications import (
-    add_replication_options,
-    check_replication_options,
-    report_replications,
+    add_experiment_options,
+    simulate_replicated,
+    write_experiment_outputs,
 )
 
 NAME = "run"
@@ -33,15 +20,7 @@ EXAMPLE = (
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of `simspec run`."""
-    parser.add_argument(
-        "scenario", nargs="?", help="scenario TOML file (default: the embedded one)"
-    )
-    parser.add_argument("--json", metavar="OUT", help="write the results JSON to OUT (atomically)")
-    add_format_option(parser)
-    add_trace_option(parser)
-    add_replication_options(parser)
-    add_set_option(parser)
-    add_allow_large_option(parser)
+    add_experiment_options(parser)
 
 
 #: The columns `simspec run` prints (``--format csv|json`` names them by key).
@@ -60,27 +39,7 @@ COLUMNS = (
 
 def execute(args: argparse.Namespace) -> int:
     """Load, simulate, print, and optionally write the results JSON."""
-    from simspec.analysis.replications import replicate
-    from simspec.config.load import load_scenario
-    from simspec.io.progress import Progress
-
-    scenario = load_scenario(args.scenario, args.set)
-    # With `--json -` stdout carries the JSON alone; the table goes to stderr.
-    report = sys.stderr if args.json == "-" else sys.stdout
-    check_work([scenario] * args.replications, oracle=False, allow_large=args.allow_large)
-    check_replication_options(args)
-    if args.json:
-        check_writable(args.json, "--json")
-    check_format_output(args)
-    if args.trace_out:
-        check_writable(args.trace_out, "--trace-out")
-    with Progress("run") as progress:
-        replicated = replicate(
-            scenario,
-            args.replications,
-            progress=progress,
-            keep_logs=bool(args.trace_out or args.requests_csv),
-        )
+    scenario, replicated = simulate_replicated(args, "run", oracle=False)
     result = replicated.runs[0]
     rows = [(p.label, *(getattr(p, c.key) for c in COLUMNS[1:])) for p in result.policies]
     note = (
@@ -89,12 +48,5 @@ def execute(args: argparse.Namespace) -> int:
         f"{scenario.hardware.gpu}, {scenario.workload.loop} loop"
     )
     emit_rows(args, COLUMNS, rows, [note])
-    report_replications(args, replicated)
-    write_trace_out(args, result, scenario)
-    if args.trace_out and args.trace_out != "-":
-        print(f"wrote {args.trace_out}", file=report)
-    if args.json:
-        write_output(args.json, replicated.to_json(), "--json")
-        if args.json != "-":
-            print(f"wrote {args.json}")
+    write_experiment_outputs(args, scenario, replicated)
     return 0
