@@ -7,326 +7,44 @@ Commands raise :class:`simspec.errors.InputError` for bad input; ``simspec.cli.m
 into exit code 2.
 """
 
-from __future__ import annotations
+from simspec.commands._checks import (
+    MAX_WORK_TOKENS,
+    add_allow_large_option,
+    add_set_option,
+    check_folder,
+    check_work,
+    check_writable,
+)
+from simspec.commands._output import (
+    FORMATS,
+    Column,
+    add_format_option,
+    add_trace_option,
+    check_format_output,
+    emit_rows,
+    is_numeric_column,
+    render_rows,
+    table,
+    write_output,
+    write_trace_out,
+)
 
-import argparse
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-#: Cells a numeric column may hold besides numbers (missing or not applicable values).
-_PLACEHOLDERS = frozenset({"", "-", "n/a", "nan", "inf", "-inf", "None"})
-_NUMBER = re.compile(r"[+-]?(\d[\d,_]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*[%x]?")
-
-
-def is_numeric_column(cells: Sequence[str]) -> bool:
-    """True when every cell is a number (``1,024``, ``3.5%``, ``1.2x``) or a placeholder."""
-    values = [c.strip() for c in cells]
-    return any(v not in _PLACEHOLDERS for v in values) and all(
-        v in _PLACEHOLDERS or _NUMBER.fullmatch(v) for v in values
-    )
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain-text table: text columns left-aligned, numeric columns right-aligned.
-
-    A column is numeric when every body cell is a number or a placeholder
-    (:func:`is_numeric_column`); its header is right-aligned with it, so digits line up.
-    """
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    numeric = [
-        bool(rows) and is_numeric_column([r[i] for r in cells[1:]]) for i in range(len(headers))
-    ]
-    lines = []
-    for n, row in enumerate(cells):
-        lines.append(
-            "  ".join(
-                c.rjust(w) if right else c.ljust(w)
-                for c, w, right in zip(row, widths, numeric, strict=True)
-            ).rstrip()
-        )
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def add_set_option(parser: argparse.ArgumentParser) -> None:
-    """The shared ``--set KEY=VALUE`` option (repeatable scenario overrides)."""
-    parser.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override a scenario key, e.g. --set routing.overlap=0.5 (repeatable)",
-    )
-
-
-def _probe(folder: Path, path: str, flag: str) -> None:
-    """Create and remove a file in ``folder``: the one sure test that writing there works."""
-    import os
-    import tempfile
-
-    from simspec.errors import InputError
-
-    try:
-        fd, name = tempfile.mkstemp(prefix=".simspec-probe-", dir=folder)
-    except OSError as err:
-        raise InputError(
-            flag, path, "a path in a writable folder", f"{folder}: {err.strerror or err}"
-        ) from None
-    os.close(fd)
-    os.unlink(name)
-
-
-def _nearest_folder(start: Path, path: str, flag: str) -> Path:
-    """The nearest existing ancestor of ``start`` (itself included), which must be a folder."""
-    from simspec.errors import InputError
-
-    folder = start
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise InputError(flag, path, "a path whose parents are folders", f"{folder}, a file")
-    return folder
-
-
-#: Simulated tokens (requests x output tokens x runs, summed over points) above which run,
-#: compare and sweep refuse without --allow-large: the simulator commits roughly 7000 tokens per
-#: second and core, so this is about 25 minutes of one core.
-MAX_WORK_TOKENS = 10_000_000
-
-
-def add_allow_large_option(parser: argparse.ArgumentParser) -> None:
-    """The shared ``--allow-large`` flag (run a scenario above the work limit)."""
-    parser.add_argument(
-        "--allow-large",
-        action="store_true",
-        help=f"run even above {MAX_WORK_TOKENS:,} simulated tokens (requests x output x runs)",
-    )
-
-
-def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> None:
-    """Refuse, before simulating, a run whose estimated work is above :data:`MAX_WORK_TOKENS`.
-
-    The estimate is ``num_requests x output_tokens x runs`` per scenario (runs = its policies,
-    the k = 0 baseline and, with ``oracle``, the oracle), summed over ``scenarios``.
-    """
-    from simspec.errors import InputError
-
-    def work(s: Any) -> int:
-        runs = len(s.policies) + 1 + int(oracle)
-        return int(s.workload.num_requests) * int(s.workload.output_tokens) * runs
-
-    total = sum(work(s) for s in scenarios)
-    if allow_large or total <= MAX_WORK_TOKENS:
-        return
-    big = max(scenarios, key=work)
-    w = big.workload
-    runs = len(big.policies) + 1 + int(oracle)
-    points = f" x {len(scenarios)} points" if len(scenarios) > 1 else ""
-    raise InputError(
-        big.source or "<scenario>",
-        "workload.num_requests x workload.output_tokens x runs (policies + baseline)",
-        f"at most {MAX_WORK_TOKENS:,} simulated tokens",
-        f"{w.num_requests} x {w.output_tokens} x {runs}{points} = about {total:,}",
-        "Pass --allow-large to run it anyway (progress is shown), or reduce those keys.",
-    )
-
-
-def check_writable(path: str, flag: str, *, stdout: bool = True) -> None:
-    """Fail before a long run, not after it, when the file ``path`` cannot be written.
-
-    ``-`` (standard output, when ``stdout``) and an existing FIFO or device (written in place)
-    are fine; a folder, a path under a file, or a folder we cannot create a file in is not.
-    """
-    import os
-
-    from simspec.errors import InputError
-    from simspec.io.atomic import STDOUT, is_special
-
-    if path == STDOUT:
-        if stdout:
-            return
-        raise InputError(flag, path, "a file path", "'-' (standard output is not allowed here)")
-    target = Path(path)
-    if target.is_dir():
-        raise InputError(flag, path, "a file path", "an existing folder")
-    if is_special(target):
-        if not os.access(target, os.W_OK):
-            raise InputError(flag, path, "a writable file", "a special file we cannot write")
-        return
-    if target.is_symlink():
-        target = Path(os.path.realpath(target))
-    if target.exists() and not os.access(target, os.W_OK):
-        raise InputError(flag, path, "a writable file", "a read-only file")
-    _probe(_nearest_folder(target.parent, path, flag), path, flag)
-
-
-def check_folder(path: str, flag: str) -> None:
-    """Fail early when the output folder ``path`` is a file or cannot be created or written."""
-    from simspec.errors import InputError
-
-    target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise InputError(flag, path, "a folder", "an existing file")
-    _probe(_nearest_folder(target, path, flag), path, flag)
-
-
-def write_output(path: str, text: str, flag: str) -> None:
-    """Write ``text`` atomically (``-`` = stdout), turning OS errors into input errors."""
-    from simspec.errors import InputError
-    from simspec.io import write_atomic
-
-    try:
-        write_atomic(path, text)
-    except OSError as err:
-        raise InputError(flag, path, "a writable file path", err.strerror or str(err)) from None
-
-
-# -- result rows in several formats ------------------------------------------------------------
-#: What ``--format`` accepts: an aligned text table, CSV, a Markdown pipe table, JSON records.
-FORMATS = ("table", "csv", "md", "json")
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column of a command's result rows.
-
-    ``key`` names it in CSV headers and JSON records (machine names such as ``tpot_ms``),
-    ``header`` in the text and Markdown tables; ``spec`` formats its values there (a
-    :func:`format` spec such as ``".3f"``), while CSV and JSON keep full precision.
-    """
-
-    key: str
-    header: str
-    spec: str = ""
-
-    def text(self, value: Any) -> str:
-        """``value`` as the text and Markdown tables show it (None -> ``-``)."""
-        if value is None:
-            return "-"
-        return format(value, self.spec) if self.spec else str(value)
-
-
-def add_format_option(parser: argparse.ArgumentParser) -> None:
-    """The shared ``--format`` and ``--output`` options (how and where the rows go)."""
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="table",
-        help="how to write the result rows: an aligned text table, CSV, a Markdown pipe table "
-        "or JSON records (CSV and JSON keep full precision)",
-    )
-    parser.add_argument(
-        "--output",
-        metavar="PATH",
-        default="-",
-        help="write the rows in --format to PATH (atomically; '-' = standard output)",
-    )
-
-
-def render_rows(columns: Sequence[Column], rows: Sequence[Sequence[Any]], fmt: str) -> str:
-    """``rows`` (raw values, one per column) as ``fmt`` text, ending in a newline."""
-    import csv
-    import io
-    import json
-
-    if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow([c.key for c in columns])
-        writer.writerows([["" if v is None else v for v in row] for row in rows])
-        return buffer.getvalue()
-    if fmt == "json":
-        records = [{c.key: v for c, v in zip(columns, row, strict=True)} for row in rows]
-        return json.dumps(records, indent=2, allow_nan=False) + "\n"
-    texts = [[c.text(v) for c, v in zip(columns, row, strict=True)] for row in rows]
-    headers = [c.header for c in columns]
-    if fmt == "table":
-        return table(headers, texts) + "\n"
-    if fmt == "md":
-        right = [
-            bool(texts) and is_numeric_column([r[i] for r in texts]) for i in range(len(columns))
-        ]
-
-        def line(cells: Sequence[str]) -> str:
-            return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-        rule = "|" + "|".join("---:" if r else ":---" for r in right) + "|"
-        return "\n".join([line(headers), rule, *map(line, texts)]) + "\n"
-    raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
-
-
-def check_format_output(args: argparse.Namespace) -> None:
-    """Fail early on an unwritable ``--output`` or two outputs both sent to standard output."""
-    from simspec.errors import InputError
-    from simspec.io.atomic import STDOUT
-
-    json_out = getattr(args, "json", None)
-    if args.output == STDOUT and json_out == STDOUT and args.format != "table":
-        raise InputError(
-            "--output",
-            args.output,
-            "one output on standard output (give --output or --json a file)",
-            f"--json - and --format {args.format} both on standard output",
-        )
-    check_writable(args.output, "--output")
-
-
-def emit_rows(
-    args: argparse.Namespace,
-    columns: Sequence[Column],
-    rows: Sequence[Sequence[Any]],
-    notes: Sequence[str] = (),
-) -> None:
-    """Write the rows as ``args.format`` to ``args.output``, with the human notes around them.
-
-    The notes (scenario line, oracle summary) go with a text table on standard output; when
-    standard output carries data (``--format csv|md|json`` or ``--json -``) they go to
-    standard error, so a pipe receives the data alone.
-    """
-    import sys
-
-    from simspec.io.atomic import STDOUT
-
-    stdout_is_data = args.output == STDOUT and args.format != "table"
-    stdout_is_data = stdout_is_data or getattr(args, "json", None) == STDOUT
-    report = sys.stderr if stdout_is_data else sys.stdout
-    for note in notes:
-        print(note, file=report)
-    text = render_rows(columns, rows, args.format)
-    if args.output == STDOUT and args.format == "table":
-        print(text, end="", file=report)
-        return
-    write_output(args.output, text, "--output")
-    if args.output != STDOUT:
-        print(f"wrote {args.output}", file=report)
-
-
-def add_trace_option(parser: argparse.ArgumentParser) -> None:
-    """The shared ``--trace-out`` option (a Perfetto timeline of every simulated run)."""
-    parser.add_argument(
-        "--trace-out",
-        metavar="TRACE.json",
-        help="write a Chrome/Perfetto trace of every run (prefill, draft and verify passes, "
-        "requests) to TRACE.json, to open in ui.perfetto.dev",
-    )
-
-
-def write_trace_out(args: argparse.Namespace, result: Any, scenario: Any) -> None:
-    """Write ``--trace-out`` from a result run with ``keep_logs=True`` (no-op without it)."""
-    if not getattr(args, "trace_out", None):
-        return
-    from simspec.io.perfetto import trace_events, trace_json
-
-    meta = {
-        "scenario": scenario.name,
-        "scenario_digest": result.scenario_digest,
-        "seed": result.seed,
-        "simspec_version": result.simspec_version,
-        "time": "simulated GPU time",
-    }
-    write_output(args.trace_out, trace_json(trace_events(result.logs or {}, meta)), "--trace-out")
+__all__ = [
+    "FORMATS",
+    "MAX_WORK_TOKENS",
+    "Column",
+    "add_allow_large_option",
+    "add_format_option",
+    "add_set_option",
+    "add_trace_option",
+    "check_folder",
+    "check_format_output",
+    "check_work",
+    "check_writable",
+    "emit_rows",
+    "is_numeric_column",
+    "render_rows",
+    "table",
+    "write_output",
+    "write_trace_out",
+]
