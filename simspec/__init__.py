@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     ScenarioLike: TypeAlias = Scenario | str | Path | None
 
 #: The public names defined elsewhere, by the module that defines them. ``import simspec``
-#: imports none of these modules (the simulator, numpy and simpy cost ~0.5 s of CPU per
-#: process, and a CLI command or a sweep may need only part of them): the first access to a
+#: imports none of these modules (the simulator, numpy and simpy are slow to import, and a CLI
+#: command or a sweep may need only part of them): the first access to a
 #: name imports its module (:func:`__getattr__`, PEP 562).
 _LAZY: dict[str, str] = {
     "run_experiment": "simspec.analysis.experiment",

@@ -121,7 +121,7 @@ def run_command() -> int:
     the collector frozen for the interpreter's exit.
 
     At exit Python collects garbage while it tears its modules down, walking every object a
-    command left (a sweep's results and caches): ~50 ms of each command's wall time. Frozen
+    command left (a sweep's results and caches), a visible part of a short command. Frozen
     objects are skipped, and the process ends anyway, so nothing is kept. :func:`main` itself,
     which tests call many times in one process, leaves the collector alone.
     """

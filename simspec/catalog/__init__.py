@@ -38,8 +38,8 @@ def _files(kind: str) -> dict[str, Any]:
 @functools.cache
 def _entry(kind: str, name: str) -> Any:
     """Entry ``name`` of ``kind``, parsed and checked on first use: a scenario reads the few
-    entries it names, not the whole catalog (parsing all of it took ~20 ms of every command's
-    start-up)."""
+    entries it names, not the whole catalog (which every command's start-up would
+    otherwise parse)."""
     item = _files(kind)[name]
     source = f"catalog/{kind}/{item.name}"
     data = tomllib.loads(item.read_text(encoding="utf-8"))

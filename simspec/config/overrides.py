@@ -50,7 +50,7 @@ _LEAVES = (str, int, float, bool, type(None), datetime.date, datetime.time)
 def copy_data(value: Any) -> Any:
     """A copy of parsed scenario data that shares nothing mutable with ``value``: its dicts and
     lists copied all the way down, its leaves (strings, numbers, booleans, dates) shared, and
-    anything else deep-copied. ``copy.deepcopy`` gives the same ~3x slower (its memo and type
+    anything else deep-copied. ``copy.deepcopy`` gives the same, slower (its memo and type
     dispatch), and a sweep copies its base data twice per point."""
     kind = type(value)
     if kind is dict:

@@ -118,6 +118,6 @@ def _batch_sum(values: np.ndarray, counts: np.ndarray | None):
     On integer-valued tokens and contexts (as every pass has) each product and partial sum is
     an integer below 2**53, so the weighted sum equals the sum over the expanded batch exactly.
     """
-    # np.add.reduce is what ndarray.sum calls, without its Python wrapper (~0.5 us a call).
+    # np.add.reduce is what ndarray.sum calls, without its Python wrapper.
     total = _add(values, axis=-1) if counts is None else _add(values * counts, axis=-1)
     return float(total) if values.ndim == 1 else total  # one pass: a Python float

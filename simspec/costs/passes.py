@@ -35,8 +35,8 @@ class PassConstants:
     """What a target pass's cost takes from (shape, GPU, params, parallelism) alone.
 
     Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them. On
-    one GPU the arithmetic of :func:`pass_cost` is the same, term by term, as the original
-    single-device model, so results are bit-identical. Split over GPUs
+    one GPU every parallel factor is 1 and the terms reduce to the single-device roofline. Split
+    over GPUs
     (:mod:`simspec.costs.parallel`), ``bw`` and ``flops_per_s`` are one GPU's times t: each GPU
     reads and computes 1/t of every dense weight and of the KV cache; the routed experts use
     ``moe_bw`` / ``moe_flops_per_s`` (one GPU's times the t_moe shards of an expert).

@@ -148,7 +148,7 @@ def adopt_digest(point: Point, result: RunResult) -> None:
 
     The result's ``scenario_digest`` is the digest of the point's scenario (a worker computed
     it, from the same scenario, to write the results): hashing the scenario again here would
-    cost the parent ~0.4 ms per point while the workers run.
+    keep the parent busy per point while the workers run.
     """
     point.__dict__.setdefault("digest", result.scenario_digest)  # what the cached property stores
 

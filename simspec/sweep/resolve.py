@@ -96,8 +96,8 @@ def resolve_combos(
     and raises. Two kinds of sweep go to the workers:
 
     * many points (>= ``MIN_PARALLEL`` per worker): in large contiguous chunks;
-    * several cases whose models need routing fits (temporal overlaps: 10-90 ms per model,
-      where a point takes ~1-2 ms): one case per task. This process resolves the first combo
+    * several cases whose models need routing fits (temporal overlaps: far longer per model
+      than a point takes): one case per task. This process resolves the first combo
       alone; when its fits took long enough that the other cases' would outweigh a pool
       (``POOL_COST_S``; the path depends on that timing, the points do not), the workers
       take the rest and this process takes their fits back (:mod:`simspec.routing.memo`),
@@ -107,12 +107,12 @@ def resolve_combos(
     forked = workers > 1 and len(combos) > 1 and context.get_start_method() == "fork"
     first: list[list[Resolved]] = []
     groups: list[list[Combo]] = []
-    # A pool costs ~30 ms and every process spends ~30 ms on its first point, while a point
-    # takes ~1-3 ms (more with traces): below ~64 points per worker, one process is as fast.
+    # A pool and every process's first point cost tens of points each: below MIN_PARALLEL
+    # points per worker, one process is as fast (bench/RESULTS.md has the measurements).
     if forked and len(combos) * replications >= MIN_PARALLEL * workers:
-        # Large contiguous chunks (two per worker): a process spends ~1-10 ms the first time
-        # it meets a case's model (and ~30 ms on its first point), so a worker that sees only
-        # some of the cases does less; the second chunk evens out the end.
+        # Large contiguous chunks (two per worker): a process pays extra the first time it
+        # meets a case's model (and on its first point), so a worker that sees only some of
+        # the cases does less; the second chunk evens out the end.
         size = max(1, -(-len(combos) // (2 * workers)))
         groups = [combos[i : i + size] for i in range(0, len(combos), size)]
     elif forked and len(cases := _case_groups(combos)) > 1:
