@@ -6,7 +6,7 @@ tensor parallelism, 1/tp of its intermediate width with it): ``expert_bytes`` an
 ``expert_params`` below are **one GPU's shard**, ``bandwidth`` and ``flops_per_s`` one GPU's (or
 a device's, consistently). Two forms are registered (``[costs] moe_kernel``):
 
-``saturation`` (the default)
+``saturation``
     t = max(U·b / (eta(U)·BW), 2·rows·P / F_eff), eta(U) = eta_max·(1 − exp(−U·b/S)).
     Occupancy grows with the bytes in flight. For small U·b it tends to the floor
     S / (eta_max·BW) (35 µs on an H100 at the default S = 94 MB), and it prices a single
