@@ -36,7 +36,7 @@ from simpy_rate import bracketed, simpy_event_rate
 
 import simspec
 from simspec import accel
-from simspec.costs.params import PassCost
+from simspec.params import PassCost
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 

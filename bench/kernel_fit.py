@@ -33,7 +33,7 @@ from fidelity_cases import CASES_PATH, load_cases
 
 from simspec import catalog
 from simspec.costs.moe_kernel import moe_layer_s
-from simspec.costs.params import L2_REUSE_MODES, RooflineParams
+from simspec.params import L2_REUSE_MODES, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import simspec  # noqa: E402
 from simspec.config.load import read_scenario_data, scenario_from_dict  # noqa: E402
-from simspec.costs.params import RooflineParams  # noqa: E402
+from simspec.params import RooflineParams  # noqa: E402
 
 STUDY = ROOT / "scenarios/papers/why-sd-works-better/full.toml"
 #: Experts at or above which a model counts as fine-grained (C1, C2), at or below coarse.

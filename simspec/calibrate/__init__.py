@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from simspec.costs.calibrated import calibrated_pass_cost
-from simspec.costs.params import RooflineParams
+from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
 from simspec.profile import SCHEMA, SCHEMA_VERSION, CalibrationProfile, profile_from_dict

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import target_pass_cost
+from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
 from simspec.schema import help_of
@@ -38,8 +38,7 @@ from .plan import (
 
 #: Where the assumed efficiencies come from.
 ASSUMPTION_SOURCES = (
-    "simspec/costs/params.py RooflineParams: each default efficiency and overhead, and why it "
-    "is assumed",
+    "simspec/params RooflineParams: each default efficiency and overhead, and why it is assumed",
     "validation/KERNEL_FIT.md (the default launch form of the MoE kernel: moe_launch_s, "
     "moe_expert_s and moe_bandwidth_efficiency fitted to published fused_moe tables)",
     "https://git.kokoham.com/sleepy/ds4-nvfp4-spark/issues/4 (one-token MoE decode reaches "

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.params import MOE_KERNEL_FORMS, RooflineParams
+from simspec.params import MOE_KERNEL_FORMS, RooflineParams
 
 from .fit_moe import (
     FORM_KEYS,

@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from simspec.costs.moe_kernel import moe_layer_s
-from simspec.costs.params import RooflineParams
+from simspec.params import RooflineParams
 
 from .search import grid_then_bounded, log_efficiency_search, sse
 

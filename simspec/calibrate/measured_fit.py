@@ -15,7 +15,7 @@ scenario (model, drafter, GPU, precision, parallelism) with the row's settings,
   length (:func:`alpha_for_acceptance_length`).
 
 The fit is ``scipy.optimize.least_squares`` (trust-region reflective, inside each parameter's
-bounds from :class:`~simspec.costs.params.RooflineParams`) on the relative residuals
+bounds from :class:`~simspec.params.RooflineParams`) on the relative residuals
 ``log(predicted / measured)``, each parameter scaled by its starting value. With n rows and p
 parameters, the residual variance is s^2 = sum(r^2) / (n - p) and the covariance of the
 estimates s^2 (J^T J)^-1, J being the Jacobian at the solution (the usual Gauss-Newton
@@ -38,8 +38,8 @@ import numpy as np
 
 from simspec.config.load import with_overrides
 from simspec.config.scenario import CostsConfig, Scenario
-from simspec.costs.params import RooflineParams
 from simspec.errors import InputError
+from simspec.params import RooflineParams
 from simspec.policies.fixed import FixedPolicy
 from simspec.sim.engine import RunLog, run_policy
 from simspec.sim.setup import build_setup

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import optimize
 
-from simspec.costs.params import EFFICIENCY_MIN
+from simspec.params import EFFICIENCY_MIN
 
 #: Efficiencies are searched between the lowest a scenario may state and 1.
 EFFICIENCY_RANGE = (EFFICIENCY_MIN, 1.0)

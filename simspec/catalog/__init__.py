@@ -11,8 +11,8 @@ import tomllib
 from importlib import resources
 from typing import Any
 
-from simspec.costs.presets import EnginePreset
 from simspec.errors import InputError
+from simspec.params.presets import EnginePreset
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec

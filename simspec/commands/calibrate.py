@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.commands import check_writable, table, write_output
-from simspec.costs.params import MOE_KERNEL_FORMS, RooflineParams
+from simspec.params import MOE_KERNEL_FORMS, RooflineParams
 
 NAME = "calibrate"
 HELP = "Measure a calibration profile on a GPU (torch), or write an analytic one."

@@ -26,8 +26,8 @@ from simspec.config.engine import EngineConfig
 from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
 from simspec.costs.base import COST_MODELS
-from simspec.costs.params import RooflineParams
 from simspec.errors import FieldError, ScenarioError
+from simspec.params import RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec

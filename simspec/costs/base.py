@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simspec.costs.params import PassCost
+from simspec.params import PassCost
 from simspec.physics.experts import independent_union
 from simspec.physics.models import ModelShape
 from simspec.registry import Registry

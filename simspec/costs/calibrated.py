@@ -18,9 +18,9 @@ from simspec.costs.base import (
 )
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.params import PassCost, RooflineParams
 from simspec.costs.passes import collectives_s, fixed_overhead_s, pass_constants
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelShape, ModelSpec, is_linear_attention

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from simspec.costs.moe_kernel import moe_layer_s
-from simspec.costs.params import RooflineParams
+from simspec.params import RooflineParams
 from simspec.physics.models import LayerGroup, ModelShape
 
 

@@ -57,7 +57,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simspec.costs.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
+from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 
 #: A form: (params, U, rows, expert_bytes, expert_params, bandwidth, flops_per_s, l2_bytes) -> s.
 MoeKernelForm = Callable[
@@ -68,7 +68,7 @@ MOE_KERNELS: dict[str, MoeKernelForm] = {}
 
 
 def register_form(name: str) -> Callable[[MoeKernelForm], MoeKernelForm]:
-    """Register a form under a name of :data:`simspec.costs.params.MOE_KERNEL_FORMS`."""
+    """Register a form under a name of :data:`simspec.params.MOE_KERNEL_FORMS`."""
 
     def decorator(form: MoeKernelForm) -> MoeKernelForm:
         if name not in MOE_KERNEL_FORMS or name in MOE_KERNELS:

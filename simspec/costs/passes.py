@@ -22,7 +22,7 @@ from simspec.costs.parallel import (
     max_rank_experts,
     request_overhead_s,
 )
-from simspec.costs.params import PassCost, RooflineParams
+from simspec.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelShape
 

@@ -24,8 +24,8 @@ from simspec.costs.base import (
 from simspec.costs.kernels import _batch_sum
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
-from simspec.costs.params import PassCost, RooflineParams
 from simspec.costs.passes import PassConstants, pass_constants, pass_cost
+from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec

@@ -3,7 +3,7 @@
 A :class:`GpuSpec` holds HBM capacity and bandwidth, dense bf16 tensor throughput, L2 size and
 SM count (catalog files under ``simspec/catalog/gpus`` cite the data sheets). Achieved fractions
 of these peaks are *not* here: they are named efficiencies of the cost model
-(``simspec.costs.params.RooflineParams``), assumed by default and measured by ``simspec calibrate``
+(``simspec.params.RooflineParams``), assumed by default and measured by ``simspec calibrate``
 into a calibration profile (``simspec.profile``, files under ``calibration/``)."""
 
 from __future__ import annotations

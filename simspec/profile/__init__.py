@@ -13,7 +13,7 @@ written by ``simspec fit`` (``kind = "fitted"``: parameters fitted to serving be
     the bandwidth and bf16 FLOP/s every efficiency is a fraction of: the catalog's spec sheet
     for a catalog GPU, the measured copy bandwidth and matmul throughput otherwise.
 ``fitted``
-    every :class:`~simspec.costs.params.RooflineParams` field; ``provenance`` says, per field,
+    every :class:`~simspec.params.RooflineParams` field; ``provenance`` says, per field,
     whether it was fitted to the tables, measured, or assumed (and why).
 ``tables``
     the measured medians on grids: MoE layer time over (tokens in the pass, unique experts),

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.params import PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.errors import InputError, describe
 from simspec.inputs import MAX_NESTING, nesting_depth, read_input_bytes
+from simspec.params import PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.schema import build
 
 from .tables import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.params import RooflineParams
+from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
 
 SCHEMA = "simspec-calibration-profile"

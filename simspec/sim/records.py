@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simspec.costs.params import PassCost
+from simspec.params import PassCost
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,9 +27,9 @@ from simspec.cli import main
 from simspec.costs.base import draft_phase_s
 from simspec.costs.calibrated import CalibratedCostModel, calibrated_pass_cost
 from simspec.costs.kernels import routed_experts_s, weights_s
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import RooflineParams
 from simspec.physics.models import attention_params
 from simspec.profile import load_profile, profile_from_dict, profile_json
 from tests.helpers import simulate, tiny

@@ -14,7 +14,7 @@ from simspec.calibrate.measured import (
 )
 from simspec.calibrate.measured_fit import FitSettings, row_scenario, simulate_row
 from simspec.config.load import with_overrides
-from simspec.costs.params import RooflineParams
+from simspec.params import RooflineParams
 from simspec.profile import load_profile, profile_json
 from tests.helpers import tiny
 

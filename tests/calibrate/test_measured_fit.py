@@ -25,8 +25,8 @@ from simspec.calibrate.measured_fit import (
     simulate_row,
 )
 from simspec.config.load import load_scenario
-from simspec.costs.params import RooflineParams
 from simspec.errors import InputError
+from simspec.params import RooflineParams
 from tests.helpers import tiny
 
 #: Known parameters of the default (launch) MoE kernel form, away from the defaults.

@@ -9,9 +9,9 @@ import pytest
 
 from simspec import catalog
 from simspec.config.load import load_scenario, with_overrides
-from simspec.costs.params import RooflineParams
-from simspec.costs.presets import PRESET_KEYS, EnginePreset
 from simspec.errors import ScenarioError
+from simspec.params import RooflineParams
+from simspec.params.presets import PRESET_KEYS, EnginePreset
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup

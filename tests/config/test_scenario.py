@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from simspec.config.load import apply_overrides, load_scenario, scenario_from_dict, with_overrides
 from simspec.config.scenario import CostsConfig, HardwareConfig, ModelConfig, Scenario
-from simspec.costs.params import RooflineParams
 from simspec.errors import ScenarioError
+from simspec.params import RooflineParams
 from simspec.policies import FixedPolicy
 from simspec.routing.config import RoutingConfig
 from simspec.text.acceptance import AcceptanceConfig

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simspec import catalog
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import RooflineParams
 from simspec.physics.experts import independent_union as independent_unique_experts
 
 H100 = catalog.get_gpu("h100-sxm")

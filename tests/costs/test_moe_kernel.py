@@ -16,8 +16,8 @@ from simspec import catalog
 from simspec.calibrate import analytic_profile
 from simspec.costs.kernels import routed_experts_s
 from simspec.costs.moe_kernel import MOE_KERNELS, moe_layer_s, reread_bytes
-from simspec.costs.params import MOE_KERNEL_FORMS, PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.errors import ScenarioError
+from simspec.params import MOE_KERNEL_FORMS, PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.profile import profile_from_dict

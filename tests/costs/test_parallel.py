@@ -18,9 +18,9 @@ from simspec.costs.parallel import (
     layer_collectives_s,
     max_rank_experts,
 )
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import RooflineParams
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")

@@ -9,9 +9,9 @@ import pytest
 
 from simspec import catalog
 from simspec.costs.parallel import request_overhead_s
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import pass_constants, pass_cost, target_pass_cost
-from simspec.costs.presets import PRESET_KEYS, EnginePreset
+from simspec.params import RooflineParams
+from simspec.params.presets import PRESET_KEYS, EnginePreset
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")

@@ -16,9 +16,9 @@ from simspec import catalog
 from simspec.costs.base import verify_pass_loop
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, max_rank_experts
-from simspec.costs.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 from simspec.costs.passes import pass_constants, pass_cost
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 from tests.helpers import DRAFTER_CASES, roofline_model
 
 # MoE with shared experts and dense layers, dense only, hybrid linear attention (state bytes),

@@ -16,10 +16,10 @@ from simspec import catalog
 from simspec.calibrate import analytic_profile
 from simspec.config.load import load_scenario
 from simspec.costs.calibrated import CalibratedCostModel
-from simspec.costs.params import PROFILE_OPTIONAL_KEYS, RooflineParams
-from simspec.costs.presets import PRESET_KEYS, EnginePreset
 from simspec.costs.roofline import RooflineCostModel
 from simspec.errors import ScenarioError
+from simspec.params import PROFILE_OPTIONAL_KEYS, RooflineParams
+from simspec.params.presets import PRESET_KEYS, EnginePreset
 from simspec.policies import FixedPolicy
 from simspec.profile import profile_from_dict
 from simspec.sim.engine import run_policy

@@ -8,7 +8,6 @@ from collections import defaultdict
 import pytest
 
 import simspec
-from simspec.costs.params import PassCost
 from simspec.io.perfetto import (
     FIRST_LANE_TID,
     GPU_TID,
@@ -17,6 +16,7 @@ from simspec.io.perfetto import (
     trace_json,
     write_trace,
 )
+from simspec.params import PassCost
 from simspec.sim.engine import RunLog
 from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
 

@@ -7,9 +7,9 @@ import pytest
 
 from simspec import catalog
 from simspec.config.load import load_scenario
-from simspec.costs.params import RooflineParams
 from simspec.costs.passes import target_pass_cost
 from simspec.errors import ScenarioError
+from simspec.params import RooflineParams
 from simspec.physics.models import attention_params
 from simspec.physics.precision import BYTES_PER_PARAM, with_precision
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from simspec import catalog
 from simspec.calibrate import analytic_profile
 from simspec.cli import main
-from simspec.costs.params import RooflineParams
 from simspec.errors import InputError, ScenarioError
+from simspec.params import RooflineParams
 from simspec.profile import (
     GridTable,
     ProfileError,

@@ -2,7 +2,7 @@
 
 Real speculative iterations cost more than draft steps plus one verify pass. A preset (one TOML
 file under ``simspec/catalog/engines``, scenario key ``[engine] preset``) sets the
-:class:`~simspec.costs.params.RooflineParams` that describe an engine rather than the GPU:
+:class:`~simspec.params.RooflineParams` that describe an engine rather than the GPU:
 
 - ``pass_overhead_s``: fixed time of every target pass (launches, scheduling, sampling);
 - ``draft_step_overhead_s``: fixed time of every drafter pass (a draft step or the extend);
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simspec.costs.params import OVERHEAD_MAX_S
+from simspec.params import OVERHEAD_MAX_S
 from simspec.schema import param
 
 #: The RooflineParams keys an engine preset may set.
