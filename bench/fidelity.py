@@ -63,11 +63,11 @@ from fidelity_presets import preset_lines, step_lines, target_lines
 
 import simspec
 from simspec import catalog
-from simspec.calibrate.measured_fit import alpha_for_acceptance_length
 from simspec.config.load import read_scenario_data, scenario_from_dict
 from simspec.config.speculation import DEFAULT_RANK_DECAY as RANK_DECAY
 from simspec.costs.kernels import routed_experts_s
 from simspec.errors import InputError
+from simspec.fit.serving import alpha_for_acceptance_length
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.text.tree import expected_acceptance_length, fit_alpha

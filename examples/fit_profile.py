@@ -11,13 +11,15 @@ import tempfile
 from pathlib import Path
 
 import simspec
-from simspec.calibrate.measured import (
+from simspec.fit import (
+    FitSettings,
     MeasurementRow,
     fit_measurements,
     fitted_profile,
     read_measurements,
+    row_scenario,
+    simulate_row,
 )
-from simspec.calibrate.measured_fit import FitSettings, row_scenario, simulate_row
 from simspec.profile import profile_json
 
 # Known values: the overheads and the default (launch) MoE kernel's bandwidth efficiency.

@@ -23,162 +23,33 @@ with the model's real shapes and bf16 weights (one module per kernel, run by
 Timing (:mod:`simspec.calibrate.timing`): CUDA events around each repetition after warm-up,
 synchronised, median of the repetitions, an L2 flush (writing a buffer twice the L2 size)
 before each flushed repetition; on a CPU the same code with ``time.perf_counter`` at tiny
-shapes, to test the pipeline. :mod:`simspec.calibrate.fit` fits the roofline's efficiencies to
-the tables; :func:`assemble_profile` writes everything into one profile (:mod:`simspec.profile`).
+shapes, to test the pipeline. :func:`simspec.fit.assemble_profile` fits the roofline's
+efficiencies to the tables and writes everything into one profile (:mod:`simspec.profile`).
 
-Without a GPU at hand, :mod:`.measured` (``simspec fit``) fits the overheads and efficiencies
-to serving benchmark numbers instead (vLLM / SGLang TPOT at a few batch sizes, with and without
-speculation), simulating each measured point.
+Without a GPU at hand, ``simspec fit`` (:mod:`simspec.fit.serving`) fits the overheads and
+efficiencies to serving benchmark numbers instead (vLLM / SGLang TPOT at a few batch sizes, with
+and without speculation), simulating each measured point.
 
-Only :func:`measure_profile` imports torch (lazily, through :mod:`.run`); this module and
-:mod:`.plan`, :mod:`.fit` and :mod:`.analytic` are numpy and scipy.
+Only :func:`measure_profile` imports torch (lazily, through :mod:`.run`); this module,
+:mod:`.plan` and :mod:`.analytic` are numpy.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
-from simspec.costs.calibrated import calibrated_pass_cost
+from simspec.fit.profiles import assemble_profile
 from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
-from simspec.profile import SCHEMA, SCHEMA_VERSION, CalibrationProfile, profile_from_dict
+from simspec.profile import profile_document, profile_from_dict
 from simspec.schema import to_dict
 
 from .analytic import ASSUMPTION_SOURCES, assumed_provenance, synthetic_tables
-from .fit import fit_efficiencies, fit_overhead
 from .plan import CalibrationPlan, bench_model, make_plan
 
-__all__ = [
-    "analytic_profile",
-    "assemble_profile",
-    "measure_profile",
-]
-
-
-def _peak_gpu(name: str, bytes_per_s: float, flops_per_s: float) -> GpuSpec:
-    return GpuSpec(
-        name=name or "profile-peaks",
-        memory_bytes=1.0,
-        hbm_bytes_per_s=bytes_per_s,
-        bf16_flops_per_s=flops_per_s,
-    )
-
-
-def _document(
-    metadata: Mapping[str, Any],
-    peak: Mapping[str, Any],
-    ceilings: Mapping[str, Any],
-    params: RooflineParams,
-    provenance: Mapping[str, str],
-    details: Mapping[str, Any],
-    validation: list[dict[str, Any]],
-    tables: Mapping[str, Any],
-) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "metadata": dict(metadata),
-        "peak": dict(peak),
-        "ceilings": dict(ceilings),
-        "fitted": to_dict(params),
-        "provenance": dict(provenance),
-        "fit_details": dict(details),
-        "validation": validation,
-        "tables": dict(tables),
-    }
-
-
-def assemble_profile(
-    spec: ModelSpec,
-    tables: Mapping[str, Any],
-    *,
-    metadata: Mapping[str, Any],
-    peak: Mapping[str, Any],
-    ceilings: Mapping[str, Any] | None = None,
-    assumed: RooflineParams | None = None,
-) -> dict[str, Any]:
-    """Fit ``tables`` (measured on the benchmarked model ``spec``) into a complete profile.
-
-    Efficiencies come from :func:`~simspec.calibrate.fit.fit_efficiencies`, the fixed overhead
-    from the layer-stack "fit" points, and every stack point gets the calibrated model's
-    prediction and relative error (``validation``); the "validation" points were not used by
-    the fit, so their errors are out-of-sample.
-
-    Returns
-    -------
-    dict
-        The profile as JSON-ready data; it passes :func:`simspec.profile.profile_from_dict`.
-    """
-    ceilings = dict(ceilings or {})
-    assumed = assumed or RooflineParams()
-    peak_bw, peak_flops = float(peak["hbm_bytes_per_s"]), float(peak["bf16_flops_per_s"])
-    fit = fit_efficiencies(
-        tables,
-        peak_bytes_per_s=peak_bw,
-        peak_flops_per_s=peak_flops,
-        assumed=assumed,
-        matmul_flops_per_s=ceilings.get("matmul_flops_per_s"),
-    )
-    provenance = {**fit.provenance}
-    details: dict[str, Any] = dict(fit.details)
-    gpu = _peak_gpu(str(metadata.get("gpu", "")), peak_bw, peak_flops)
-    shape = spec.shape
-
-    def predict(
-        row: Mapping[str, Any],
-        profile: CalibrationProfile,
-        params: RooflineParams,
-        overhead: float,
-    ) -> float:
-        cost = calibrated_pass_cost(
-            shape,
-            gpu,
-            params,
-            profile,
-            np.full(row["batch"], row["tokens_per_request"]),
-            np.full(row["batch"], row["context_tokens"]),
-            np.full(shape.num_moe_layers, row["unique_experts"]),
-            overhead_s=overhead,
-        )
-        return cost.total_s
-
-    draft = _document(metadata, peak, ceilings, fit.params, provenance, details, [], tables)
-    profile = profile_from_dict(draft, "<profile being fitted>")
-    stack = list(tables.get("stack", []))
-    overhead, overhead_details = fit_overhead(
-        stack, lambda row: predict(row, profile, fit.params, 0.0)
-    )
-    details.update(overhead_details)
-    params = fit.params
-    if overhead is not None:
-        params = dataclasses.replace(params, pass_overhead_s=overhead)
-        mode = "graph replay" if "overhead_graph_s" in overhead_details else "eager"
-        provenance["pass_overhead_s"] = (
-            f"fitted: layer stack at one token ({mode}) minus the tables' prediction"
-        )
-    validation = []
-    for row in stack:
-        predicted = predict(row, profile, params, params.pass_overhead_s)
-        validation.append(
-            {
-                "batch": row["batch"],
-                "tokens_per_request": row["tokens_per_request"],
-                "context_tokens": row["context_tokens"],
-                "mode": row["mode"],
-                "use": row["use"],
-                "measured_s": row["time_s"],
-                "predicted_s": predicted,
-                "relative_error": predicted / row["time_s"] - 1.0,
-            }
-        )
-    data = _document(metadata, peak, ceilings, params, provenance, details, validation, tables)
-    profile_from_dict(data, "<assembled profile>")  # a profile we write must load
-    return data
+__all__ = ["analytic_profile", "measure_profile"]
 
 
 def analytic_profile(
@@ -231,7 +102,13 @@ def analytic_profile(
         "bf16_flops_per_s": gpu.bf16_flops_per_s,
         "source": f"spec sheet (catalog gpu {gpu.name}: {gpu.source})",
     }
-    data = _document(metadata, peak, {}, params, assumed_provenance(), {}, [], tables)
+    data = profile_document(
+        metadata=metadata,
+        peak=peak,
+        fitted=to_dict(params),
+        provenance=assumed_provenance(),
+        tables=tables,
+    )
     profile_from_dict(data, "<analytic profile>")
     return data
 
@@ -307,7 +184,7 @@ def measure_profile(
         "bench_model": to_dict(spec),
         "sources": [
             "simspec/calibrate/{moe,attention,gemm,stack}.py (the benchmarks), "
-            "simspec/calibrate/fit.py (the fit)",
+            "simspec/fit/tables.py (the fit)",
         ],
     }
     data = assemble_profile(

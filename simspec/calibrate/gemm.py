@@ -6,7 +6,7 @@ shapes exact; :func:`simspec.calibrate.plan.gemm_matrices`).
 
 ``ceilings``: the device's copy bandwidth (bytes read + written per second) and the throughput
 of a large square bf16 matmul: the peaks when the device is not in the catalog, and the compute
-efficiency when no table cell is compute-bound (:mod:`simspec.calibrate.fit`).
+efficiency when no table cell is compute-bound (:mod:`simspec.fit.tables`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """`simspec fit`: fit the cost model to your own serving benchmark numbers, write a profile.
 
-Reads a measurements file (CSV or TOML: :mod:`simspec.calibrate.measured_file`), simulates each
+Reads a measurements file (CSV or TOML: :mod:`simspec.fit.measurements`), simulates each
 row with the scenario, fits the chosen cost parameters by least squares
-(:mod:`simspec.calibrate.measured_fit`), prints the fitted values with their one-sigma
+(:mod:`simspec.fit.serving`), prints the fitted values with their one-sigma
 uncertainty and every row's residual, and writes the profile atomically
-(:func:`simspec.calibrate.measured.fitted_profile`).
+(:func:`simspec.fit.profiles.fitted_profile`).
 """
 
 from __future__ import annotations
@@ -77,15 +77,10 @@ def _number(value: float) -> str:
 
 def execute(args: argparse.Namespace) -> int:
     """Read, fit, print the table, write the profile."""
-    from simspec.calibrate.measured import (
-        FitSettings,
-        fit_measurements,
-        fitted_profile,
-        read_measurements,
-    )
     from simspec.commands.calibrate import _git_sha
     from simspec.config.load import load_scenario
     from simspec.errors import InputError
+    from simspec.fit import FitSettings, fit_measurements, fitted_profile, read_measurements
     from simspec.profile import profile_json
 
     if not 1 <= args.output_cap <= 1_000_000:

@@ -4,7 +4,7 @@
 extra: ``pip install 'simspec[record]'``), decodes the prompts of ``--prompts`` (one per line)
 greedily and writes the router top-k of every MoE layer for every token; with ``--drafter`` (a
 small causal LM with the same tokenizer) also the per-position acceptance and confidences of
-K greedy drafts and the rejected drafts' routing (:mod:`simspec.calibrate.record_run`).
+K greedy drafts and the rejected drafts' routing (:mod:`simspec.record.trace`).
 ``--tiny FAMILY`` records from a small randomly initialised model of a family instead (no
 download), with random prompts and, with ``--drafter-layers N``, the model's own first N layers
 as an early-exit drafter: the way to try the pipeline, and how the example trace was made.
@@ -103,7 +103,7 @@ def execute(args: argparse.Namespace) -> int:
         ) from None
     start = time.perf_counter()
     target, drafter, prompts, grouped, name = _tiny(args) if args.tiny else _hub(args)
-    from simspec.calibrate.record_run import record_trace
+    from simspec.record.trace import record_trace
 
     try:
         trace = record_trace(
@@ -127,7 +127,7 @@ def execute(args: argparse.Namespace) -> int:
 def _tiny(args: argparse.Namespace) -> tuple[Any, Any, list[list[int]], bool, str]:
     import numpy as np
 
-    from simspec.calibrate.record import (
+    from simspec.record.hooks import (
         FAMILIES,
         available_families,
         early_exit_drafter,

@@ -3,7 +3,7 @@
 A profile is written by ``simspec calibrate`` (``kind = "measured"``: torch microbenchmarks on a
 device) or describes spec-sheet numbers with assumed efficiencies (``kind = "analytic"``), or is
 written by ``simspec fit`` (``kind = "fitted"``: parameters fitted to serving benchmarks,
-:mod:`simspec.calibrate.measured`; ``fit_details`` holds the rows and residuals). It has:
+:mod:`simspec.fit.profiles`; ``fit_details`` holds the rows and residuals). It has:
 
 ``metadata``
     device, catalog GPU name (``gpu``, empty when the device is not in the catalog), model,
@@ -34,7 +34,8 @@ the key path inside it, what was expected and what was found. A loaded profile c
 SHA-256 of its content (``CalibrationProfile.sha256``).
 
 Modules: :mod:`.tables` (the in-memory types and the format's constants), :mod:`.parse`
-(validation, :func:`load_profile`), :mod:`.write` (:func:`profile_json`). No torch here.
+(validation, :func:`load_profile`), :mod:`.write` (:func:`profile_document`,
+:func:`profile_json`). No torch here.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
         parse_profile_text,
         profile_from_dict,
     )
-    from .write import profile_json
+    from .write import profile_document, profile_json
 
 #: The names of :mod:`.parse` and :mod:`.write`, imported on first access (PEP 562): the cost
 #: models and scenarios need only the types of :mod:`.tables`, and a scenario without a profile
@@ -77,6 +78,7 @@ _LAZY: dict[str, str] = {
     "load_profile": ".parse",
     "parse_profile_text": ".parse",
     "profile_from_dict": ".parse",
+    "profile_document": ".write",
     "profile_json": ".write",
 }
 
@@ -108,6 +110,7 @@ __all__ = [
     "canonical_sha256",
     "load_profile",
     "parse_profile_text",
+    "profile_document",
     "profile_from_dict",
     "profile_json",
 ]

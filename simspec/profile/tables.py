@@ -25,7 +25,7 @@ from simspec.physics.hardware import GpuSpec
 
 SCHEMA = "simspec-calibration-profile"
 SCHEMA_VERSION = 1
-#: "fitted": the parameters were fitted to serving benchmarks (simspec.calibrate.measured).
+#: "fitted": the parameters were fitted to serving benchmarks (simspec.fit.profiles).
 KINDS = ("measured", "analytic", "fitted")
 SHAPES = ("full", "tiny", "")
 #: Dense GEMM tables a profile may hold (weights read per pass; see simspec.calibrate.plan).

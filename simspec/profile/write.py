@@ -1,4 +1,4 @@
-"""Writing a calibration profile: the JSON text ``simspec calibrate`` writes.
+"""Writing a calibration profile: its document (:func:`profile_document`) and JSON text.
 
 The text is ``json.dumps(data, indent=1)`` plus a newline, so the shipped analytic profiles
 under ``calibration/`` are byte for byte what the command writes (a test checks it).
@@ -10,7 +10,39 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .tables import SCHEMA, SCHEMA_VERSION
+
 
 def profile_json(data: Mapping[str, Any]) -> str:
     """Profile data as JSON text (NaN is refused: a profile never holds one)."""
     return json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+
+def profile_document(
+    *,
+    metadata: Mapping[str, Any],
+    peak: Mapping[str, Any],
+    fitted: Mapping[str, Any],
+    provenance: Mapping[str, str],
+    ceilings: Mapping[str, Any] | None = None,
+    fit_details: Mapping[str, Any] | None = None,
+    validation: list[dict[str, Any]] | None = None,
+    tables: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A profile's JSON-ready data, every section in the format's order (:mod:`simspec.profile`).
+
+    Every profile writer (measured, analytic, fitted) builds its document here, so the sections
+    and their order are defined once.
+    """
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "metadata": dict(metadata),
+        "peak": dict(peak),
+        "ceilings": dict(ceilings or {}),
+        "fitted": dict(fitted),
+        "provenance": dict(provenance),
+        "fit_details": dict(fit_details or {}),
+        "validation": list(validation or []),
+        "tables": dict(tables or {}),
+    }

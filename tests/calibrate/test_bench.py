@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from simspec import catalog
-from simspec.calibrate import assemble_profile
 from simspec.calibrate.plan import bench_model, make_plan
 from simspec.cli import main
+from simspec.fit import assemble_profile
 from simspec.profile import load_profile, profile_from_dict
 
 QWEN = catalog.get_model("qwen3-30b-a3b")

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from simspec.calibrate.measured import MeasurementRow
-from simspec.calibrate.measured_fit import FitSettings, row_scenario, simulate_row
 from simspec.cli import COMMANDS, main
 from simspec.config.load import load_scenario
+from simspec.fit import MeasurementRow
+from simspec.fit.serving import FitSettings, row_scenario, simulate_row
 from simspec.profile import load_profile
 
 SCENARIO = """

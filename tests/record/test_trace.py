@@ -15,14 +15,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from simspec.calibrate.record import (  # noqa: E402
+from simspec.record.hooks import (  # noqa: E402
     FAMILIES,
     available_families,
     early_exit_drafter,
     router_modules,
     tiny_model,
 )
-from simspec.calibrate.record_run import record_trace  # noqa: E402
+from simspec.record.trace import record_trace  # noqa: E402
 from simspec.text.acceptance import match_lengths  # noqa: E402
 
 pytestmark = pytest.mark.slow

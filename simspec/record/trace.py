@@ -1,7 +1,7 @@
 """Recording a trace: a MoE target decodes prompts greedily; a drafter proposes at every token.
 
 For each prompt the target decodes ``new_tokens`` tokens greedily with its KV cache, and the
-router hooks (:class:`~simspec.calibrate.record.RouterRecorder`) keep the routing of every fed
+router hooks (:class:`~simspec.record.hooks.RouterRecorder`) keep the routing of every fed
 token: row 0 is the prompt's last token x_0 (the token the first decode step feeds), rows
 1..n the generated x_1..x_n, which is the row convention of a replayed request (state i feeds
 token i; :mod:`simspec.routing.replay`).
@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from simspec.calibrate.record import RouterRecorder, num_routed_experts
 from simspec.routing.trace import RoutingTrace
 from simspec.routing.trace_drafts import DraftSections
+
+from .hooks import RouterRecorder, num_routed_experts
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ import numpy as np
 from simspec.costs.moe_kernel import moe_layer_s
 from simspec.params import RooflineParams
 
-from .search import grid_then_bounded, log_efficiency_search, sse
+from ._search import grid_then_bounded, log_efficiency_search, sse
 
 #: The constants of each form that one MoE table identifies (module docstring).
 FORM_KEYS = {

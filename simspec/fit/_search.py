@@ -1,7 +1,7 @@
 """One-dimensional searches and the log-error objective of the calibration fit.
 
 Every fitted constant is found by a one-dimensional search with the others held (coordinate
-descent in :mod:`.fit`, nested searches in :mod:`.fit_moe`): a coarse scan, so a far local
+descent in :mod:`.tables`, nested searches in :mod:`.moe`): a coarse scan, so a far local
 minimum cannot capture it, refined by Brent's bounded method. The objective is the sum of
 squared log errors, so a 10 µs kernel counts as much as a 10 ms one.
 """

@@ -12,8 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from simspec.calibrate.measured_file import MeasurementRow
-from simspec.calibrate.measured_fit import (
+from simspec.config.load import load_scenario
+from simspec.errors import InputError
+from simspec.fit.measurements import MeasurementRow
+from simspec.fit.serving import (
     ALPHA_MAX,
     FitSettings,
     alpha_for_acceptance_length,
@@ -24,8 +26,6 @@ from simspec.calibrate.measured_fit import (
     row_scenario,
     simulate_row,
 )
-from simspec.config.load import load_scenario
-from simspec.errors import InputError
 from simspec.params import RooflineParams
 from tests.helpers import tiny
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from simspec.calibrate.measured_file import (
+from simspec.errors import InputError
+from simspec.fit.measurements import (
     COLUMNS,
     QUANTITIES,
     parse_measurements,
     read_measurements,
 )
-from simspec.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = "batch,quantity,value,prompt_tokens,output_tokens,draft_tokens,acceptance_length"

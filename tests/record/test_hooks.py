@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from simspec.calibrate.record import RouterRecorder, router_modules  # noqa: E402
+from simspec.record.hooks import RouterRecorder, router_modules  # noqa: E402
 
 
 class _Router(nn.Module):

@@ -6,14 +6,14 @@ import pytest
 
 from simspec import catalog
 from simspec.calibrate import analytic_profile
-from simspec.calibrate.measured import (
+from simspec.config.load import with_overrides
+from simspec.fit import (
     MeasurementRow,
     Measurements,
     fit_measurements,
     fitted_profile,
 )
-from simspec.calibrate.measured_fit import FitSettings, row_scenario, simulate_row
-from simspec.config.load import with_overrides
+from simspec.fit.serving import FitSettings, row_scenario, simulate_row
 from simspec.params import RooflineParams
 from simspec.profile import load_profile, profile_json
 from tests.helpers import tiny

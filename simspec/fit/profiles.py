@@ -1,12 +1,16 @@
-"""Calibrating from your own serving benchmarks: measurements -> least-squares fit -> profile.
+"""Fits written as calibration profiles: measured tables, or serving measurements.
+
+:func:`assemble_profile` turns the tables ``simspec calibrate`` measured (or synthetic ones)
+into a profile: the efficiencies and MoE constants fitted to them (:mod:`.tables`), the fixed
+overhead from the layer-stack points, and the calibrated model's error on every stack point.
 
 ``simspec calibrate`` times kernels with torch; most teams already have something simpler: the
 output of ``vllm bench serve`` or SGLang's ``bench_serving`` at a few batch sizes, with and
 without speculative decoding. ``simspec fit`` turns 4-6 such numbers into a calibration profile:
 
-1. :mod:`.measured_file` reads and validates the measurements (CSV or TOML; the format and an
+1. :mod:`.measurements` reads and validates the measurements (CSV or TOML; the format and an
    example are in its docstring);
-2. :mod:`.measured_fit` predicts every row with the simulator on the user's scenario and fits
+2. :mod:`.serving` predicts every row with the simulator on the user's scenario and fits
    the per-pass and per-draft-step overheads and the efficiencies by
    ``scipy.optimize.least_squares`` on log residuals, with one-sigma uncertainties from the
    Jacobian and a warning for any parameter the rows cannot identify;
@@ -22,45 +26,146 @@ fit on top of a torch-measured profile keeps its tables.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from simspec.config.scenario import Scenario
+from simspec.costs.calibrated import calibrated_pass_cost
+from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
-from simspec.profile import SCHEMA, SCHEMA_VERSION, profile_from_dict
+from simspec.physics.models import ModelSpec
+from simspec.profile import CalibrationProfile, profile_document, profile_from_dict
 from simspec.schema import help_of, to_dict
 
-from .measured_file import MeasurementRow, Measurements, read_measurements
-from .measured_fit import (
-    FitResult,
-    FitSettings,
-    RowFit,
-    alpha_for_acceptance_length,
-    default_fit_params,
-    fit_measurements,
-    fittable_params,
-)
+from .measurements import Measurements
+from .serving import FitResult, FitSettings, RowFit
+from .tables import fit_efficiencies, fit_overhead
 
-__all__ = [
-    "FitResult",
-    "FitSettings",
-    "MeasurementRow",
-    "Measurements",
-    "RowFit",
-    "alpha_for_acceptance_length",
-    "default_fit_params",
-    "fit_measurements",
-    "fittable_params",
-    "fitted_profile",
-    "read_measurements",
-]
+__all__ = ["assemble_profile", "fitted_profile"]
 
 SOURCES = (
-    "simspec/calibrate/measured_fit.py: each row simulated with the scenario; "
+    "simspec/fit/serving.py: each row simulated with the scenario; "
     "scipy.optimize.least_squares (trf) on log(predicted / measured)",
     "Leviathan, Kalman & Matias 2023, Fast Inference from Transformers via Speculative "
     "Decoding (i.i.d. acceptance: expected tokens per verify)",
 )
+
+
+def _peak_gpu(name: str, bytes_per_s: float, flops_per_s: float) -> GpuSpec:
+    return GpuSpec(
+        name=name or "profile-peaks",
+        memory_bytes=1.0,
+        hbm_bytes_per_s=bytes_per_s,
+        bf16_flops_per_s=flops_per_s,
+    )
+
+
+def assemble_profile(
+    spec: ModelSpec,
+    tables: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, Any],
+    peak: Mapping[str, Any],
+    ceilings: Mapping[str, Any] | None = None,
+    assumed: RooflineParams | None = None,
+) -> dict[str, Any]:
+    """Fit ``tables`` (measured on the benchmarked model ``spec``) into a complete profile.
+
+    Efficiencies come from :func:`~simspec.fit.tables.fit_efficiencies`, the fixed overhead
+    from the layer-stack "fit" points, and every stack point gets the calibrated model's
+    prediction and relative error (``validation``); the "validation" points were not used by
+    the fit, so their errors are out-of-sample.
+
+    Returns
+    -------
+    dict
+        The profile as JSON-ready data; it passes :func:`simspec.profile.profile_from_dict`.
+    """
+    ceilings = dict(ceilings or {})
+    assumed = assumed or RooflineParams()
+    peak_bw, peak_flops = float(peak["hbm_bytes_per_s"]), float(peak["bf16_flops_per_s"])
+    fit = fit_efficiencies(
+        tables,
+        peak_bytes_per_s=peak_bw,
+        peak_flops_per_s=peak_flops,
+        assumed=assumed,
+        matmul_flops_per_s=ceilings.get("matmul_flops_per_s"),
+    )
+    provenance = {**fit.provenance}
+    details: dict[str, Any] = dict(fit.details)
+    gpu = _peak_gpu(str(metadata.get("gpu", "")), peak_bw, peak_flops)
+    shape = spec.shape
+
+    def predict(
+        row: Mapping[str, Any],
+        profile: CalibrationProfile,
+        params: RooflineParams,
+        overhead: float,
+    ) -> float:
+        cost = calibrated_pass_cost(
+            shape,
+            gpu,
+            params,
+            profile,
+            np.full(row["batch"], row["tokens_per_request"]),
+            np.full(row["batch"], row["context_tokens"]),
+            np.full(shape.num_moe_layers, row["unique_experts"]),
+            overhead_s=overhead,
+        )
+        return cost.total_s
+
+    draft = profile_document(
+        metadata=metadata,
+        peak=peak,
+        ceilings=ceilings,
+        fitted=to_dict(fit.params),
+        provenance=provenance,
+        fit_details=details,
+        tables=tables,
+    )
+    profile = profile_from_dict(draft, "<profile being fitted>")
+    stack = list(tables.get("stack", []))
+    overhead, overhead_details = fit_overhead(
+        stack, lambda row: predict(row, profile, fit.params, 0.0)
+    )
+    details.update(overhead_details)
+    params = fit.params
+    if overhead is not None:
+        params = dataclasses.replace(params, pass_overhead_s=overhead)
+        mode = "graph replay" if "overhead_graph_s" in overhead_details else "eager"
+        provenance["pass_overhead_s"] = (
+            f"fitted: layer stack at one token ({mode}) minus the tables' prediction"
+        )
+    validation = []
+    for row in stack:
+        predicted = predict(row, profile, params, params.pass_overhead_s)
+        validation.append(
+            {
+                "batch": row["batch"],
+                "tokens_per_request": row["tokens_per_request"],
+                "context_tokens": row["context_tokens"],
+                "mode": row["mode"],
+                "use": row["use"],
+                "measured_s": row["time_s"],
+                "predicted_s": predicted,
+                "relative_error": predicted / row["time_s"] - 1.0,
+            }
+        )
+    data = profile_document(
+        metadata=metadata,
+        peak=peak,
+        ceilings=ceilings,
+        fitted=to_dict(params),
+        provenance=provenance,
+        fit_details=details,
+        validation=validation,
+        tables=tables,
+    )
+    profile_from_dict(data, "<assembled profile>")  # a profile we write must load
+    return data
 
 
 def _row_record(fit: RowFit) -> dict[str, Any]:
@@ -177,18 +282,15 @@ def fitted_profile(
         "settings": to_dict(settings),
         "rows": [_row_record(fit) for fit in result.rows],
     }
-    data = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "metadata": metadata,
-        "peak": dict(base_data["peak"]) if base is not None else _peak(scenario.gpu),
-        "ceilings": dict(base_data.get("ceilings", {})),
-        "fitted": to_dict(result.params),
-        "provenance": _provenance(scenario, result, measurements),
-        "fit_details": _finite(details),
-        "validation": [],
-        "tables": dict(base_data.get("tables", {})),
-    }
+    data = profile_document(
+        metadata=metadata,
+        peak=dict(base_data["peak"]) if base is not None else _peak(scenario.gpu),
+        ceilings=base_data.get("ceilings", {}),
+        fitted=to_dict(result.params),
+        provenance=_provenance(scenario, result, measurements),
+        fit_details=_finite(details),
+        tables=base_data.get("tables", {}),
+    )
     profile_from_dict(data, "<fitted profile>")  # a profile we write must load
     return data
 

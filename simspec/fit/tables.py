@@ -13,10 +13,10 @@ shapes, so the roofline predicts it from the efficiencies (:mod:`simspec.costs.k
 BW and F are the profile's peaks (spec sheet for a catalog GPU). The fit minimises the sum of
 squared log errors (relative errors, so a 10 µs kernel counts as much as a 10 ms one), one
 parameter at a time with the others fixed (coordinate descent, a few rounds): eta_w on the GEMM
-cells, the MoE form's constants on the MoE cells (:mod:`.fit_moe`: (t0, eta_bw) for launch,
+cells, the MoE form's constants on the MoE cells (:mod:`.moe`: (t0, eta_bw) for launch,
 (eta_max, S) for saturation), eta_kv on the attention cells, eta_c on all cells. Each
 one-dimensional search is a coarse grid in log space refined by Brent's bounded method
-(:mod:`.search`), so it cannot get stuck in a far local minimum; the MoE prediction is
+(:mod:`._search`), so it cannot get stuck in a far local minimum; the MoE prediction is
 :func:`simspec.costs.moe_kernel.moe_layer_s`, the cost model's own definition. The form is the
 assumed parameters' ``moe_kernel`` (the default, ``launch``, unless a caller asks for
 ``saturation``); the other form's constants are fitted afterwards with the same efficiencies, so
@@ -44,7 +44,8 @@ import numpy as np
 
 from simspec.params import MOE_KERNEL_FORMS, RooflineParams
 
-from .fit_moe import (
+from ._search import EFFICIENCY_RANGE, log_efficiency_search, sse
+from .moe import (
     FORM_KEYS,
     compute_bound_cells,
     fit_moe_form,
@@ -52,9 +53,8 @@ from .fit_moe import (
     moe_pred,
     per_expert_s,
 )
-from .search import EFFICIENCY_RANGE, grid_then_bounded, log_efficiency_search, sse
 
-__all__ = ["FitResult", "fit_efficiencies", "fit_overhead", "grid_then_bounded"]
+__all__ = ["TableFit", "fit_efficiencies", "fit_overhead"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ class _Cells:
 
 
 @dataclass(frozen=True)
-class FitResult:
+class TableFit:
     """Fitted parameters, per-field provenance, and numbers that describe the fit."""
 
     params: RooflineParams
@@ -115,7 +115,7 @@ def fit_efficiencies(
     assumed: RooflineParams,
     matmul_flops_per_s: float | None = None,
     rounds: int = 4,
-) -> FitResult:
+) -> TableFit:
     """Fit eta_w, eta_kv, eta_c and the MoE kernel's constants to ``tables`` (module docstring).
 
     Parameters
@@ -134,7 +134,7 @@ def fit_efficiencies(
 
     Returns
     -------
-    FitResult
+    TableFit
         ``params`` keeps ``assumed``'s overheads (see :func:`fit_overhead`).
     """
     bw, peak = peak_bytes_per_s, peak_flops_per_s
@@ -240,7 +240,7 @@ def fit_efficiencies(
     for name, r in residuals.items():
         details[f"{name}_rms_log_error"] = float(np.sqrt(np.mean(r * r)))
         details[f"{name}_cells"] = float(len(r))
-    return FitResult(params, provenance, details)
+    return TableFit(params, provenance, details)
 
 
 def fit_overhead(

@@ -1,6 +1,6 @@
 """Fitting the cost model's overheads and efficiencies to a user's serving measurements.
 
-Each measurement row (:mod:`.measured_file`) is predicted by the real simulator: the user's
+Each measurement row (:mod:`.measurements`) is predicted by the real simulator: the user's
 scenario (model, drafter, GPU, precision, parallelism) with the row's settings,
 
 - analytic routing (deterministic expected unique experts, no sampling noise), a closed loop
@@ -43,8 +43,9 @@ from simspec.params import RooflineParams
 from simspec.policies.fixed import FixedPolicy
 from simspec.sim.engine import RunLog, run_policy
 from simspec.sim.setup import build_setup
+from simspec.text.tree import fit_alpha
 
-from .measured_file import MeasurementRow
+from .measurements import MeasurementRow
 
 #: Highest i.i.d. alpha a row may get (alpha = 1 is a drafter that is never wrong).
 ALPHA_MAX = 0.999
@@ -105,23 +106,13 @@ class FitResult:
 def alpha_for_acceptance_length(acceptance_length: float, draft_tokens: int) -> float:
     """The i.i.d. alpha with (1 - alpha^(k+1)) / (1 - alpha) = AL (Leviathan et al. 2023).
 
-    The left side, 1 + alpha + ... + alpha^k, rises from 1 (alpha = 0) to k + 1 (alpha = 1);
-    bisection to 1e-12.
+    A chain is the tree with one candidate per step, so this is
+    :func:`simspec.text.tree.fit_alpha` at ``topk = 1``. Raises ValueError outside [1, k + 1].
 
     >>> round(alpha_for_acceptance_length(1 + 0.5 + 0.25 + 0.125, 3), 9)
     0.5
     """
-    k = draft_tokens
-    if not 1 <= acceptance_length <= k + 1:
-        raise ValueError(f"acceptance length {acceptance_length} outside [1, {k + 1}]")
-    low, high = 0.0, 1.0
-    while high - low > 1e-12:
-        mid = (low + high) / 2
-        if sum(mid**j for j in range(k + 1)) < acceptance_length:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
+    return fit_alpha(acceptance_length, draft_tokens, 1, 0, 0.0)
 
 
 def fittable_params() -> dict[str, tuple[float, float]]:
@@ -303,7 +294,7 @@ def fit_measurements(
         The served setup (model, drafter, GPU, ...); its resolved cost parameters are the
         starting point and the values of every parameter not fitted.
     rows : sequence of MeasurementRow
-        The measurements (:func:`~simspec.calibrate.measured_file.read_measurements`).
+        The measurements (:func:`~simspec.fit.measurements.read_measurements`).
     params : sequence of str, optional
         The parameters to fit (names from :func:`fittable_params`); default
         :func:`default_fit_params`.
