@@ -11,16 +11,16 @@ that imports simspec, loads the sweep and calls ``run_sweep`` (what ``simspec sw
 without the progress line). The wall time is the whole process's, as a user waits for it. It
 reports medians of the CPU seconds: the parent's imports, its share of ``load_sweep`` and of
 ``run_sweep``, and the workers' share of each (``RUSAGE_CHILDREN``); and a timeline of the wall
-time (:func:`timeline`): before the first point starts, each worker's point CPU seconds, their
-imbalance, the tail where a core idles, after the last point, interpreter start-up and exit.
+time (:func:`timeline`, from ``run_sweep``'s progress callback): before the first point, the
+points, the tail where a core idles, after the last point, interpreter start-up and exit.
 For each run it also measures the CPUs other jobs used meanwhile (``/proc/stat``), and reports
 the medians again over the pairs where they stayed under ``--quiet`` (wall ratios of a loaded
 machine say little). "two-core estimate" is the parent's CPU + the workers' CPU / 2 (a lower
 bound: perfectly balanced workers, no start-up, exit or contention). It also reports the ratio
 of the sweep itself (from simspec imported to the tables written), the machine's own two-process
 ceiling measured after each pair (:func:`ceiling_once`) and the wall ratio over it, and the Amdahl
-bound of the 1-worker timeline on two ideal cores. The child freezes the collector before it
-exits, as the ``simspec`` program does (``simspec.cli.run_command``). It checks that every run
+bound of the 1-worker timeline on two ideal cores. The child (this script with ``--child``)
+freezes the collector before it exits, as the ``simspec`` program does. It checks that every run
 wrote the same files. ``--bytecode`` lets the runs write and reuse compiled modules in a private
 cache (this machine sets ``PYTHONDONTWRITEBYTECODE=1``, so every fresh process compiles simspec's
 sources again, ~0.1 s; an installed package has its bytecode). Run it with
@@ -30,6 +30,7 @@ sources again, ~0.1 s; an installed package has its bytecode). Run it with
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -50,76 +51,63 @@ STUDIES = (
 )
 
 
-# One sweep in a fresh process: CPU seconds of each stage and a timeline of the points, as JSON
-# on stderr. The points are timed by wrapping the functions a worker (``run_point_files``) or the
-# parent (``run_point``, one worker) calls; forked workers inherit the wrapper, and each appends
-# one line per point (pid, start, end, CPU) to the log file (O_APPEND: lines never interleave).
-_CHILD = """
-import inspect, json, os, resource, sys, time
-def children():
-    use = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return use.ru_utime + use.ru_stime
-wall, start = time.perf_counter(), time.process_time()
-import simspec.sweep.run as run
-from simspec.sweep.spec import load_sweep
-imported, imported_wall = time.process_time(), time.perf_counter()
-study, workers, out, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def timed(fn, *args):
-    t0, c0 = time.perf_counter(), time.process_time()
-    value = fn(*args)
-    row = [os.getpid(), t0 - wall, time.perf_counter() - wall, time.process_time() - c0]
-    with open(log, "a") as f:
-        f.write(json.dumps(row) + "\\n")
-    return value
-# Top-level functions: a worker receives them by name (pickle).
-run_point, run_point_files = run.run_point, getattr(run, "run_point_files", None)
-def timed_point(*args):
-    return timed(run_point, *args)
-def timed_files(*args):
-    return timed(run_point_files, *args)
-if workers == 1:
-    run.run_point = timed_point
-elif run_point_files is not None:
-    run.run_point_files = timed_files
-parallel = "workers" in inspect.signature(load_sweep).parameters  # validation in workers
-spec, points = load_sweep(study, **({"workers": workers} if parallel else {}))
-loaded, loaded_children, loaded_wall = time.process_time(), children(), time.perf_counter()
-run.run_sweep(points, out, oracle=spec.oracle, workers=workers)
-stages = {"imports": imported - start, "load": loaded - imported,
-          "load workers": loaded_children, "parent": time.process_time() - loaded,
-          "workers": children() - loaded_children, "loaded at": loaded_wall - wall,
-          "end": time.perf_counter() - wall, "sweep": time.perf_counter() - imported_wall}
-print(json.dumps(stages), file=sys.stderr)
-cli = os.path.join(os.path.dirname(os.path.dirname(run.__file__)), "cli.py")
-if "def run_command" in open(cli).read():  # as the simspec program does before it exits
-    import gc; gc.freeze()
-"""
+def child(study: str, workers: int, out: str, log: str) -> None:
+    """One sweep in this fresh process, as ``simspec sweep`` runs it (without its progress line).
+
+    Prints the CPU seconds of each stage and the wall-clock marks as JSON on stderr; the sweep's
+    ``progress`` callback appends one line per finished point (its wall time) to ``log``.
+    """
+    wall, start = time.perf_counter(), time.process_time()
+    from simspec.sweep.run import run_sweep
+    from simspec.sweep.spec import load_sweep
+
+    imported, imported_wall = time.process_time(), time.perf_counter()
+
+    def children() -> float:
+        use = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return use.ru_utime + use.ru_stime
+
+    spec, points = load_sweep(study, workers=workers)
+    loaded, loaded_children, loaded_wall = time.process_time(), children(), time.perf_counter()
+    with open(log, "a", encoding="utf-8") as marks:
+
+        def progress(done: int, total: int) -> None:
+            marks.write(json.dumps([done, total, time.perf_counter() - wall]) + "\n")
+
+        run_sweep(points, out, oracle=spec.oracle, workers=workers, progress=progress)
+    stages = {
+        "imports": imported - start,
+        "load": loaded - imported,
+        "load workers": loaded_children,
+        "parent": time.process_time() - loaded,
+        "workers": children() - loaded_children,
+        "loaded at": loaded_wall - wall,
+        "end": time.perf_counter() - wall,
+        "sweep": time.perf_counter() - imported_wall,
+    }
+    print(json.dumps(stages), file=sys.stderr)
+    gc.freeze()  # as the simspec program does before it exits
 
 
-def timeline(stages: dict[str, float], log: Path) -> dict[str, float]:
-    """Where the wall time of one sweep went, from the child's stages and its points' log.
+def timeline(stages: dict[str, float], log: Path, workers: int) -> dict[str, float]:
+    """Where the wall time of one sweep went, from the child's stages and its progress marks.
 
     ``before points``: from the child's start (its imports; not the interpreter's start-up) to
-    the first point's start; ``busy/worker``: each process's point CPU seconds (the mean; with
-    one worker, the parent's); ``imbalance``: the largest minus the smallest; ``tail``: the
-    last point's end minus the time the first process to run out of points ended its last one
-    (a core idles meanwhile); ``after points``: from the last point's end to the child's end
-    (reading the points back, the tables); ``start + exit``: the rest of the measured wall time
-    (interpreter start-up and exit, pool shut-down).
+    the sweep's first progress call; ``points``: from there to the last point's end; ``tail``:
+    the last point's end minus the end of the point that left fewer points than workers
+    running (a core idles meanwhile); ``after points``: from the last point's end to the
+    child's end (reading the points back, the tables); ``start + exit``: the rest of the
+    measured wall time (interpreter start-up and exit, pool shut-down).
     """
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    first = min(r[1] for r in rows)
-    last = max(r[2] for r in rows)
-    by_pid: dict[int, list[list[float]]] = {}
-    for r in rows:
-        by_pid.setdefault(int(r[0]), []).append(r)
-    busy = [sum(r[3] for r in rs) for rs in by_pid.values()]
-    ends = [max(r[2] for r in rs) for rs in by_pid.values()]
+    marks = [json.loads(line) for line in log.read_text().splitlines()]
+    first = min(m[2] for m in marks)
+    ends = sorted(m[2] for m in marks if m[0] > 0)
+    last = ends[-1] if ends else first
+    idle_from = ends[max(len(ends) - workers, 0)] if ends else first
     return {
         "before points": first,
-        "busy/worker": statistics.mean(busy),
-        "imbalance": max(busy) - min(busy),
-        "tail": last - min(ends),
+        "points": last - first,
+        "tail": last - idle_from,
         "after points": stages["end"] - last,
         "start + exit": stages["wall"] - stages["end"],
     }
@@ -160,8 +148,18 @@ def sweep_once(
         env["PYTHONPYCACHEPREFIX"] = str(bytecode)
     ours = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy, begin = machine_busy_s(), time.perf_counter()
+    script = str(Path(__file__).resolve())
     proc = subprocess.run(
-        [sys.executable, "-P", "-c", _CHILD, str(ROOT / study), str(workers), str(out), str(log)],
+        [
+            sys.executable,
+            "-P",
+            script,
+            "--child",
+            str(ROOT / study),
+            str(workers),
+            str(out),
+            str(log),
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -173,7 +171,7 @@ def sweep_once(
     stages = json.loads(proc.stderr.strip().splitlines()[-1])
     stages["wall"] = wall
     stages["others"] = max(0.0, (machine_busy_s() - busy - used) / wall)
-    return {**stages, **timeline(stages, log)}
+    return {**stages, **timeline(stages, log, workers)}
 
 
 # A bare SimPy loop for a fixed wall time (``bench/simpy_rate.py``'s yardstick, but timed by the
@@ -219,7 +217,7 @@ def ceiling_once(seconds: float = 1.5) -> float:
     return sum(rates(2)) / rates(1)[0]
 
 
-TIMELINE = ("before points", "busy/worker", "imbalance", "tail", "after points", "start + exit")
+TIMELINE = ("before points", "points", "tail", "after points", "start + exit")
 
 
 def speedup(study: str, repeats: int, bytecode: bool = False, quiet: float = 0.15) -> None:
@@ -315,6 +313,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--speedup", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--child", nargs=4, metavar=("STUDY", "WORKERS", "OUT", "LOG"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--study", default=STUDIES[0])
     parser.add_argument(
         "--bytecode",
@@ -329,6 +330,10 @@ def main() -> None:
         help="with --speedup: also report the pairs where other jobs used at most CPUS",
     )
     args = parser.parse_args()
+    if args.child:
+        study, workers, out, log = args.child
+        child(study, int(workers), out, log)
+        return
     if args.speedup:
         speedup(args.study, args.speedup, args.bytecode, args.quiet)
         return

@@ -31,6 +31,7 @@ COMMANDS = (
     "record",
     "calibrate",
     "fit",
+    "fidelity",
 )
 
 

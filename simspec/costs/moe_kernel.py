@@ -12,7 +12,7 @@ a device's, consistently). Two forms are registered (``[costs] moe_kernel``):
     S / (eta_max·BW) (35 µs on an H100 at the default S = 94 MB), and it prices a single
     small-expert token's bandwidth below attention's.
 
-``launch`` (fitted to the published fused_moe tables, ``bench/kernel_fit.py``)
+``launch`` (fitted to the published fused_moe tables: :mod:`simspec.fit.kernels`)
     t = t0 + max(U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F_eff)
     A fixed per-layer time t0: GPU time of the layer's chain of small kernels (top-k, the
     sort that groups rows by expert, the two GEMMs' ramp-up, the activation, the weighted

@@ -18,7 +18,8 @@ file under ``simspec/catalog/engines``, scenario key ``[engine] preset``) sets t
   (:func:`simspec.costs.parallel.request_overhead_s`).
 
 A key the preset leaves out keeps the profile's or the built-in value. The fitted values, and
-the published rows they were fitted on, are in the files' comments (``bench/fit_presets.py``).
+the published rows they were fitted on, are in the files' comments (written by
+``simspec fidelity --fit-presets``, :mod:`simspec.fit.presets`).
 """
 
 from __future__ import annotations

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+import simspec
 from simspec import catalog
 from simspec.config.load import scenario_from_dict
 from simspec.errors import InputError
+from simspec.fit import alpha_for_acceptance_length
 from simspec.physics.experts import independent_union
-from tests.validation.bench_scripts import bench_module
+from simspec.validation import cases as cases_mod
+from simspec.validation import predictions as predict
 
-cases_mod = bench_module("fidelity_cases")
-fidelity = bench_module("fidelity")
+CASES = Path(__file__).resolve().parents[2] / "validation" / "cases.toml"
 
 
 def test_every_case_parses_and_names_catalog_entries():
-    cases = cases_mod.load_cases()
+    cases = cases_mod.load_cases(CASES)
     by_category = {c: [x for x in cases.cases if x.category == c] for c in cases_mod.CATEGORIES}
     assert all(by_category.values())
     assert cases.unexpressed
@@ -32,15 +35,15 @@ def test_every_case_parses_and_names_catalog_entries():
 
 
 def test_every_decode_and_speculative_case_builds_a_valid_scenario():
-    for case in cases_mod.load_cases().cases:
+    for case in cases_mod.load_cases(CASES).cases:
         if case.category != "kernel":
-            scenario = scenario_from_dict(fidelity.scenario_data(case), case.id)
+            scenario = scenario_from_dict(predict.scenario_data(case), case.id)
             assert scenario.workload.concurrency == case.batch
             assert scenario.hardware.num_gpus == case.num_gpus
 
 
 def test_measured_speedup_is_the_ratio_of_the_two_numbers():
-    cases = {c.id: c for c in cases_mod.load_cases().cases}
+    cases = {c.id: c for c in cases_mod.load_cases(CASES).cases}
     assert cases["glm-4.7-flash-1xh100-eagle3-bs1"].measured_speedup == pytest.approx(8.18 / 5.89)
     first = cases["qwen3-30b-2xh100-tp2-eagle3-bs1[0]"]
     assert first.measured_speedup == pytest.approx(159.78 / 222.47)  # 0.72x, SpecForge #339
@@ -91,29 +94,32 @@ def test_bad_case_files_name_the_key(tmp_path, old, new, key_path):
     assert str(path) in str(err.value)
 
 
-def test_alpha_solves_the_expected_tokens_per_verify():
-    # (1 - a^(k+1)) / (1 - a) at a = 0.6, k = 4: 1 + .6 + .36 + .216 + .1296 = 2.3056.
-    assert fidelity.alpha_for_acceptance_length(2.3056, 4) == pytest.approx(0.6, abs=1e-9)
-    assert fidelity.alpha_for_acceptance_length(1.0, 3) == pytest.approx(0.0, abs=1e-9)
-    assert fidelity.alpha_for_acceptance_length(4.0, 3) == pytest.approx(1.0, abs=1e-9)
-    with pytest.raises(ValueError):
-        fidelity.alpha_for_acceptance_length(4.5, 3)
+def test_speculative_rows_get_the_alpha_of_their_acceptance_length():
+    """A chain's alpha solves Leviathan's E[tokens per verify] = AL; a tree's, its tree's AL."""
+    for case in cases_mod.load_cases(CASES).cases:
+        if case.category != "speculative":
+            continue
+        alpha = predict.scenario_data(case)["acceptance"]["alpha"]
+        if not predict.is_tree_row(case) and alpha < predict.ALPHA_MAX:
+            k = case.steps
+            assert sum(alpha**j for j in range(k + 1)) == pytest.approx(case.acceptance_length)
+            assert alpha == pytest.approx(alpha_for_acceptance_length(case.acceptance_length, k))
 
 
 def test_kernel_prediction_at_one_token_is_the_roofline_of_k_experts():
     # M = 1: U = k_e = 8 experts of 3·2048·768 bf16 parameters, memory-bound. The default
     # (launch) form: t0 + 8·(c_e + B / (eta_bw · 1.555 TB/s)) on the A100 PCIe, with the
     # constants fitted in validation/KERNEL_FIT.md (26.6 µs, 0.234 µs, 0.902).
-    case = next(c for c in cases_mod.load_cases().cases if c.id == "qwen3-30b-a100-pcie-bf16[0]")
+    case = next(
+        c for c in cases_mod.load_cases(CASES).cases if c.id == "qwen3-30b-a100-pcie-bf16[0]"
+    )
     assert independent_union(128, 8, 1) == 8
     expert_bytes = 3 * 2048 * 768 * 2.0
     want_us = (26.6e-6 + 8 * (0.234e-6 + expert_bytes / (0.902 * 1.555e12))) * 1e6
-    got = fidelity.predict_kernel_us(case, fidelity.simspec.load_scenario())
+    got = predict.predict_kernel_us(case, simspec.load_scenario())
     assert got == pytest.approx(want_us, rel=1e-12)
     # The saturation form: eta = 0.8·(1 − exp(−8·B/94e6)) of the bandwidth.
     eta = 0.8 * (1 - math.exp(-8 * expert_bytes / 94e6))
     want_us = 8 * expert_bytes / (eta * 1.555e12) * 1e6
-    saturation = fidelity.simspec.with_overrides(
-        fidelity.simspec.load_scenario(), {"costs.moe_kernel": "saturation"}
-    )
-    assert fidelity.predict_kernel_us(case, saturation) == pytest.approx(want_us, rel=1e-12)
+    saturation = simspec.with_overrides(simspec.load_scenario(), {"costs.moe_kernel": "saturation"})
+    assert predict.predict_kernel_us(case, saturation) == pytest.approx(want_us, rel=1e-12)

@@ -1,4 +1,4 @@
-"""Read validation/cases.toml: published GPU measurements as one row per measured number.
+"""Published GPU measurements (``validation/cases.toml``) as one row per measured number.
 
 The file's header documents the format. A ``[[cases]]`` table is one published series; a field
 given as a list makes one row per element (all lists of a table have the same length) and a
@@ -18,7 +18,8 @@ from simspec import catalog
 from simspec.errors import InputError, describe
 from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
 
-CASES_PATH = Path(__file__).resolve().parent.parent / "validation" / "cases.toml"
+#: Where the shipped cases live in a checkout of the repository (relative to its root).
+CASES_PATH = Path("validation") / "cases.toml"
 
 CATEGORIES = ("kernel", "decode", "speculative")
 #: Measured quantities, their units and the category that may use them.
@@ -113,14 +114,33 @@ class CaseFile:
     unexpressed: list[Unexpressed] = field(default_factory=list)
 
 
-_INT = ("num_gpus", "tp", "ep", "batch", "tokens", "prompt_tokens", "output_tokens")
-_INT += ("steps", "topk", "draft_tokens", "num_requests")
+_INT: tuple[str, ...] = ("num_gpus", "tp", "ep", "batch", "tokens", "prompt_tokens")
+_INT += ("output_tokens", "steps", "topk", "draft_tokens", "num_requests")
 _FLOAT = ("value", "acceptance_length", "baseline_value")
 #: Fractions in [0, 1): the spread of the output lengths (``[workload] length_jitter``).
 _FRACTION = ("length_jitter",)
-_STR = ("id", "category", "model", "gpu", "engine", "precision", "expert_precision", "quantity")
+_STR: tuple[str, ...] = (
+    "id",
+    "category",
+    "model",
+    "gpu",
+    "engine",
+    "precision",
+    "expert_precision",
+    "quantity",
+)
 _STR += ("unit", "source", "notes", "assumed", "method")
-_REQUIRED = ("id", "category", "model", "gpu", "num_gpus", "tp", "ep", "engine", "precision")
+_REQUIRED: tuple[str, ...] = (
+    "id",
+    "category",
+    "model",
+    "gpu",
+    "num_gpus",
+    "tp",
+    "ep",
+    "engine",
+    "precision",
+)
 _REQUIRED += ("quantity", "unit", "value", "source")
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
 
@@ -230,7 +250,7 @@ def _check_case(row: dict[str, Any], path: str, source: str, sources: dict[str, 
     return Case(**row)
 
 
-def load_cases(path: str | Path = CASES_PATH) -> CaseFile:
+def load_cases(path: str | Path) -> CaseFile:
     """Parse and check a cases file (module docstring); rows in file order."""
     source = str(path)
     try:

@@ -1,16 +1,19 @@
-"""bench/fit_presets.py: which rows fit which preset, the probe runs, the affine interpolation."""
+"""bench/presets.py: which rows fit which preset, the probe runs, the affine interpolation."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.validation.bench_scripts import bench_module
+from simspec.fit import presets
+from simspec.validation import cases as cases_mod
+from simspec.validation import predictions as predict
 
-cases_mod = bench_module("fidelity_cases")
-fit_presets = bench_module("fit_presets")
+CASES = Path(__file__).resolve().parents[2] / "validation" / "cases.toml"
+
 
 ROW = cases_mod.Case(
     id="r", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=2, tp=2, ep=1,
@@ -35,32 +38,32 @@ def test_rows_map_to_their_engine_preset(engine, category, preset):
 
 
 def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
-    labels = [label for label, _ in fit_presets.probe_runs(ROW)]
-    assert labels == ["base", *fit_presets.DECODE_KEYS]
+    labels = [label for label, _ in presets.probe_runs(ROW)]
+    assert labels == ["base", *presets.DECODE_KEYS]
     spec = dataclasses.replace(ROW, category="speculative", steps=3, acceptance_length=2.0)
-    runs = dict(fit_presets.probe_runs(spec))
-    assert set(runs) == {"base", *fit_presets.FITTED["sglang"]}
+    runs = dict(presets.probe_runs(spec))
+    assert set(runs) == {"base", *presets.FITTED["sglang"]}
     assert all(v == 0.0 for k, v in runs["base"].items() if k != "draft_extend_passes")
     assert runs["base"]["draft_extend_passes"] == 1.0
-    unit = fit_presets.BOUNDS["verify_overhead_s"][0]
+    unit = presets.BOUNDS["verify_overhead_s"][0]
     assert runs["verify_overhead_s"]["verify_overhead_s"] == unit
 
 
 def test_affine_row_reproduces_its_probes_and_interpolates_between():
-    keys = fit_presets.FITTED["sglang"]
+    keys = presets.FITTED["sglang"]
     base = {"tpot_ms": 5.0, "baseline_tpot_ms": 5.0, "ttft_ms": 20.0, "s_per_token": 0.005}
     base["baseline_s_per_token"] = 0.005
     runs = {"base": base}
-    for key in fit_presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
+    for key in presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
         step = 1.0 if key == "pass_overhead_s" else 0.5
         runs[key] = base | {"tpot_ms": 5.0 + step}
-    row = fit_presets.AffineRow(ROW, runs)
-    units = np.array([fit_presets.BOUNDS[k][0] for k in keys])
+    row = presets.AffineRow(ROW, runs)
+    units = np.array([presets.BOUNDS[k][0] for k in keys])
     theta = np.where(np.array(keys) == "pass_overhead_s", units, 0.0)
     assert row.predict(np.zeros(len(keys))) == pytest.approx(5.0)
     assert row.predict(theta) == pytest.approx(6.0)
-    slopes = 1.0 + 0.5 * (len(fit_presets.DECODE_KEYS) - 1)
-    assert row.predict(2.5 * units * np.isin(keys, fit_presets.DECODE_KEYS)) == pytest.approx(
+    slopes = 1.0 + 0.5 * (len(presets.DECODE_KEYS) - 1)
+    assert row.predict(2.5 * units * np.isin(keys, presets.DECODE_KEYS)) == pytest.approx(
         5.0 + 2.5 * slopes
     )
     assert row.log_error(np.zeros(len(keys))) == pytest.approx(0.0)  # measured 5 ms
@@ -68,7 +71,7 @@ def test_affine_row_reproduces_its_probes_and_interpolates_between():
 
 def test_rounding_keeps_three_digits_and_drops_numerical_dust():
     keys = ("pass_overhead_s", "comm_s_per_layer")
-    out = fit_presets.round_values(np.array([0.0027137, 4.9e-17]), keys)
+    out = presets.round_values(np.array([0.0027137, 4.9e-17]), keys)
     assert out.tolist() == [0.00271, 0.0]
 
 
@@ -77,9 +80,9 @@ def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
     spec = dataclasses.replace(
         ROW, category="speculative", num_gpus=1, tp=1, steps=3, acceptance_length=2.0
     )
-    labels = {label for label, _ in fit_presets.probe_runs(spec)}
-    assert labels == {"base", *fit_presets.FITTED["sglang"]} - set(fit_presets.TP_KEYS)
-    row = fit_presets.AffineRow(spec, {"base": dict.fromkeys(bench_module("fidelity").TIMES, 1.0)})
+    labels = {label for label, _ in presets.probe_runs(spec)}
+    assert labels == {"base", *presets.FITTED["sglang"]} - set(presets.TP_KEYS)
+    row = presets.AffineRow(spec, {"base": dict.fromkeys(predict.TIMES, 1.0)})
     assert not row.slopes.any()
 
 
@@ -94,6 +97,19 @@ def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
     ],
 )
 def test_sign_is_not_checked_within_noise_of_one(predicted, measured, right):
-    fidelity = bench_module("fidelity")
-    assert fidelity._sign_right("speculative", predicted, measured) is right
-    assert fidelity._sign_right("decode", predicted, measured) is None
+    assert predict.speedup_sign_right("speculative", predicted, measured) is right
+    assert predict.speedup_sign_right("decode", predicted, measured) is None
+
+
+def test_the_catalog_presets_are_what_the_fit_writes():
+    """Each shipped engine preset is :func:`preset_toml` of the shipped fit, byte for byte."""
+    import json
+
+    import simspec.catalog
+
+    fit = json.loads((CASES.parent / "preset_fit.json").read_text(encoding="utf-8"))
+    folder = Path(simspec.catalog.__file__).parent / "engines"
+    assert set(fit) == set(presets.FITTED)
+    for engine, result in fit.items():
+        text = (folder / f"{engine}.toml").read_text(encoding="utf-8")
+        assert text == presets.preset_toml(engine, result)

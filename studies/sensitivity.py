@@ -1,6 +1,6 @@
 """Sensitivity of paper B's conclusions to simspec's assumed constants.
 
-    python bench/sensitivity.py [--batches 1,8] [--presets ideal,sglang,vllm]
+    python -m studies.sensitivity [--batches 1,8] [--presets ideal,sglang,vllm]
                                 [--out scenarios/papers/why-sd-works-better/SENSITIVITY.md]
 
 Paper B's 10-model study (``full.toml``) draws conclusions from the speedup of k = 3 over plain
@@ -29,18 +29,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import simspec
+from simspec.config.load import read_scenario_data, scenario_from_dict
+from simspec.params import RooflineParams
 
-import simspec  # noqa: E402
-from simspec.config.load import read_scenario_data, scenario_from_dict  # noqa: E402
-from simspec.params import RooflineParams  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 STUDY = ROOT / "scenarios/papers/why-sd-works-better/full.toml"
 #: Experts at or above which a model counts as fine-grained (C1, C2), at or below coarse.
@@ -157,7 +155,7 @@ def main() -> None:
     lines = [
         "# Sensitivity of paper B's conclusions",
         "",
-        f"Written by `python bench/sensitivity.py` ({len(tasks)} runs, {wall:.0f} s wall on "
+        f"Written by `python -m studies.sensitivity` ({len(tasks)} runs, {wall:.0f} s wall on "
         f"{args.workers} workers); do not edit by hand. Conclusions (C1-C4) are defined in the "
         "script's docstring; **bold** marks a conclusion that differs from the first row's.",
         "",

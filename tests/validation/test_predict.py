@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simspec.errors import InputError
-from tests.validation.bench_scripts import bench_module
+from simspec.validation import _sections as sections
+from simspec.validation import cases as cases_mod
+from simspec.validation import predictions as predict
 
-cases_mod = bench_module("fidelity_cases")
-fidelity = bench_module("fidelity")
+CASES = Path(__file__).resolve().parents[2] / "validation" / "cases.toml"
+
 
 ROW = """
 [sources.s]
@@ -43,23 +47,23 @@ def _rows(tmp_path, text=ROW):
 
 def test_benchmark_rows_run_the_finite_request_set_with_scaled_lengths(tmp_path):
     one, eight, many = _rows(tmp_path)
-    w = fidelity.scenario_data(eight)["workload"]
+    w = predict.scenario_data(eight)["workload"]
     assert (w["num_requests"], w["concurrency"], w["length_jitter"]) == (20, 8, 0.8)
     # Lengths scale to the cap; the prompt moves up by half the rest: the mean context is kept.
-    cap = fidelity.BENCH_OUTPUT_CAP
+    cap = predict.BENCH_OUTPUT_CAP
     assert w["output_tokens"] == cap
     assert w["prompt_tokens"] + w["output_tokens"] / 2 == pytest.approx(100 + 2180 / 2, abs=1)
     # More concurrency than requests: the closed loop runs the 20 requests at once.
-    assert fidelity.scenario_data(many)["workload"]["num_requests"] == 20
+    assert predict.scenario_data(many)["workload"]["num_requests"] == 20
     # Batch 1 runs one request at a time: its throughput is one request's.
-    w1 = fidelity.scenario_data(one)["workload"]
-    assert (w1["num_requests"], w1["length_jitter"]) == (fidelity.MIN_REQUESTS, 0.0)
+    w1 = predict.scenario_data(one)["workload"]
+    assert (w1["num_requests"], w1["length_jitter"]) == (predict.MIN_REQUESTS, 0.0)
 
 
 def test_rows_without_a_request_count_keep_the_steady_closed_loop(tmp_path):
     text = ROW.replace("num_requests = 20\nlength_jitter = 0.8\n", "")
     row = _rows(tmp_path, text)[1]
-    w = fidelity.scenario_data(row)["workload"]
+    w = predict.scenario_data(row)["workload"]
     assert (w["num_requests"], w["output_tokens"], w["length_jitter"]) == (8, 2180, 0.0)
 
 
@@ -72,19 +76,18 @@ def test_a_jitter_outside_zero_one_names_the_key(tmp_path, bad):
 def test_throughput_speedups_are_makespan_ratios_and_tpot_speedups_tpot_ratios():
     times = {"tpot_ms": 5.0, "baseline_tpot_ms": 6.0, "ttft_ms": 1.0}
     times |= {"s_per_token": 0.002, "baseline_s_per_token": 0.003}
-    by_id = {c.id: c for c in cases_mod.load_cases().cases}
+    by_id = {c.id: c for c in cases_mod.load_cases(CASES).cases}
     rate = by_id["qwen3-30b-2xh100-tp2-eagle3-bs4[0]"]
     tpot = by_id["glm-4.7-flash-1xh100-eagle3-bs1"]
-    assert fidelity.quantity(rate, times) == pytest.approx(1.5)
-    assert fidelity.quantity(tpot, times) == pytest.approx(1.2)
+    assert predict.quantity(rate, times) == pytest.approx(1.5)
+    assert predict.quantity(tpot, times) == pytest.approx(1.2)
 
 
 def test_implied_step_time_of_each_quantity(tmp_path):
-    presets = bench_module("fidelity_presets")
     _one, eight, many = _rows(tmp_path)
-    assert presets.step_ms(eight, 800.0) == pytest.approx(10.0)  # 8 requests / 800 tok/s
+    assert sections.step_ms(eight, 800.0) == pytest.approx(10.0)  # 8 requests / 800 tok/s
     # 32 slots but only 20 requests in the benchmark: 20 run at once.
-    assert presets.step_ms(many, 1000.0) == pytest.approx(20.0)
+    assert sections.step_ms(many, 1000.0) == pytest.approx(20.0)
     tpot = _rows(tmp_path, ROW.replace('"tokens_per_s"', '"tpot_ms"').replace("tok/s", "ms"))[0]
-    assert presets.step_ms(tpot, 7.5) == 7.5
-    assert presets._growth([4.0, 10.0, 20.0], [1, 8, 20]) == "857 / 833"
+    assert sections.step_ms(tpot, 7.5) == 7.5
+    assert sections._growth([4.0, 10.0, 20.0], [1, 8, 20]) == "857 / 833"

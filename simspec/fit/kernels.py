@@ -1,9 +1,8 @@
-"""Fit the MoE kernel's time to published fused_moe tables; compare the forms; write the report.
+"""The MoE kernel's time fitted to published fused_moe tables: the forms compared, a report.
 
-    /work/venv/bin/python bench/kernel_fit.py [--cases validation/cases.toml] [--out validation]
-
-Reads the ``kernel`` rows of ``validation/cases.toml`` (one MoE layer, both grouped GEMMs, at M
-tokens routed uniformly at random: U = N·(1 − (1 − k_e/N)^M) distinct experts,
+``simspec fidelity --fit-kernels`` runs :func:`kernel_fit` on the ``kernel`` rows of
+``validation/cases.toml`` (one MoE layer, both grouped GEMMs, at M tokens routed uniformly at
+random: U = N·(1 − (1 − k_e/N)^M) distinct experts,
 :func:`simspec.physics.experts.independent_union`). A row of a TP run is one GPU's shard: expert
 bytes and parameters / tp, one GPU's bandwidth, FLOP/s and L2. Each form of
 :mod:`simspec.costs.moe_kernel` is fitted with ``scipy.optimize.least_squares`` on the relative
@@ -11,31 +10,26 @@ errors of the rows with M ≤ 256 of the *fit series* (tuned or engine-default k
 of constants for every GPU; the compute efficiency stays the default (no fitted row is
 compute-bound). Held out: each fit series in turn is left out, the form refitted on the others
 and the left-out series predicted. Check series (superseded or untuned configs, assumed shapes,
-single points) are predicted, never fitted. Writes ``KERNEL_FIT.md`` and ``kernel_fit.json``
-(deterministic: no dates, no timings).
+single points) are predicted, never fitted. The result is ``kernel_fit.json`` and
+``KERNEL_FIT.md`` (deterministic: no dates, no timings); the winning form's constants are the
+defaults of ``[costs]`` (:class:`~simspec.params.RooflineParams`).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import statistics
-import sys
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fidelity_cases import CASES_PATH, load_cases
 
 from simspec import catalog
 from simspec.costs.moe_kernel import moe_layer_s
 from simspec.params import L2_REUSE_MODES, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
+from simspec.validation.cases import CaseFile
 
 #: Rows with M up to this are fitted and scored (decode and verify sizes).
 M_MAX = 256
@@ -84,11 +78,11 @@ class Row:
     gpu: str
 
 
-def load_rows(path: str | Path) -> list[Row]:
+def load_rows(cases: CaseFile) -> list[Row]:
     """Every kernel row of the case file, as one GPU's shard of the layer."""
     compute_efficiency = RooflineParams().compute_efficiency
     rows = []
-    for case in load_cases(path).cases:
+    for case in cases.cases:
         if case.category != "kernel":
             continue
         series = case.id.split("[")[0]
@@ -124,11 +118,13 @@ class Form:
     start: tuple[float, ...]
     lower: tuple[float, ...]
     upper: tuple[float, ...]
-    fixed: dict = dataclasses.field(default_factory=dict)
 
-    def params(self, x: np.ndarray, **extra: object) -> RooflineParams:
-        values = {k: float(v) * s for k, v, s in zip(self.keys, x, self.scales, strict=True)}
-        return RooflineParams(moe_kernel=self.name, **self.fixed, **values, **extra)
+    def params(self, x: np.ndarray) -> RooflineParams:
+        """The default parameters with this form and its constants at ``x`` (scaled)."""
+        values: dict[str, Any] = {
+            k: float(v) * s for k, v, s in zip(self.keys, x, self.scales, strict=True)
+        }
+        return dataclasses.replace(RooflineParams(moe_kernel=self.name), **values)
 
 
 FORMS = (
@@ -248,9 +244,9 @@ def evaluate(form: Form, rows: list[Row]) -> dict:
     }
 
 
-def l2_study(params: RooflineParams, rows: list[Row]) -> dict[str, dict]:
+def l2_study(params: RooflineParams, rows: list[Row]) -> dict[str, dict[str, Any]]:
     """Each moe_l2_reuse mode with the fitted constants, on every fit row (all M)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for mode in L2_REUSE_MODES:
         p = dataclasses.replace(params, moe_l2_reuse=mode)
         out[mode] = {}
@@ -277,7 +273,7 @@ def report(results: dict[str, dict], l2: dict, winner: str, mxfp4: dict) -> str:
     lines = [
         "# MoE kernel fit: forms of the routed-expert time vs published fused_moe tables",
         "",
-        "Written by `python bench/kernel_fit.py` from the `kernel` rows of",
+        "Written by `simspec fidelity --fit-kernels` from the `kernel` rows of",
         "`validation/cases.toml`; do not edit by hand. Forms: `simspec/costs/moe_kernel.py`.",
         f"Rows with M ≤ {M_MAX} are fitted and scored; U(M) = N·(1 − (1 − k_e/N)^M) (uniform",
         "random routing); a TP row is one GPU's shard (expert bytes / tp). Least squares on",
@@ -362,12 +358,18 @@ def report(results: dict[str, dict], l2: dict, winner: str, mxfp4: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=str(CASES_PATH))
-    parser.add_argument("--out", default=str(Path(CASES_PATH).parent))
-    args = parser.parse_args()
-    rows = load_rows(args.cases)
+def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
+    """Fit every form to the kernel rows of ``cases`` (module docstring).
+
+    Returns
+    -------
+    data : dict
+        What ``kernel_fit.json`` holds: per form its constants, fitted, held-out and check
+        errors; the L2 study; the winner and the ``[costs]`` it recommends.
+    report : str
+        ``KERNEL_FIT.md``.
+    """
+    rows = load_rows(cases)
     results = {form.name: evaluate(form, rows) for form in FORMS}
     winner = min(results, key=lambda n: results[n]["held_out_median_of_medians"])
     launch = results["launch"]["_params"]
@@ -377,8 +379,6 @@ def main() -> None:
         for r in scored(rows, "gpt-oss-120b-h100-triton-after")
     ]
     mxfp4 = error_stats(relative_errors(launch, mxfp4_rows))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     data = {
         "m_max": M_MAX,
         "fit_series": FIT_SERIES,
@@ -394,18 +394,4 @@ def main() -> None:
             **({"moe_l2_reuse": "ideal", "moe_tile_rows": 64.0} if winner == "launch" else {}),
         },
     }
-    (out / "kernel_fit.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    (out / "KERNEL_FIT.md").write_text(report(results, l2, winner, mxfp4), encoding="utf-8")
-    for name, r in results.items():
-        consts = ", ".join(
-            f"{k}={c['value']:.4g}±{c['stderr']:.2g}" for k, c in r["constants"].items()
-        )
-        print(
-            f"{name}: {consts}; fitted median {r['fitted_overall']['median']:.3f}; "
-            f"held-out median of medians {r['held_out_median_of_medians']:.3f}"
-        )
-    print(f"winner: {winner} -> {out}/KERNEL_FIT.md")
-
-
-if __name__ == "__main__":
-    main()
+    return data, report(results, l2, winner, mxfp4)

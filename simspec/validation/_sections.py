@@ -1,6 +1,6 @@
 """REPORT.md sections: the targets, the engine presets' fit, and the implied step times.
 
-``bench/fit_presets.py`` writes ``validation/preset_fit.json``; :func:`preset_lines` reads it
+:mod:`simspec.fit.presets` writes ``validation/preset_fit.json``; :func:`preset_lines` reads it
 and compares the fit's predictions (affine interpolation of probe runs) with the report's own
 simulations under the catalog presets, so a stale fit or catalog shows up in the report.
 :func:`step_lines` turns every plain-decode series with several batch sizes into time per
@@ -54,11 +54,11 @@ def preset_lines(outcomes: list[Any], fit_path: Path) -> list[str]:
     """The *Engine presets* section (values, residuals, leave-one-source-out, inconsistencies)."""
     lines = ["", "## Engine presets", ""]
     if not fit_path.exists():
-        return [*lines, f"No fit yet: run `python bench/fit_presets.py --write` ({fit_path})."]
+        return [*lines, f"No fit yet: run `simspec fidelity --fit-presets` ({fit_path})."]
     fit = json.loads(fit_path.read_text(encoding="utf-8"))
     simulated = {o.case.id: o.predicted for o in outcomes}
     lines += [
-        "Each engine's overheads were fitted by `python bench/fit_presets.py --write`",
+        "Each engine's overheads were fitted by `simspec fidelity --fit-presets`",
         "(least squares of log(predicted / measured), soft-L1, physical bounds) on its rows",
         "below, except those called inconsistent; `draft_extend_passes` is set by the engine's",
         "design (one EAGLE-3 draft extend per verify in SGLang and vLLM), not fitted. *fit* is the",

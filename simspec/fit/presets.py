@@ -1,45 +1,37 @@
-"""Fit the engine presets' overheads on each engine's published rows.
+"""The engine presets' overheads, fitted on each engine's published rows.
 
-    python bench/fit_presets.py [--workers 2] [--write]
-
-For every engine with rows in ``validation/cases.toml`` (``fidelity_cases.engine_preset``) the
-fixed overheads of its preset (``simspec/catalog/engines/<engine>.toml``) are fitted by
-``scipy.optimize.least_squares`` on the relative errors of its decode and speculative rows,
-with physical bounds. Writes ``validation/preset_fit.json`` (values, every row's prediction,
-leave-one-source-out errors); ``--write`` also rewrites the presets' TOML files.
+For every engine with rows in ``validation/cases.toml``
+(:func:`~simspec.validation.cases.engine_preset`) the fixed overheads of its preset
+(``simspec/catalog/engines/<engine>.toml``) are fitted by ``scipy.optimize.least_squares`` on
+the relative errors of its decode and speculative rows, with physical bounds
+(:func:`fit_presets`). ``simspec fidelity --fit-presets`` writes the result as
+``validation/preset_fit.json`` (values, every row's prediction, leave-one-source-out errors)
+and, with ``--catalog DIR``, the presets' TOML files (:func:`preset_toml`).
 
 Fast and exact: every fixed overhead adds its value once per pass (or draft step, or layer's
 collective) and nothing a fixed-k run decides depends on time, so each run's times
-(``fidelity.TIMES``) are affine in the overheads. Each row is simulated at zero overheads and
-once more per overhead that can touch it (one unit each), with the real simulator
-(``fidelity.run_times``); the fit then interpolates those affine times, and
-``bench/fidelity.py`` checks the fitted presets' predictions against fresh simulations.
+(:data:`~simspec.validation.predictions.TIMES`) are affine in the overheads. Each row is simulated
+at zero overheads and once more per overhead that can touch it (one unit each), with the real
+simulator (:func:`~simspec.validation.predictions.run_times`); the fit then interpolates those
+affine times, and the fidelity report checks the fitted presets' predictions against fresh
+simulations.
 
 Rows in :data:`INCONSISTENT` are predicted and reported but not fitted.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import contextlib
 import math
 import statistics
-import sys
-import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fidelity import TIMES, quantity, run_times
-from fidelity_cases import CASES_PATH, Case, engine_preset, load_cases
-
-ROOT = Path(__file__).resolve().parent.parent
-ENGINES_DIR = ROOT / "simspec" / "catalog" / "engines"
-FIT_PATH = ROOT / "validation" / "preset_fit.json"
+from simspec.validation.cases import Case, engine_preset
+from simspec.validation.predictions import TIMES, quantity, run_times
 
 #: Fitted overheads per engine: (unit of the probe run, lower bound, upper bound, start).
 #: Bounds are physical: a pass overhead of at most 50 ms, a draft step's at most 5 ms, verify
@@ -100,10 +92,15 @@ INCONSISTENT = {
 }
 
 
-def probe_runs(case: Case) -> list[tuple[str, dict[str, float]]]:
+def fitted_keys(engine: str, without: Sequence[str] = ()) -> tuple[str, ...]:
+    """The overheads fitted for ``engine``: :data:`FITTED` less ``without`` (held at 0)."""
+    return tuple(k for k in FITTED[engine] if k not in without)
+
+
+def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[str, float]]]:
     """(label, [costs]) of the runs one row needs: all overheads zero, then one unit each."""
     engine = engine_preset(case)
-    keys = FITTED[engine]
+    keys = fitted_keys(engine, without)
     if case.category != "speculative":
         keys = tuple(k for k in keys if k in DECODE_KEYS)
     if case.tp == 1:  # no probe: its slope is exactly 0
@@ -122,11 +119,13 @@ def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, 
 class AffineRow:
     """One row's times as an affine function of its engine's overheads."""
 
-    def __init__(self, case: Case, runs: dict[str, dict[str, float]]) -> None:
+    def __init__(
+        self, case: Case, runs: Mapping[str, Mapping[str, float]], without: Sequence[str] = ()
+    ) -> None:
         self.case = case
         self.engine = engine_preset(case)
         self.base = np.array([runs["base"][t] for t in TIMES])
-        keys = FITTED[self.engine]
+        keys = fitted_keys(self.engine, without)
         self.slopes = np.zeros((len(TIMES), len(keys)))
         for j, key in enumerate(keys):
             if key in runs:
@@ -175,9 +174,9 @@ def rel(row: AffineRow, theta: np.ndarray) -> float:
     return row.predict(theta) / row.measured - 1.0
 
 
-def engine_fit(engine: str, rows: list[AffineRow]) -> dict[str, Any]:
+def engine_fit(engine: str, rows: list[AffineRow], without: Sequence[str] = ()) -> dict[str, Any]:
     """Values, per-row residuals and leave-one-source-out errors of one engine."""
-    keys = FITTED[engine]
+    keys = fitted_keys(engine, without)
     used = [r for r in rows if r.case.id not in INCONSISTENT]
     theta = round_values(fit(used, keys), keys)
     table = [
@@ -200,18 +199,18 @@ def engine_fit(engine: str, rows: list[AffineRow]) -> dict[str, Any]:
         if not rest:
             loso.append({"source": source, "rows": len(held), "note": "the engine's only source"})
             continue
-        without = round_values(fit(rest, keys), keys)
-        errors = [abs(rel(r, without)) for r in held]
+        theta_without = round_values(fit(rest, keys), keys)
+        errors = [abs(rel(r, theta_without)) for r in held]
         loso.append(
             {
                 "source": source,
                 "rows": len(held),
-                "values": dict(zip(keys, without.tolist(), strict=True)),
+                "values": dict(zip(keys, theta_without.tolist(), strict=True)),
                 "median_abs_relative_error": statistics.median(errors),
                 "max_abs_relative_error": max(errors),
             }
         )
-    fitted_errors = [abs(t["relative_error"]) for t in table if t["fitted"]]
+    fitted_errors = [abs(rel(r, theta)) for r in used]
     return {
         "values": dict(zip(keys, theta.tolist(), strict=True)) | FIXED.get(engine, {}),
         "fitted_rows": len(used),
@@ -230,8 +229,8 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
     }
     sources = sorted({row["source"] for row in result["rows"] if row["fitted"]})
     lines = [
-        f"# Fitted by bench/fit_presets.py on {result['fitted_rows']} published {names[engine]} "
-        "rows of validation/cases.toml, sources:",
+        f"# Fitted by `simspec fidelity --fit-presets` on {result['fitted_rows']} published "
+        f"{names[engine]} rows of validation/cases.toml, sources:",
         *(f"#   {source}" for source in sources),
         f"# Median |relative error| of those rows: {result['median_abs_relative_error']:.1%}.",
         "# Rows, residuals and leave-one-source-out errors: validation/REPORT.md,",
@@ -246,62 +245,55 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=str(CASES_PATH))
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--write", action="store_true", help="rewrite the presets' TOML files")
-    parser.add_argument("--out", default=str(FIT_PATH), help="where to write the fit's JSON")
-    parser.add_argument(
-        "--probes",
-        default="",
-        help="JSON cache of the probe runs: read if it exists (only missing runs are simulated; "
-        "delete it when the model or the cases change), then written",
-    )
-    parser.add_argument(
-        "--without", nargs="*", default=(), help="overheads to leave at 0 (not fitted)"
-    )
-    args = parser.parse_args()
-    start = time.perf_counter()
-    cases = [c for c in load_cases(args.cases).cases if engine_preset(c) in FITTED]
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    if args.probes and Path(args.probes).exists():
-        runs = json.loads(Path(args.probes).read_text(encoding="utf-8"))
+def fit_presets(
+    cases: Sequence[Case],
+    *,
+    workers: int = 1,
+    probes: dict[str, dict[str, dict[str, float]]] | None = None,
+    without: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Fit every engine preset with rows among ``cases`` (module docstring).
+
+    Parameters
+    ----------
+    cases : sequence of Case
+        The published rows (:func:`simspec.validation.cases.load_cases`); rows of engines
+        without a fitted preset are skipped.
+    workers : int
+        Processes that simulate the probe runs.
+    probes : dict, optional
+        Probe runs already simulated (case id -> label -> :data:`TIMES`), updated in place
+        with the runs simulated here: a cache across calls.
+    without : sequence of str
+        Overheads held at 0 (not fitted).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each probe run.
+
+    Returns
+    -------
+    dict
+        Per engine: ``values``, ``fitted_rows``, ``median_abs_relative_error``, ``rows`` (every
+        row's prediction and error) and ``leave_one_source_out``.
+    """
+    mine = [c for c in cases if engine_preset(c) in FITTED]
+    runs = probes if probes is not None else {}
     tasks = [
         (c, label, costs)
-        for c in cases
-        for label, costs in probe_runs(c)
+        for c in mine
+        for label, costs in probe_runs(c, without)
         if label not in runs.get(c.id, {})
     ]
     tasks.sort(key=lambda t: -(t[0].batch * t[0].output_tokens))
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for case_id, label, times in pool.map(_run, tasks):
+    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    with pool or contextlib.nullcontext():
+        done = pool.map(_run, tasks) if pool is not None else map(_run, tasks)
+        for n, (case_id, label, times) in enumerate(done, 1):
             runs.setdefault(case_id, {})[label] = times
-    if args.probes:
-        Path(args.probes).write_text(json.dumps(runs, indent=0) + "\n", encoding="utf-8")
-    for engine, keys in FITTED.items():
-        FITTED[engine] = tuple(k for k in keys if k not in args.without)
-    rows = [AffineRow(c, runs[c.id]) for c in cases]
-    results = {}
-    for engine in FITTED:
-        mine = [r for r in rows if r.engine == engine]
-        results[engine] = engine_fit(engine, mine)
-        print(
-            f"{engine}: {results[engine]['values']} on {results[engine]['fitted_rows']} rows, "
-            f"median |err| {results[engine]['median_abs_relative_error']:.1%}"
-        )
-        for item in results[engine]["leave_one_source_out"]:
-            if "median_abs_relative_error" in item:
-                print(
-                    f"  without {item['source']}: median |err| of its {item['rows']} rows "
-                    f"{item['median_abs_relative_error']:.1%}"
-                )
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    if args.write:
-        for engine, result in results.items():
-            (ENGINES_DIR / f"{engine}.toml").write_text(preset_toml(engine, result), "utf-8")
-    print(f"{len(tasks)} runs in {time.perf_counter() - start:.0f} s -> {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+            if progress is not None:
+                progress(n, len(tasks))
+    rows = [AffineRow(c, runs[c.id], without) for c in mine]
+    return {
+        engine: engine_fit(engine, [r for r in rows if r.engine == engine], without)
+        for engine in FITTED
+    }

@@ -1,0 +1,160 @@
+"""`simspec fidelity`: predict every published measurement, write the fidelity report.
+
+Reads a cases file (``validation/cases.toml``: :mod:`simspec.validation.cases`), predicts every
+row with the simulator and writes ``REPORT.md`` and ``summary.json`` (:mod:`simspec.validation`).
+``--fit-kernels`` first fits the MoE kernel forms to the kernel rows (``KERNEL_FIT.md``,
+``kernel_fit.json``: :mod:`simspec.fit.kernels`); ``--fit-presets`` first fits the engine
+presets' overheads to each engine's rows (``preset_fit.json``: :mod:`simspec.fit.presets`) and,
+with ``--catalog DIR``, writes the presets' TOML files there (``simspec/catalog/engines`` in a
+checkout), so the shipped catalog data is produced by this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from simspec.commands import check_folder
+
+NAME = "fidelity"
+HELP = "Predict published GPU measurements and write the fidelity report (REPORT.md)."
+EXAMPLE = "simspec fidelity --cases validation/cases.toml --out validation --workers 2"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `simspec fidelity`."""
+    parser.add_argument(
+        "--cases",
+        default="validation/cases.toml",
+        metavar="CASES.toml",
+        help="published measurements, one [[cases]] table per series",
+    )
+    parser.add_argument(
+        "--out",
+        default="validation",
+        metavar="DIR",
+        help="folder for REPORT.md, summary.json and the fits' files",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="processes that simulate the rows"
+    )
+    parser.add_argument(
+        "--fit-kernels",
+        action="store_true",
+        help="first fit the MoE kernel forms to the kernel rows (KERNEL_FIT.md, kernel_fit.json)",
+    )
+    parser.add_argument(
+        "--fit-presets",
+        action="store_true",
+        help="first fit the engine presets' overheads to each engine's rows (preset_fit.json)",
+    )
+    parser.add_argument(
+        "--catalog",
+        metavar="DIR",
+        help="with --fit-presets: write the fitted presets' TOML files to DIR "
+        "(simspec/catalog/engines in a checkout)",
+    )
+    parser.add_argument(
+        "--probes",
+        metavar="FILE.json",
+        help="with --fit-presets: cache of the probe runs, read if it exists (only missing runs "
+        "are simulated; delete it when the model or the cases change), then written",
+    )
+    parser.add_argument(
+        "--without",
+        metavar="KEY,...",
+        help="with --fit-presets: overheads held at 0 (not fitted), comma-separated",
+    )
+
+
+def _progress(what: str) -> Callable[[int, int], None]:
+    started = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        if sys.stderr.isatty() or done == total:
+            end = "\n" if done == total else "\r"
+            elapsed = time.perf_counter() - started
+            print(f"{what}: {done}/{total}, {elapsed:.0f} s", end=end, file=sys.stderr)
+
+    return report
+
+
+def _check(args: argparse.Namespace) -> list[str]:
+    from simspec.errors import InputError
+    from simspec.fit.presets import BOUNDS
+
+    if not 1 <= args.workers <= 256:
+        raise InputError("--workers", str(args.workers), "an integer in [1, 256]", "out of range")
+    for flag in ("catalog", "probes", "without"):
+        if getattr(args, flag) and not args.fit_presets:
+            raise InputError(f"--{flag}", getattr(args, flag), "--fit-presets as well", "none")
+    without = [key.strip() for key in (args.without or "").split(",") if key.strip()]
+    for key in without:
+        if key not in BOUNDS:
+            raise InputError("--without", key, "one of " + ", ".join(BOUNDS), repr(key))
+    check_folder(args.out, "--out")
+    if args.catalog:
+        check_folder(args.catalog, "--catalog")
+    return without
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Fit what was asked, then predict every row and write the report."""
+    from simspec.errors import InputError
+    from simspec.io import write_atomic
+    from simspec.validation import fidelity_report, load_cases
+
+    without = _check(args)
+    cases = load_cases(args.cases)  # a bad file fails before any simulation
+    out = Path(args.out)
+    if args.fit_kernels:
+        from simspec.fit.kernels import kernel_fit
+
+        data, text = kernel_fit(cases)
+        write_atomic(out / "kernel_fit.json", json.dumps(data, indent=2) + "\n")
+        write_atomic(out / "KERNEL_FIT.md", text)
+        print(f"kernel forms: {data['winner']} wins -> {out / 'KERNEL_FIT.md'}")
+    if args.fit_presets:
+        from simspec.fit.presets import fit_presets, preset_toml
+
+        probes: dict[str, Any] = {}
+        if args.probes and Path(args.probes).exists():
+            try:
+                probes = json.loads(Path(args.probes).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise InputError(args.probes, "", "a probe cache (JSON)", str(err)) from None
+        results = fit_presets(
+            cases.cases,
+            workers=args.workers,
+            probes=probes,
+            without=without,
+            progress=_progress("preset probes"),
+        )
+        if args.probes:
+            write_atomic(args.probes, json.dumps(probes, indent=0) + "\n")
+        write_atomic(out / "preset_fit.json", json.dumps(results, indent=1) + "\n")
+        for engine, result in results.items():
+            print(
+                f"{engine}: {result['values']} on {result['fitted_rows']} rows, "
+                f"median |err| {result['median_abs_relative_error']:.1%}"
+            )
+            if args.catalog:
+                write_atomic(Path(args.catalog) / f"{engine}.toml", preset_toml(engine, result))
+    summary = fidelity_report(
+        args.cases, out, workers=args.workers, progress=_progress("fidelity rows")
+    )
+    for category, s in summary.items():
+        if category == "targets":
+            continue
+        median = s["median_abs_relative_error"]
+        print(
+            f"{category}: {s['predicted_rows']} of {s['rows']} rows predicted, median |err| "
+            f"{'-' if median is None else f'{median:.0%}'}, wrong signs {s['wrong_signs']}"
+        )
+    print(f"wrote {out / 'REPORT.md'}")
+    return 0

@@ -1,0 +1,247 @@
+"""Predicting a published measurement: one row of the cases file -> simspec's number for it.
+
+How a row is predicted:
+
+- **kernel** (``moe_layer_us``): the routed-expert term of the roofline
+  (:func:`simspec.costs.kernels.routed_experts_s`) at M tokens with the expected distinct experts
+  of M uniformly, independently routed tokens N·(1 − (1 − k_e/N)^M)
+  (:func:`simspec.physics.experts.independent_union`; the fused-MoE benchmarks route at random).
+- **decode**: :func:`simspec.run` on the default scenario with the row's target, precision, GPU,
+  ``num_gpus``, a closed loop at the row's concurrency and the row's lengths, policy k = 0.
+  TPOT rows simulate at most 256 output tokens and move the prompt up by half the rest, so the
+  mean context of the decode steps is the row's (attention cost is linear in context).
+- **benchmark rows** (``num_requests`` set, e.g. SpecForge's ``bench_eagle3``): the benchmark
+  runs a finite set of requests (two-turn conversations) ``batch`` at a time and divides all
+  output tokens by the wall time, so its throughput includes the ramp-down tail while the
+  batch drains to its longest request. Such a row runs exactly that: ``num_requests`` requests
+  in a closed loop at the row's concurrency, output lengths uniform in mean·(1 ± length_jitter),
+  tokens_per_s = output / makespan. Lengths above 512 are scaled down by one factor (prompt
+  moved up by half the rest: the drain in steps and the mean context are kept); at batch 1 the
+  requests run one after another, so a few requests of the mean length stand for them.
+- **speculative**: the same run with ``fixed`` k = ``steps`` and i.i.d. acceptance alpha solving
+  (1 − alpha^(k+1)) / (1 − alpha) = AL (the row's measured acceptance length); the prediction is
+  the ratio of the quantity the row publishes: throughput (output / makespan) of the run over
+  that of its no-speculation baseline for tokens_per_s rows, the TPOT ratio
+  (``speedup_vs_no_spec``) for TPOT rows. Draft trees (topk > 1) run as trees
+  (``[speculation]`` topk and num_draft_tokens, :mod:`simspec.text.tree`) with the alpha whose
+  tree has the measured AL.
+
+Every decode and speculative row is predicted twice (:func:`predict`): with the engine preset
+of the row's engine (:func:`~simspec.validation.cases.engine_preset`: sglang, vllm, trtllm;
+fitted by :mod:`simspec.fit.presets`) and with ``ideal`` (physics only). Tensor and expert
+parallelism are modelled (:mod:`simspec.costs.parallel`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import simspec
+from simspec import catalog
+from simspec.config.load import read_scenario_data, scenario_from_dict
+from simspec.config.speculation import DEFAULT_RANK_DECAY as RANK_DECAY
+from simspec.costs.kernels import routed_experts_s
+from simspec.errors import InputError
+from simspec.physics.experts import independent_union
+from simspec.physics.precision import with_precision
+from simspec.text.tree import expected_acceptance_length, fit_alpha
+
+from .cases import Case, engine_preset
+
+#: TPOT rows simulate at most this many output tokens (module docstring).
+TPOT_OUTPUT_CAP = 256
+#: Requests simulated at least (batch 1 rows average over a few requests).
+MIN_REQUESTS = 4
+#: Highest i.i.d. alpha a row may get (alpha = 1 is a drafter that is never wrong).
+ALPHA_MAX = 0.999
+#: Benchmark rows (``num_requests`` set) simulate at most this many output tokens per request:
+#: every length is scaled by the same factor (the prompt moves up by half the rest), so the
+#: benchmark's drain structure, in steps, and the mean context are kept (module docstring).
+BENCH_OUTPUT_CAP = 512
+
+
+def is_tree_row(case: Case) -> bool:
+    """A draft tree: topk > 1, or fewer tokens verified than the chain's steps + 1."""
+    return case.topk > 1 or 0 < case.draft_tokens < case.steps + 1
+
+
+def tree_alpha(case: Case) -> float:
+    """The i.i.d. alpha whose (steps, topk, draft_tokens) tree has the row's AL.
+
+    Siblings share the rest of a node's acceptance by the default rank decay
+    (:mod:`simspec.text.tree`); capped at the tree's largest AL. A chain is the tree with
+    ``topk = 1``, where this is Leviathan et al.'s (1 − alpha^(k+1)) / (1 − alpha) = AL.
+    """
+    top = expected_acceptance_length(1.0, case.steps, case.topk, case.draft_tokens, RANK_DECAY)
+    target = min(case.acceptance_length, top)
+    return fit_alpha(target, case.steps, case.topk, case.draft_tokens, RANK_DECAY)
+
+
+def predict_kernel_us(case: Case, default: simspec.Scenario) -> float:
+    """One MoE layer's routed-expert time at M = ``case.tokens`` tokens, µs (module docstring)."""
+    spec = with_precision(
+        catalog.get_model(case.model), case.precision, expert=case.expert_precision
+    )
+    shape, gpu, params = spec.shape, catalog.get_gpu(case.gpu), default.roofline
+    unique = independent_union(shape.num_experts, shape.experts_per_token, case.tokens)
+    bw = gpu.hbm_bytes_per_s * case.num_gpus
+    flops = gpu.bf16_flops_per_s * case.num_gpus * params.compute_efficiency
+    rows = case.tokens * shape.experts_per_token
+    return float(routed_experts_s(shape, params, np.array([unique]), rows, bw, flops)[0]) * 1e6
+
+
+def scenario_data(
+    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """The default scenario's data with the row's model, hardware, workload and policy.
+
+    ``preset`` is the engine preset (default: the row's engine, :func:`engine_preset`);
+    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes).
+    """
+    data, _ = read_scenario_data(None)
+    data["engine"] = {"preset": preset or engine_preset(case)}
+    if costs:
+        data["costs"] = {**data.get("costs", {}), **costs}
+    data["model"] = {"target": case.model, "precision": case.precision}
+    if case.expert_precision:
+        data["model"]["expert_precision"] = case.expert_precision
+    data["hardware"] = {
+        "gpu": case.gpu,
+        "num_gpus": case.num_gpus,
+        "tensor_parallel": case.tp,
+        "expert_parallel": case.ep,
+    }
+    data["routing"] = {**data.get("routing", {}), "mode": "analytic"}
+    prompt, output = case.prompt_tokens, case.output_tokens
+    cap = BENCH_OUTPUT_CAP if case.num_requests else TPOT_OUTPUT_CAP
+    capped = case.num_requests or case.quantity in ("tpot_ms", "tokens_per_s_per_user")
+    if capped and output > cap:
+        prompt += (output - cap) // 2
+        output = cap
+    requests = case.num_requests or max(case.batch, MIN_REQUESTS)
+    jitter = case.length_jitter
+    if case.batch == 1:  # one request at a time: the throughput is one request's
+        requests, jitter = MIN_REQUESTS, 0.0
+    data["workload"] = {
+        "loop": "closed",
+        "concurrency": case.batch,
+        "num_requests": requests,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+        "length_jitter": jitter,
+    }
+    k = case.steps if case.category == "speculative" else 0
+    data["policies"] = [{"name": "fixed", "draft_tokens": k}]
+    if k and is_tree_row(case):
+        data["speculation"] = {"topk": case.topk, "num_draft_tokens": case.draft_tokens}
+    if k:
+        data["acceptance"] = {"process": "iid", "alpha": min(tree_alpha(case), ALPHA_MAX)}
+    return data
+
+
+#: What :func:`run_times` returns: times of one run that are linear in every fixed overhead
+#: (each pass or draft step adds its overhead once, and no decision of a fixed-k run depends on
+#: time), so the preset fit can interpolate them (:mod:`simspec.fit.presets`).
+TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_per_token")
+
+
+def run_times(
+    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+) -> dict[str, float]:
+    """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
+    data = scenario_data(case, preset, costs)
+    scenario = scenario_from_dict(data, f"validation case {case.id}")
+    rows = simspec.run(scenario).policies
+    row, baseline = rows[-1], rows[0]
+    tpot = float(row.tpot_ms)
+    return {
+        "tpot_ms": tpot,
+        "baseline_tpot_ms": tpot * float(row.speedup_vs_no_spec),
+        "ttft_ms": float(row.ttft_ms),
+        "s_per_token": 1.0 / float(row.tokens_per_s),
+        "baseline_s_per_token": 1.0 / float(baseline.tokens_per_s),
+    }
+
+
+def quantity(case: Case, times: dict[str, float]) -> float:
+    """The row's published quantity from a run's :data:`TIMES` (module docstring)."""
+    if case.category == "speculative" and case.quantity == "tokens_per_s":
+        return times["baseline_s_per_token"] / times["s_per_token"]
+    if case.category == "speculative":
+        return times["baseline_tpot_ms"] / times["tpot_ms"]
+    if case.quantity == "tpot_ms":
+        return times["tpot_ms"]
+    if case.quantity == "tokens_per_s_per_user":
+        return 1000.0 / times["tpot_ms"]
+    if case.quantity == "tokens_per_s":
+        return 1.0 / times["s_per_token"]
+    if case.quantity == "e2e_latency_s":
+        return (times["ttft_ms"] + times["tpot_ms"] * (case.output_tokens - 1)) / 1000.0
+    raise ValueError(case.quantity)
+
+
+def predict_run(case: Case, preset: str | None = None) -> float:
+    """Decode and speculative rows: the quantity from one simulated run (module docstring)."""
+    return quantity(case, run_times(case, preset))
+
+
+#: A measured speedup within this of 1 has no meaningful sign: a benchmark's run-to-run noise
+#: is of this order, so sign(speedup − 1) of such a row is not checked (REPORT.md says so).
+SIGN_NOISE = 0.01
+
+
+def speedup_sign_right(category: str, predicted: float | None, measured: float) -> bool | None:
+    """sign(predicted − 1) == sign(measured − 1); None off speculative rows or within noise."""
+    if category != "speculative" or predicted is None or abs(measured - 1) <= SIGN_NOISE:
+        return None
+    return (predicted > 1) == (measured > 1)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A row's prediction (or why there is none)."""
+
+    case: Case
+    measured: float
+    predicted: float | None
+    error: str = ""
+    ideal: float | None = None  # the prediction with the physics-only preset
+
+    @property
+    def relative_error(self) -> float | None:
+        """(predicted − measured) / measured."""
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+    @property
+    def sign_right(self) -> bool | None:
+        """Speculative rows: does sign(predicted − 1) match sign(measured − 1)?"""
+        return speedup_sign_right(self.case.category, self.predicted, self.measured)
+
+    @property
+    def ideal_error(self) -> float | None:
+        """(ideal − measured) / measured: the physics-only prediction's error."""
+        return None if self.ideal is None else (self.ideal - self.measured) / self.measured
+
+    @property
+    def ideal_sign_right(self) -> bool | None:
+        """The sign check of the physics-only prediction."""
+        return speedup_sign_right(self.case.category, self.ideal, self.measured)
+
+
+def predict(case: Case) -> Outcome:
+    """Predict one row; a scenario the row cannot build is an outcome with its reason."""
+    measured = case.measured_speedup if case.category == "speculative" else case.value
+    try:
+        if case.category == "kernel":
+            value = predict_kernel_us(case, simspec.load_scenario())
+            return Outcome(case, measured, value, ideal=value)
+        value = predict_run(case)
+        ideal = value if engine_preset(case) == "ideal" else predict_run(case, "ideal")
+    except InputError as exc:
+        return Outcome(case, measured, None, str(exc))
+    return Outcome(case, measured, value, ideal=ideal)

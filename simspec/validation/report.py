@@ -1,0 +1,248 @@
+"""The fidelity report: every published row predicted, compared, summarised (REPORT.md).
+
+:func:`fidelity_report` predicts every row of a cases file (:mod:`.cases`, :mod:`.predict`)
+and writes ``REPORT.md`` (predicted vs measured, the relative error of every row, median / max
+per category, the sign of speedup − 1, with the engine presets and physics only) and
+``summary.json`` (per category: rows, median and max |relative error|, wrong signs). When the
+engine presets' fit (``preset_fit.json``, :mod:`simspec.fit.presets`) sits next to the cases,
+the report adds its values, residuals and leave-one-source-out errors, and how far the fit's
+own predictions drift from this report's simulations. Every plain-decode series with several
+batch sizes is also shown as implied time per step, so sources can be compared on one scale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from simspec.io import write_atomic
+
+from ._sections import preset_lines, step_lines, target_lines
+from .cases import Case, CaseFile, engine_preset, load_cases
+from .predictions import SIGN_NOISE, Outcome, predict
+
+#: The issue's target series: (label, category, case-id prefixes).
+TARGETS = (
+    ("Qwen3-30B-A3B TP2 SGLang decode, bs 1-64", "decode", ("qwen3-30b-2xh100-tp2-sglang",)),
+    ("gpt-oss-120b TP8 vLLM decode, conc 4-64", "decode", ("gpt-oss-120b-8xh100-tp8-vllm",)),
+    ("GLM-4.7 TP8 EP8 TensorRT-LLM decode, conc 4-256", "decode", ("glm-4.7-8xh100",)),
+    ("all speculative rows", "speculative", ("",)),
+)
+#: The engine presets' fit, read from the cases file's folder.
+PRESET_FIT = "preset_fit.json"
+
+
+def predict_all(
+    cases: list[Case], *, workers: int = 1, progress: Callable[[int, int], None] | None = None
+) -> list[Outcome]:
+    """Every row's :class:`Outcome`, in the order of ``cases``, on ``workers`` processes.
+
+    The longest simulations start first, so the workers finish together.
+    """
+    order = sorted(cases, key=lambda c: -(c.batch * c.output_tokens))
+    done: dict[str, Outcome] = {}
+    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    with pool or contextlib.nullcontext():
+        outcomes = pool.map(predict, order) if pool is not None else map(predict, order)
+        for n, outcome in enumerate(outcomes, 1):
+            done[outcome.case.id] = outcome
+            if progress is not None:
+                progress(n, len(order))
+    return [done[c.id] for c in cases]
+
+
+def fidelity_report(
+    cases_path: str | Path,
+    out: str | Path,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Predict every row of ``cases_path``, write ``REPORT.md`` and ``summary.json`` to ``out``.
+
+    Returns
+    -------
+    dict
+        The summary (what ``summary.json`` holds).
+    """
+    cases = load_cases(cases_path)
+    outcomes = predict_all(cases.cases, workers=workers, progress=progress)
+    summary = summarize(outcomes)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = report(outcomes, cases, summary, Path(cases_path).parent / PRESET_FIT)
+    write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_atomic(folder / "REPORT.md", text)
+    return summary
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 4) if values else None
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Per category: rows, predicted rows, median / max |relative error|, wrong signs."""
+    summary: dict[str, Any] = {}
+    for category in ("kernel", "decode", "speculative"):
+        rows = [o for o in outcomes if o.case.category == category]
+        errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
+        signs = [o.sign_right for o in rows if o.sign_right is not None]
+        ideal = [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
+        ideal_signs = [o.ideal_sign_right for o in rows if o.ideal_sign_right is not None]
+        summary[category] = {
+            "rows": len(rows),
+            "predicted_rows": len(errors),
+            "median_abs_relative_error": _median(errors),
+            "max_abs_relative_error": round(max(errors), 4) if errors else None,
+            "wrong_signs": sum(1 for s in signs if not s),
+            "signs_checked": len(signs),
+            "ideal_median_abs_relative_error": _median(ideal),
+            "ideal_wrong_signs": sum(1 for s in ideal_signs if not s),
+        }
+    targets: dict[str, Any] = {}
+    for label, category, prefixes in TARGETS:
+        rows = [
+            o for o in outcomes if o.case.category == category and o.case.id.startswith(prefixes)
+        ]
+        targets[label] = {
+            "rows": len(rows),
+            "median_abs_relative_error": _median(
+                [abs(o.relative_error) for o in rows if o.relative_error is not None]
+            ),
+            "ideal_median_abs_relative_error": _median(
+                [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
+            ),
+        }
+    summary["targets"] = targets
+    return summary
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.4g}"
+
+
+def _gpus(case: Case) -> str:
+    ep = f" EP{case.ep}" if case.ep > 1 else ""
+    return f"{case.num_gpus}×{case.gpu} TP{case.tp}{ep}"
+
+
+def report(
+    outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any], preset_fit: Path
+) -> str:
+    """REPORT.md text (deterministic: no dates or timings); ``preset_fit`` is the presets' fit
+    (``preset_fit.json``, :mod:`simspec.fit.presets`), reported when it exists."""
+    lines = [
+        "# Fidelity report: simspec vs published GPU measurements",
+        "",
+        "Written by `simspec fidelity` from `validation/cases.toml` (every number there cites",
+        "its source); do not edit by hand. Method: `simspec/validation/predictions.py`.",
+        "Predictions use the default scenario's cost model (roofline, assumed efficiencies, no",
+        "calibration profile), its routing (lag-1 overlap 0.38, analytic mode) and the row's",
+        "model, weight precision, GPU, GPU count, TP/EP degrees, batch and lengths, and the",
+        "engine preset of the row's engine (sglang, vllm, trtllm: fitted overheads, see *Engine",
+        "presets*; other rows: `ideal`). Columns *ideal* give the physics-only prediction (preset",
+        "`ideal`, TP/EP sharding and alpha-beta collectives included). Draft trees run as",
+        "SGLang's (steps, topk, draft) trees. The sign of speedup − 1 is checked on every",
+        f"speculative row except one measured within ±{SIGN_NOISE:.0%} of 1 (run-to-run noise;",
+        "marked *not meaningful*).",
+        "",
+        "## Summary",
+        "",
+        "| category | rows | predicted | median abs rel. error (ideal) | max abs rel. error | "
+        "wrong sign of speedup − 1 (ideal) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for category, s in summary.items():
+        if category == "targets":
+            continue
+        med, mx = s["median_abs_relative_error"], s["max_abs_relative_error"]
+        ideal = s["ideal_median_abs_relative_error"]
+        signs = (
+            f"{s['wrong_signs']} of {s['signs_checked']} ({s['ideal_wrong_signs']})"
+            if s["signs_checked"]
+            else "—"
+        )
+        lines.append(
+            f"| {category} | {s['rows']} | {s['predicted_rows']} | "
+            f"{'—' if med is None else f'{med:.0%}'} ({'—' if ideal is None else f'{ideal:.0%}'})"
+            f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
+        )
+    lines += target_lines(summary["targets"])
+    titles = {
+        "kernel": "Kernel: one MoE layer (µs) at M tokens",
+        "decode": "Decode without speculation",
+        "speculative": "Speculative decoding: speedup over plain decoding at the same batch",
+    }
+    for category, title in titles.items():
+        lines += ["", f"## {title}", ""]
+        if category == "kernel":
+            lines.append(
+                "| case | model | GPUs | precision | M | measured | predicted | rel. error |"
+            )
+            lines.append("|---|---|---|---|---|---|---|---|")
+        elif category == "decode":
+            lines.append(
+                "| case | model | GPUs | precision | batch | in/out | quantity | measured | "
+                "predicted | rel. error | preset | ideal | rel. error |"
+            )
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        else:
+            lines.append(
+                "| case | model | GPUs | batch | (steps, topk, draft) | AL | measured | "
+                "predicted | rel. error | sign | preset | ideal | rel. error |"
+            )
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for o in (o for o in outcomes if o.case.category == category):
+            c = o.case
+            err = "—" if o.relative_error is None else f"{o.relative_error:+.0%}"
+            ierr = "—" if o.ideal_error is None else f"{o.ideal_error:+.0%}"
+            ideal = f"{engine_preset(c)} | {_fmt(o.ideal)} | {ierr} |"
+            prec = c.precision + (f" / experts {c.expert_precision}" if c.expert_precision else "")
+            if category == "kernel":
+                lines.append(
+                    f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.tokens} | "
+                    f"{_fmt(o.measured)} | {_fmt(o.predicted)} | {err} |"
+                )
+            elif category == "decode":
+                lines.append(
+                    f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.batch} | "
+                    f"{c.prompt_tokens}/{c.output_tokens} | {c.quantity} | {_fmt(o.measured)} | "
+                    f"{_fmt(o.predicted)} | {err} | {ideal}"
+                )
+            else:
+                sign = {None: "—", True: "right", False: "**wrong**"}[o.sign_right]
+                if o.sign_right is None and abs(o.measured - 1) <= SIGN_NOISE:
+                    sign = f"not meaningful (±{SIGN_NOISE:.0%} of 1)"
+                lines.append(
+                    f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
+                    f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
+                    f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal}"
+                )
+        failed = [o for o in outcomes if o.case.category == category and o.error]
+        for o in failed:
+            lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
+    lines += step_lines(outcomes)
+    lines += preset_lines(outcomes, preset_fit)
+    lines += ["", "## Notes and assumptions per series", ""]
+    seen = set()
+    for c in cases.cases:
+        key = c.id.split("[")[0]
+        if key in seen or not (c.notes or c.assumed):
+            continue
+        seen.add(key)
+        text = " ".join(t for t in (c.notes, f"Assumed: {c.assumed}." if c.assumed else "") if t)
+        lines.append(f"- `{key}` ({cases.sources[c.source]['url']}): {text}")
+    lines += ["", "## Rows not expressed yet", ""]
+    for u in cases.unexpressed:
+        lines.append(f"- {u.row}: {u.reason}.")
+    lines += ["", "## Sources", ""]
+    for key, src in sorted(cases.sources.items()):
+        lines.append(f"- `{key}`: {src.get('title', '')} — {src['url']}")
+    return "\n".join(lines) + "\n"

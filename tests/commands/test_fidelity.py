@@ -1,0 +1,97 @@
+"""`simspec fidelity`: a small cases file end to end, and bad input (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simspec.cli import main
+
+CASES = """
+[sources.s]
+url = "https://example.org"
+title = "a test source"
+
+[[cases]]
+id = "kern"
+category = "kernel"
+model = "qwen3-30b-a3b"
+gpu = "h100-sxm"
+num_gpus = 1
+tp = 1
+ep = 1
+engine = "vLLM benchmark_moe.py"
+precision = "bf16"
+tokens = [1, 8]
+quantity = "moe_layer_us"
+unit = "us"
+value = [60.0, 150.0]
+source = "s"
+
+[[cases]]
+id = "dec"
+category = "decode"
+model = "qwen3-30b-a3b"
+gpu = "h100-sxm"
+num_gpus = 1
+tp = 1
+ep = 1
+engine = "vLLM"
+precision = "bf16"
+batch = 1
+prompt_tokens = 64
+output_tokens = 8
+quantity = "tpot_ms"
+unit = "ms"
+value = 5.0
+source = "s"
+"""
+
+
+@pytest.fixture
+def cases(tmp_path):
+    path = tmp_path / "cases.toml"
+    path.write_text(CASES, encoding="utf-8")
+    return path
+
+
+def test_fidelity_writes_the_report_and_the_summary(cases, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["fidelity", "--cases", str(cases), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "kernel: 2 of 2 rows predicted" in printed
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["kernel"]["predicted_rows"] == 2
+    assert summary["decode"]["predicted_rows"] == 1
+    assert summary["speculative"]["rows"] == 0
+    report = (out / "REPORT.md").read_text(encoding="utf-8")
+    assert "| dec | qwen3-30b-a3b |" in report and "| kern[1] |" in report
+    assert "No fit yet" in report  # no preset_fit.json in the output folder
+    # The median error in the summary is the report's rows' error: recompute one.
+    decode_error = summary["decode"]["median_abs_relative_error"]
+    assert decode_error is not None and decode_error >= 0
+
+
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        (["--cases", "missing.toml"], "missing.toml"),
+        (["--catalog", "x"], "--catalog"),
+        (["--without", "pass_overhead_s"], "--without"),
+        (["--fit-presets", "--without", "nonsense"], "--without"),
+        (["--workers", "0"], "--workers"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag_or_file(args, where, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["fidelity", *args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert where in err and "Traceback" not in err
+
+
+def test_a_bad_cases_file_names_the_key_path(cases, tmp_path, capsys):
+    cases.write_text(CASES.replace('gpu = "h100-sxm"', 'gpu = "h900"', 1), encoding="utf-8")
+    assert main(["fidelity", "--cases", str(cases), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "cases[0].gpu" in err and str(cases) in err

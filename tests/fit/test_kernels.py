@@ -1,0 +1,63 @@
+"""The MoE kernel fit across published fused_moe tables: it produces the shipped defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simspec.fit import kernels
+from simspec.params import RooflineParams
+from simspec.validation import load_cases
+
+VALIDATION = Path(__file__).resolve().parents[2] / "validation"
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return kernels.kernel_fit(load_cases(VALIDATION / "cases.toml"))
+
+
+def test_the_fit_reproduces_the_defaults_of_costs(fitted):
+    """The winning form and its constants (3 digits) are RooflineParams' defaults."""
+    data, _ = fitted
+    defaults = RooflineParams()
+    recommended = data["recommended_costs"]
+    assert recommended["moe_kernel"] == defaults.moe_kernel
+    for key, value in recommended.items():
+        if isinstance(value, str):
+            assert getattr(defaults, key) == value, key
+        else:
+            assert getattr(defaults, key) == pytest.approx(value, rel=1e-12), key
+
+
+def test_the_shipped_report_is_what_the_package_writes(fitted):
+    data, text = fitted
+    assert text == (VALIDATION / "KERNEL_FIT.md").read_text(encoding="utf-8")
+    shipped = json.loads((VALIDATION / "kernel_fit.json").read_text(encoding="utf-8"))
+    assert shipped["winner"] == data["winner"]
+    assert shipped["recommended_costs"] == data["recommended_costs"]
+
+
+def test_least_squares_recovers_known_launch_constants():
+    """Rows priced by the launch form at known constants are fitted back to them."""
+    truth = RooflineParams(moe_launch_s=3e-5, moe_expert_s=4e-7, moe_bandwidth_efficiency=0.7)
+    rows = []
+    for expert_bytes in (9.4e6, 2.5e7, 1.1e8):  # several expert sizes separate c_e from eta_bw
+        for tokens in (1, 4, 16, 64, 256):
+            unique = min(128.0, 8.0 * tokens)
+            row = kernels.Row(
+                "s", tokens, 0.0, unique, tokens * 8.0, expert_bytes, expert_bytes / 2,
+                3.35e12, 9.89e14 * 0.6, 5e7, "h100-sxm",
+            )  # fmt: skip
+            rows.append(dataclasses.replace(row, measured_s=kernels.predict(truth, row)))
+    launch = next(form for form in kernels.FORMS if form.name == "launch")
+    fit = kernels.fit(launch, rows)
+    got = fit.params
+    assert got.moe_launch_s == pytest.approx(3e-5, rel=1e-4)
+    assert got.moe_expert_s == pytest.approx(4e-7, rel=1e-3)
+    assert got.moe_bandwidth_efficiency == pytest.approx(0.7, rel=1e-4)
+    assert np.max(np.abs(kernels.relative_errors(got, rows))) < 1e-6
