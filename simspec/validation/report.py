@@ -33,7 +33,7 @@ TARGETS = (
     ("GLM-4.7 TP8 EP8 TensorRT-LLM decode, conc 4-256", "decode", ("glm-4.7-8xh100",)),
     ("all speculative rows", "speculative", ("",)),
 )
-#: The engine presets' fit, read from the cases file's folder.
+#: The engine presets' fit (:mod:`simspec.fit.presets`), read from the output folder.
 PRESET_FIT = "preset_fit.json"
 
 
@@ -75,7 +75,7 @@ def fidelity_report(
     summary = summarize(outcomes)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    text = report(outcomes, cases, summary, Path(cases_path).parent / PRESET_FIT)
+    text = report(outcomes, cases, summary, folder / PRESET_FIT)
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / "REPORT.md", text)
     return summary
