@@ -91,3 +91,29 @@ def test_implied_step_time_of_each_quantity(tmp_path):
     tpot = _rows(tmp_path, ROW.replace('"tokens_per_s"', '"tpot_ms"').replace("tok/s", "ms"))[0]
     assert sections.step_ms(tpot, 7.5) == 7.5
     assert sections._growth([4.0, 10.0, 20.0], [1, 8, 20]) == "857 / 833"
+
+
+def test_the_summary_counts_errors_and_signs_per_category():
+    from simspec.validation.predictions import Outcome
+    from simspec.validation.report import summarize
+
+    by_id = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    kernel = by_id["qwen3-30b-a100-pcie-bf16[0]"]
+    spec = by_id["glm-4.7-flash-1xh100-eagle3-bs1"]  # measured speedup 1.39x
+    outcomes = [
+        Outcome(kernel, 100.0, 110.0, ideal=110.0),  # +10 %
+        Outcome(kernel, 100.0, 70.0, ideal=70.0),  # -30 %
+        Outcome(kernel, 100.0, None, "no scenario"),  # not predicted
+        Outcome(spec, 1.39, 0.9, ideal=1.2),  # wrong sign with the preset, right without
+        Outcome(spec, 1.39, 1.39 * 1.05, ideal=1.39),
+    ]
+    summary = summarize(outcomes)
+    k = summary["kernel"]
+    assert (k["rows"], k["predicted_rows"]) == (3, 2)
+    assert k["median_abs_relative_error"] == pytest.approx(0.2)
+    assert k["max_abs_relative_error"] == pytest.approx(0.3)
+    s = summary["speculative"]
+    assert (s["signs_checked"], s["wrong_signs"], s["ideal_wrong_signs"]) == (2, 1, 0)
+    assert s["ideal_median_abs_relative_error"] == pytest.approx((1 - 1.2 / 1.39) / 2, abs=1e-4)
+    assert summary["decode"]["predicted_rows"] == 0
+    assert summary["decode"]["median_abs_relative_error"] is None
