@@ -107,7 +107,7 @@ def execute(args: argparse.Namespace) -> int:
     """Fit what was asked, then predict every row and write the report."""
     from simspec.errors import InputError
     from simspec.io import write_atomic
-    from simspec.validation import fidelity_report, load_cases
+    from simspec.validation import CATEGORIES, fidelity_report, load_cases
 
     without = _check(args)
     cases = load_cases(args.cases)  # a bad file fails before any simulation
@@ -148,9 +148,8 @@ def execute(args: argparse.Namespace) -> int:
     summary = fidelity_report(
         args.cases, out, workers=args.workers, progress=_progress("fidelity rows")
     )
-    for category, s in summary.items():
-        if category == "targets":
-            continue
+    for category in CATEGORIES:
+        s = summary[category]
         median = s["median_abs_relative_error"]
         print(
             f"{category}: {s['predicted_rows']} of {s['rows']} rows predicted, median |err| "

@@ -12,12 +12,13 @@ same rows live in :mod:`simspec.fit` (:mod:`~simspec.fit.kernels`, :mod:`~simspe
 
 from __future__ import annotations
 
-from .cases import CASES_PATH, Case, CaseFile, engine_preset, load_cases
+from .cases import CASES_PATH, CATEGORIES, Case, CaseFile, engine_preset, load_cases
 from .predictions import Outcome, predict, quantity, run_times, scenario_data
 from .report import fidelity_report, predict_all, summarize
 
 __all__ = [
     "CASES_PATH",
+    "CATEGORIES",
     "Case",
     "CaseFile",
     "Outcome",

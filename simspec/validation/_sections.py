@@ -11,10 +11,12 @@ sources and engines can be compared on one scale.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.errors import InputError, describe
 
 
 def _pct(value: float | None) -> str:
@@ -50,12 +52,65 @@ _PER_TP_NOTE = (
 )
 
 
-def preset_lines(outcomes: list[Any], fit_path: Path) -> list[str]:
+def read_preset_fit(path: Path) -> dict[str, Any] | None:
+    """The presets' fit (``preset_fit.json``), or None when there is none yet."""
+    if not path.exists():
+        return None
+    try:
+        fit = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(str(path), "", "the presets' fit (JSON)", str(err)) from None
+    if not isinstance(fit, dict):
+        raise InputError(str(path), "", "a JSON object, one entry per engine", describe(fit))
+    return fit
+
+
+def held_out_summary(fit: dict[str, Any]) -> dict[str, Any]:
+    """Out-of-sample errors of the presets: per engine, over its sources left out one at a time.
+
+    ``median_of_source_medians`` and ``worst_source_median`` summarise the median |relative
+    error| of each held-out source's rows under the preset fitted without that source.
+    """
+    out = {}
+    for engine, result in fit.items():
+        scored = [
+            item["median_abs_relative_error"]
+            for item in result["leave_one_source_out"]
+            if "median_abs_relative_error" in item
+        ]
+        out[engine] = {
+            "in_sample_median_abs_relative_error": round(result["median_abs_relative_error"], 4),
+            "held_out_sources": len(scored),
+            "median_of_source_medians": round(statistics.median(scored), 4) if scored else None,
+            "worst_source_median": round(max(scored), 4) if scored else None,
+        }
+    return out
+
+
+def held_out_lines(held_out: dict[str, Any]) -> list[str]:
+    """The presets' in-sample and out-of-sample errors, one row per engine."""
+    lines = [
+        "",
+        "Engine presets in and out of sample (median |relative error| of the fitted rows; each",
+        "source left out in turn, the preset refitted without it and its rows predicted):",
+        "",
+        "| engine | in sample | held-out sources | median of their medians | worst |",
+        "|---|---|---|---|---|",
+    ]
+    for engine, h in held_out.items():
+        lines.append(
+            f"| {engine} | {_pct(h['in_sample_median_abs_relative_error'])} | "
+            f"{h['held_out_sources']} | {_pct(h['median_of_source_medians'])} | "
+            f"{_pct(h['worst_source_median'])} |"
+        )
+    return lines
+
+
+def preset_lines(outcomes: list[Any], fit: dict[str, Any] | None, fit_path: Path) -> list[str]:
     """The *Engine presets* section (values, residuals, leave-one-source-out, inconsistencies)."""
     lines = ["", "## Engine presets", ""]
-    if not fit_path.exists():
+    if fit is None:
         return [*lines, f"No fit yet: run `simspec fidelity --fit-presets` ({fit_path})."]
-    fit = json.loads(fit_path.read_text(encoding="utf-8"))
     simulated = {o.case.id: o.predicted for o in outcomes}
     lines += [
         "Each engine's overheads were fitted by `simspec fidelity --fit-presets`",

@@ -3,10 +3,12 @@
 :func:`fidelity_report` predicts every row of a cases file (:mod:`.cases`, :mod:`.predict`)
 and writes ``REPORT.md`` (predicted vs measured, the relative error of every row, median / max
 per category, the sign of speedup − 1, with the engine presets and physics only) and
-``summary.json`` (per category: rows, median and max |relative error|, wrong signs). When the
-engine presets' fit (``preset_fit.json``, :mod:`simspec.fit.presets`) sits next to the cases,
-the report adds its values, residuals and leave-one-source-out errors, and how far the fit's
-own predictions drift from this report's simulations. Every plain-decode series with several
+``summary.json`` (per category: rows, median and max |relative error|, wrong signs: in sample
+for the rows the engine presets were fitted on). When the presets' fit (``preset_fit.json``,
+:mod:`simspec.fit.presets`) sits in the output folder, the summary adds the presets' errors out
+of sample (``presets_out_of_sample``: each source left out of the fit in turn) and the report
+their values, residuals, leave-one-source-out table, and how far the fit's own predictions
+drift from this report's simulations. Every plain-decode series with several
 batch sizes is also shown as implied time per step, so sources can be compared on one scale.
 """
 
@@ -22,8 +24,15 @@ from typing import Any
 
 from simspec.io import write_atomic
 
-from ._sections import preset_lines, step_lines, target_lines
-from .cases import Case, CaseFile, engine_preset, load_cases
+from ._sections import (
+    held_out_lines,
+    held_out_summary,
+    preset_lines,
+    read_preset_fit,
+    step_lines,
+    target_lines,
+)
+from .cases import CATEGORIES, Case, CaseFile, engine_preset, load_cases
 from .predictions import SIGN_NOISE, Outcome, predict
 
 #: The issue's target series: (label, category, case-id prefixes).
@@ -71,11 +80,14 @@ def fidelity_report(
         The summary (what ``summary.json`` holds).
     """
     cases = load_cases(cases_path)
+    folder = Path(out)
+    fit = read_preset_fit(folder / PRESET_FIT)  # a broken file fails before any simulation
     outcomes = predict_all(cases.cases, workers=workers, progress=progress)
     summary = summarize(outcomes)
-    folder = Path(out)
+    if fit is not None:
+        summary["presets_out_of_sample"] = held_out_summary(fit)
     folder.mkdir(parents=True, exist_ok=True)
-    text = report(outcomes, cases, summary, folder / PRESET_FIT)
+    text = report(outcomes, cases, summary, fit, folder / PRESET_FIT)
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / "REPORT.md", text)
     return summary
@@ -88,7 +100,7 @@ def _median(values: list[float]) -> float | None:
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     """Per category: rows, predicted rows, median / max |relative error|, wrong signs."""
     summary: dict[str, Any] = {}
-    for category in ("kernel", "decode", "speculative"):
+    for category in CATEGORIES:
         rows = [o for o in outcomes if o.case.category == category]
         errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
         signs = [o.sign_right for o in rows if o.sign_right is not None]
@@ -134,10 +146,14 @@ def _gpus(case: Case) -> str:
 
 
 def report(
-    outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any], preset_fit: Path
+    outcomes: list[Outcome],
+    cases: CaseFile,
+    summary: dict[str, Any],
+    preset_fit: dict[str, Any] | None,
+    preset_fit_path: Path,
 ) -> str:
     """REPORT.md text (deterministic: no dates or timings); ``preset_fit`` is the presets' fit
-    (``preset_fit.json``, :mod:`simspec.fit.presets`), reported when it exists."""
+    (read from ``preset_fit_path``, :mod:`simspec.fit.presets`), None when there is none."""
     lines = [
         "# Fidelity report: simspec vs published GPU measurements",
         "",
@@ -159,9 +175,8 @@ def report(
         "wrong sign of speedup − 1 (ideal) |",
         "|---|---|---|---|---|---|",
     ]
-    for category, s in summary.items():
-        if category == "targets":
-            continue
+    for category in CATEGORIES:
+        s = summary[category]
         med, mx = s["median_abs_relative_error"], s["max_abs_relative_error"]
         ideal = s["ideal_median_abs_relative_error"]
         signs = (
@@ -175,6 +190,8 @@ def report(
             f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
         )
     lines += target_lines(summary["targets"])
+    if "presets_out_of_sample" in summary:
+        lines += held_out_lines(summary["presets_out_of_sample"])
     titles = {
         "kernel": "Kernel: one MoE layer (µs) at M tokens",
         "decode": "Decode without speculation",
@@ -229,7 +246,7 @@ def report(
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
     lines += step_lines(outcomes)
-    lines += preset_lines(outcomes, preset_fit)
+    lines += preset_lines(outcomes, preset_fit, preset_fit_path)
     lines += ["", "## Notes and assumptions per series", ""]
     seen = set()
     for c in cases.cases:

@@ -95,3 +95,62 @@ def test_a_bad_cases_file_names_the_key_path(cases, tmp_path, capsys):
     assert main(["fidelity", "--cases", str(cases), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "cases[0].gpu" in err and str(cases) in err
+
+
+def _held_out(source, rows, error):
+    values = {"pass_overhead_s": 0.001}
+    return {"source": source, "rows": rows, "values": values, "median_abs_relative_error": error}
+
+
+PRESET_FIT = {
+    "vllm": {
+        "values": {"pass_overhead_s": 0.002},
+        "fitted_rows": 1,
+        "median_abs_relative_error": 0.1,
+        "rows": [
+            {
+                "id": "dec",
+                "source": "s",
+                "category": "decode",
+                "measured": 5.0,
+                "predicted": 5.5,
+                "relative_error": 0.1,
+                "fitted": True,
+                "inconsistent": "",
+            }
+        ],
+        "leave_one_source_out": [
+            {**_held_out("s", 1, 0.3), "max_abs_relative_error": 0.3},
+            {**_held_out("t", 2, 0.1), "max_abs_relative_error": 0.2},
+            {"source": "u", "rows": 1, "note": "the engine's only source"},
+        ],
+    }
+}
+
+
+def test_a_presets_fit_in_the_output_folder_adds_its_out_of_sample_errors(cases, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "preset_fit.json").write_text(json.dumps(PRESET_FIT), encoding="utf-8")
+    assert main(["fidelity", "--cases", str(cases), "--out", str(out)]) == 0
+    held = json.loads((out / "summary.json").read_text(encoding="utf-8"))["presets_out_of_sample"]
+    assert held == {
+        "vllm": {
+            "in_sample_median_abs_relative_error": 0.1,
+            "held_out_sources": 2,
+            "median_of_source_medians": 0.2,
+            "worst_source_median": 0.3,
+        }
+    }
+    report = (out / "REPORT.md").read_text(encoding="utf-8")
+    assert "| vllm | 10% | 2 | 20% | 30% |" in report
+    assert "### vllm" in report and "| dec | 5 | 5.5 | +10% |" in report
+
+
+def test_a_broken_presets_fit_is_bad_input(cases, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "preset_fit.json").write_text("{not json", encoding="utf-8")
+    assert main(["fidelity", "--cases", str(cases), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "preset_fit.json" in err and "Traceback" not in err
