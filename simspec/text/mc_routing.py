@@ -17,32 +17,39 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simspec import accel
 from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.reuse import ExpertSampler
+from simspec.routing.reuse import ReuseSampler
 from simspec.routing.sets import history_bits
 
 CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache
 
 
 def continue_reuse(
-    sampler: ExpertSampler,
+    sampler: ReuseSampler,
     previous: np.ndarray,
     overlap: float | np.ndarray | None,
     rng: np.random.Generator,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
-    """One more draft after each of the given tokens (ids (sequences, length, layers, k_e)),
-    by the reuse sampler, chunk by chunk; ``overlap`` is a number or one value per layer."""
+    """One more draft after each of the given tokens (ids (sequences, length, layers, k_e),
+    ascending), by the reuse sampler, chunk by chunk; ``overlap`` is a number or one value per
+    layer. With ``keep`` (sequences, length) only the marked tokens' drafts are computed (the
+    others are zeros); each chunk's draws are made for all its chains, so a draft's ids do not
+    depend on ``keep``."""
     shape = previous.shape
     flat = previous.reshape(-1, shape[-1])
-    out = np.empty_like(flat)
+    out = np.zeros_like(flat) if keep is not None else np.empty_like(flat)
     layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
+    wanted = None if keep is None else np.repeat(keep.reshape(-1), shape[2])
     for start in range(0, len(flat), CHUNK_CHAINS):
-        stop = start + CHUNK_CHAINS
+        stop = min(start + CHUNK_CHAINS, len(flat))
         chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
-        out[start:stop] = sampler.sample(
-            rng, layers[start:stop], flat[start:stop], chunk, dtype=np.int16
-        )
+        if wanted is None:
+            out[start:stop] = sampler.sample(rng, stop - start, flat[start:stop], chunk)
+            continue
+        subset = np.flatnonzero(wanted[start:stop])
+        ids = sampler.sample(rng, stop - start, flat[start:stop], chunk, subset)
+        out[start + subset] = ids
     return out.reshape(shape)
 
 
@@ -53,85 +60,40 @@ def continue_maxent(
     levels: list[np.ndarray],
     rng: np.random.Generator,
     num_experts: int,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
     """Rejected drafts of the next level r = len(levels) + 1 at every state, each conditioned on
-    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts."""
+    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts.
+    With ``keep`` (sequences, length) only the marked states' drafts are computed (the others
+    are zeros; the shallower levels must hold those states); each chunk's draws are made for
+    all its chains, so a draft's ids do not depend on ``keep``."""
     nseq, length, layers, k = true.shape
     r = len(levels) + 1
-    out = np.empty((nseq * length * layers, k), dtype=true.dtype)
+    total = nseq * length * layers
+    out = np.zeros((total, k), dtype=true.dtype)
     flat_levels = [lv.reshape(-1, k) for lv in levels]
+    wanted = None if keep is None else np.repeat(keep.reshape(-1), layers)
     depth = sampler.depth
-    for start in range(0, len(out), CHUNK_CHAINS):
-        stop = min(start + CHUNK_CHAINS, len(out))
-        chain = np.arange(start, stop)
+    for start in range(0, total, CHUNK_CHAINS):
+        stop = min(start + CHUNK_CHAINS, total)
+        subset = None if wanted is None else np.flatnonzero(wanted[start:stop])
+        chain = np.arange(start, stop) if subset is None else start + subset
         q, rest = np.divmod(chain, length * layers)
         i, layer = np.divmod(rest, layers)
-        loop = HISTORY.compiled((stop - start) * num_experts) if depth else None
-        if loop is not None:  # the same bits by a compiled loop
-            shallow = [flat_levels[r - d - 1][start:stop] for d in range(1, min(depth + 1, r))]
-            history = np.zeros((stop - start, num_experts), np.int8 if depth < 8 else np.int32)
-            loop(
-                true,
-                anchor,
-                _stacked(shallow, stop - start, k, true.dtype),
-                start,
-                r,
-                depth,
-                history,
-            )
-        else:
-            previous = []
-            for d in range(1, depth + 1):
-                if d < r:
-                    previous.append(flat_levels[r - d - 1][chain])
-                    continue
-                index = anchor[q, i] - (d - r)
-                ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
-                previous.append(np.where(index[:, None] >= 0, ids, -1))
-            history = history_bits(previous, num_experts)
-        out[chain] = sampler.step(rng, layer, history, anchor[q, i] + r, draft=True).astype(
-            true.dtype
-        )
-    return out.reshape(nseq, length, layers, k)
-
-
-def _stacked(arrays: list[np.ndarray], rows: int, k: int, dtype: np.dtype) -> np.ndarray:
-    """The shallower levels' ids of a chunk as one (levels, rows, k) array (one signature)."""
-    if not arrays:
-        return np.zeros((0, rows, k), dtype=dtype)
-    return np.stack(arrays)
-
-
-@accel.kernel
-def _history_loop(true, anchor, shallow, start, r, depth, history):  # type: ignore[no-untyped-def]
-    """:func:`~simspec.routing.sets.history_bits` of the chunk of chains from ``start`` for the
-    rejected level ``r``, gathered and set in one pass: token d back (d = 1..depth) is the
-    shallower draft ``shallow[d - 1]`` while d < r, else the true token anchor − (d − r) (none
-    before the sequence's start); its experts get bit d − 1."""
-    _, length, layers, k = true.shape
-    for c in range(history.shape[0]):
-        chain = start + c
-        q = chain // (length * layers)
-        rest = chain - q * length * layers
-        i = rest // layers
-        layer = rest - i * layers
+        previous = []
         for d in range(1, depth + 1):
-            bit = 1 << (d - 1)
             if d < r:
-                for j in range(k):
-                    history[c, shallow[d - 1, c, j]] |= bit
+                previous.append(flat_levels[r - d - 1][chain])
                 continue
             index = anchor[q, i] - (d - r)
-            if index < 0:
-                continue
-            for j in range(k):
-                history[c, true[q, index, layer, j]] |= bit
-
-
-#: The history loop of :func:`continue_maxent` as an optional compiled kernel (it runs once the
-#: max-entropy selection loop has loaded numba; work = chains x experts, as that loop's).
-HISTORY: accel.Kernel = _history_loop
-HISTORY.warmup = 1 << 26
+            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
+            previous.append(np.where(index[:, None] >= 0, ids, -1))
+        history = history_bits(previous, num_experts)
+        ids = sampler.step(
+            rng, layer, history, anchor[q, i] + r, draft=True, chains=stop - start, subset=subset
+        )
+        out[chain] = ids.astype(true.dtype)
+    return out.reshape(nseq, length, layers, k)
 
 
 def gather_pass(

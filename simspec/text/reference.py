@@ -45,9 +45,9 @@ from simspec.errors import InputError
 from simspec.physics.models import ModelShape
 from simspec.routing.config import RoutingConfig
 from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.popularity import draw_inclusion_probabilities, popularity_weights
+from simspec.routing.popularity import draw_inclusion_probabilities
 from simspec.routing.predictor import UniqueExpertPredictor
-from simspec.routing.reuse import ExpertSampler, sample_sequences
+from simspec.routing.reuse import ReuseSampler
 from simspec.routing.sets import union_sizes
 from simspec.routing.trace import RoutingTrace
 from simspec.text.acceptance import AcceptanceConfig
@@ -100,11 +100,15 @@ class ReferenceSet:
             draft_bound if draft_bound is not None and draft_bound < max_draft_tokens else None
         )
         self._rejected = RejectedStore(
-            self._rejected_inputs, self._draw_rejected, self.draft_bound, self._draft_memory
+            self._rejected_inputs,
+            self._draw_rejected,
+            self.draft_bound,
+            self._draft_memory,
+            cap=max_draft_tokens,
         )
         self.num_layers = shape.num_moe_layers
         self.num_experts = shape.num_experts
-        self._sampler: ExpertSampler | None = None
+        self._sampler: ReuseSampler | None = None
         self._maxent: MaxEntSampler | None = None
         self._predictor: UniqueExpertPredictor | None = None
         self._trace = TraceReplay(routing_trace, acceptance_trace, routing, acceptance)
@@ -116,8 +120,7 @@ class ReferenceSet:
             k = shape.experts_per_token
             stream = rngs.stream(seed, "popularity")
             if routing.uses_reuse_sampler():
-                weights = popularity_weights(routing, self.num_layers, self.num_experts, stream)
-                self._sampler = ExpertSampler(weights, k)
+                self._sampler = ReuseSampler(self.num_experts, k)
                 self.inclusion_probabilities = np.full(
                     (self.num_layers, self.num_experts), k / self.num_experts
                 )
@@ -209,8 +212,8 @@ class ReferenceSet:
                 masks = self._maxent.sample_sequences(rng, len(ids), length)
             else:
                 assert self._sampler is not None
-                masks = sample_sequences(
-                    self._sampler, rng, len(ids), length, self._reuse_overlap(true=True)
+                masks = self._sampler.sample_sequences(
+                    rng, len(ids), self.num_layers, length, self._reuse_overlap(true=True)
                 )
             self._true[block] = masks
         return masks
@@ -247,10 +250,15 @@ class ReferenceSet:
         return 1 if self._maxent is None else max(1, self._maxent.depth)
 
     def _draw_rejected(
-        self, block: int, level: int, inputs: BlockInputs, full: list[np.ndarray]
+        self,
+        block: int,
+        level: int,
+        inputs: BlockInputs,
+        full: list[np.ndarray],
+        keep: np.ndarray | None,
     ) -> np.ndarray:
-        """Every row of rejected depth ``level`` + 1 of ``block``, from its own stream, after the
-        shallower depths ``full``."""
+        """Rejected depth ``level`` + 1 of ``block``, from its own stream, after the shallower
+        depths ``full``: every row, or at least the rows ``keep`` marks."""
         rng = rngs.stream(self.seed, "rejected_routing", block, level)
         true, anchor = inputs.true, inputs.anchor
         if self._trace.routing is not None:  # recorded drafts, the rest from a fitted model
@@ -258,18 +266,15 @@ class ReferenceSet:
             draw = functools.partial(self._continue_maxent, true, anchor, full, rng)
             return self._trace.rejected(first, nseq, self.sequence, level, draw)
         if self._maxent is not None:
-            return self._continue_maxent(true, anchor, full, rng)
+            return self._continue_maxent(true, anchor, full, rng, keep)
         if level == 0:  # y_{i+m_i} at every state i: one gather (take_along_axis would build
             # (requests, length, layers, k_e) index arrays)
             previous = true[np.arange(true.shape[0])[:, None], anchor]
         else:
             previous = full[level - 1]
-        return self._continue(previous, rng)
-
-    def _continue(self, previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One more draft after each of the given tokens (ids), chunked to bound memory."""
         assert self._sampler is not None
-        return continue_reuse(self._sampler, previous, self._reuse_overlap(true=False), rng)
+        overlap = self._reuse_overlap(true=False)
+        return continue_reuse(self._sampler, previous, overlap, rng, keep)
 
     def _continue_maxent(
         self,
@@ -277,12 +282,13 @@ class ReferenceSet:
         anchor: np.ndarray,
         levels: list[np.ndarray],
         rng: np.random.Generator,
+        keep: np.ndarray | None = None,
     ) -> np.ndarray:
         """Rejected drafts of the next level r, each conditioned on the D tokens before it
-        (``levels``: every row of the shallower depths)."""
+        (``levels``: the shallower depths), at least at the states ``keep`` marks."""
         self._ensure_sampler()  # replayed traces fit theirs on first use
         assert self._maxent is not None
-        return continue_maxent(self._maxent, true, anchor, levels, rng, self.num_experts)
+        return continue_maxent(self._maxent, true, anchor, levels, rng, self.num_experts, keep)
 
     def fed_routing(
         self, request_id: int, state: int, draft_tokens: int, accepted: int | None = None

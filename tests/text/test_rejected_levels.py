@@ -142,7 +142,7 @@ def test_store_draws_each_depth_once_and_lets_old_rows_go():
     inputs = BlockInputs(np.zeros((2, 5, 1, 1)), matches, np.array([5, 4]), matches)
     calls = []
 
-    def draw(block, level, given, shallower):
+    def draw(block, level, given, shallower, keep):
         calls.append((block, level, [len(s) for s in shallower]))
         ids = np.arange(10, dtype=np.int64).reshape(2, 5, 1, 1)
         return ids + 100 * (level + 1)  # depth r holds 100 r + 5 q + i
