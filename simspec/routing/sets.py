@@ -179,9 +179,13 @@ def window_union_sizes(
             np.copyto(base, window, where=(accepted == j)[:, None, None])
         true_counts[:, j] = popcounts(window)
     out = true_counts
-    column = np.arange(kmax + 1)
-    for r in range(1, deepest + 1):  # rejected depth r, at k = a_s + r <= kmax
-        base |= to_bits(rejected[r - 1][:states], num_experts)
-        at = (column[None, :] == (accepted + r)[:, None])[:, :, None]
-        np.copyto(out, popcounts(base)[:, None, :], where=at)
+    rows = np.arange(states)  # the states that read depth r: a_s + r <= kmax
+    whole = True  # (then the depth is read as a slice, without a gather)
+    for r in range(1, deepest + 1):
+        reads = accepted[rows] + r <= kmax
+        if not reads.all():
+            rows, base, whole = rows[reads], base[reads], False
+        ids = rejected[r - 1][:states] if whole else rejected[r - 1][rows]
+        base |= to_bits(ids, num_experts)
+        out[rows, accepted[rows] + r] = popcounts(base)
     return out

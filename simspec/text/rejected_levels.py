@@ -47,11 +47,13 @@ class RejectedLevel:
     """The ids (requests, length, layers, k_e) of one rejected depth of a block, all of them or
     the rows of a mask (module docstring)."""
 
-    __slots__ = ("ids", "rows")
+    __slots__ = ("ids", "rows", "whole")
 
     def __init__(self, ids: np.ndarray, keep: np.ndarray | None = None, *, compact: bool = True):
         """``ids`` the whole depth; ``keep`` (requests, length) the rows to store (None: all),
         copied out when ``compact``, else read in place (the rows left out are not valid)."""
+        #: The whole depth, when read in place (a request's states are then one view).
+        self.whole: np.ndarray | None = None
         if keep is None or bool(keep.all()):
             self.ids = ids  #: (requests, length, layers, k_e), or (rows, layers, k_e)
             self.rows: np.ndarray | None = None  #: row of each (request, state), −1: left out
@@ -63,6 +65,7 @@ class RejectedLevel:
         else:
             rows = np.where(keep, np.arange(keep.size, dtype=np.int32).reshape(keep.shape), -1)
             self.ids = ids.reshape(keep.size, *ids.shape[2:])
+            self.whole = ids
         self.rows = rows
 
     @property
@@ -82,13 +85,15 @@ class RejectedLevel:
 
     def states(self, request: int, last: int, needed: np.ndarray) -> np.ndarray | None:
         """Request ``request``'s ids at states 0..last − 1 as one (last, layers, k_e) array
-        (a view when every row is stored; else a copy whose left-out rows are zeros), or None
+        (a view when the depth is read in place; else a copy whose left-out rows are zeros), or None
         when a row that ``needed`` (bool (last,)) marks was left out."""
         if self.rows is None:
             return self.ids[request, :last]
         rows = self.rows[request, :last]
         if np.any(rows[needed] < 0):
             return None
+        if self.whole is not None:
+            return self.whole[request, :last]
         out = np.zeros((last, *self.ids.shape[1:]), dtype=self.ids.dtype)
         kept = rows >= 0
         out[kept] = self.ids[rows[kept]]

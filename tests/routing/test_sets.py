@@ -142,6 +142,10 @@ def test_window_unions_edge_cases():
     want = _windows_by_sets(true, [], full, 2)
     assert np.array_equal(window_union_sizes(true, [], full, 2, 16), want)
     assert window_union_sizes(true[:0], [], full[:0], 2, 16).shape == (0, 3, 2)
+    true, rejected, _, kmax = _windows_case(3, 64, 4, np.uint8, states=9, kmax=3)
+    for accepted in (np.zeros(9, dtype=np.int64), np.arange(9) % 3):  # every state reads depth 1
+        want = _windows_by_sets(true, rejected, accepted, kmax)
+        assert np.array_equal(window_union_sizes(true, rejected, accepted, kmax, 64), want)
 
 
 def test_window_unions_equal_python_sets_on_long_requests():
