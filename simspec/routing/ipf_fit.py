@@ -3,8 +3,9 @@
 :mod:`simspec.routing.ipf` explains the problem: the law of one expert's on/off pattern
 x_1..x_T is P(x) ∝ Π_t F_t(x_{t−D}..x_t), and iterative proportional fitting (Deming & Stephan
 1940) rescales F_t, lag by lag, until every two-way margin (x_{t−d}, x_t) matches its target.
-This module computes the same iterates as the reference loop (``ipf._fit_factors``) up to the
-order of floating-point summation, much faster:
+This module computes the iterates of raking the dense 2^T table (tests/reference/ipf.py holds
+that textbook loop and the plain product-form loop) up to the order of floating-point
+summation, in O(2^{D+1}) per token:
 
 * **All lags of a token from one pass.** Every rescaling of F_t is a 2 × 2 table r_d of
   (x_{t−d}, x_t), so after the lags before d the joint law of token t's window is the joint J
@@ -80,6 +81,42 @@ def fit_log_silent(
         Per entry of ``sizes``: an array (M,), or the :class:`FitFailure` of that fit.
     """
     m = len(p)
+    factors, done, order, width, live = _fit(p, targets, sizes, depth)
+    out: list[np.ndarray | FitFailure] = [np.empty(0)] * len(order)
+    for s, g in enumerate(order):
+        state = done[s]
+        if isinstance(state, FitFailure):
+            out[g] = state
+        else:
+            block = [f[s * m : (s + 1) * m] for f in factors[: sizes[g] + 1]]
+            out[g] = _log_silent(block, sizes[g], width, live)
+    return out
+
+
+def fit_factors(
+    p: np.ndarray, targets: Sequence[Sequence[tuple[int, np.ndarray]]], tokens: int, depth: int
+) -> list[np.ndarray]:
+    """The fitted factor tables F_1..F_T of one window length (``factors[0]`` unused).
+
+    ``factors[t]`` is (M, 2^w), w = min(t, D + 1): column bit w − 1 is x_t and bit j − 1 is
+    x_{t−j}. The pattern law is P(x) ∝ Π_t F_t. Raises :class:`FitFailure` as
+    :func:`fit_log_silent` reports it.
+    """
+    factors, done, _, _, _ = _fit(p, targets, [tokens], depth)
+    if isinstance(done[0], FitFailure):
+        raise done[0]
+    return factors
+
+
+def _fit(
+    p: np.ndarray,
+    targets: Sequence[Sequence[tuple[int, np.ndarray]]],
+    sizes: Sequence[int],
+    depth: int,
+) -> tuple[list[np.ndarray], list[int | FitFailure | None], list[int], list[int], list[int]]:
+    """The stacked fit of :func:`fit_log_silent`: (factors, per-fit outcome, the fits' order
+    (longest first), window bits and message bits per token)."""
+    m = len(p)
     order = sorted(range(len(sizes)), key=lambda g: -sizes[g])  # longest first
     fits = len(order)
     size = [sizes[g] for g in order]
@@ -123,15 +160,7 @@ def fit_log_silent(
                 break
             if changed:
                 plans = _plans(goal_of, targets, rows, done, m, tmax)
-    out: list[np.ndarray | FitFailure] = [np.empty(0)] * fits
-    for s, g in enumerate(order):
-        state = done[s]
-        if isinstance(state, FitFailure):
-            out[g] = state
-        else:
-            block = [f[s * m : (s + 1) * m] for f in factors[: size[s] + 1]]
-            out[g] = _log_silent(block, size[s], width, live)
-    return out
+    return factors, done, order, width, live
 
 
 def _plans(

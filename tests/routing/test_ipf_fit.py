@@ -1,5 +1,5 @@
 """The fast IPF (simspec.routing.ipf_fit): margins by brute force, stacked = separate fits, and
-agreement with the reference product-form loop (ipf._fit_factors) and with dense IPF."""
+agreement with the reference product-form loop and dense IPF (tests/reference/ipf.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from simspec.routing import ipf, ipf_fit
 from simspec.routing.overlap import fit_log_odds_ratio, pair_probability
+from tests.reference import ipf as reference_ipf
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25, 0.245, 0.24)
 
@@ -21,8 +22,8 @@ def profile_q(p: np.ndarray, lags: int) -> np.ndarray:
 def reference(p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarray:
     """log P(silent) from the reference loop (the textbook iterates in product form)."""
     depth, targets = ipf._pair_targets(q, q, tokens, tokens)
-    factors, _ = ipf._fit_factors(p, targets, tokens, depth)
-    return ipf._log_silent_from_factors(factors, tokens, depth)
+    factors, _ = reference_ipf.fit_factors(p, targets, tokens, depth)
+    return reference_ipf.log_silent_from_factors(factors, tokens, depth)
 
 
 @pytest.mark.parametrize("bits", [2, 3, 5])
@@ -72,7 +73,7 @@ def test_matches_the_reference_loop_and_dense_ipf(tokens, lags):
     fast = ipf.ipf_log_silent(p, q, tokens)
     assert fast == pytest.approx(reference(p, q, tokens), rel=1e-12)
     for row in range(len(p)):
-        dense = ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
+        dense = reference_ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
         assert fast[row] == pytest.approx(np.log(dense.reshape(-1)[0]), rel=1e-8)
 
 
