@@ -163,21 +163,17 @@ def expected_acceptance_length(
     return tree.expected_acceptance_length()
 
 
-def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
-    """x in [lo, hi] with f(x) = target for f non-decreasing."""
-    while hi - lo > FIT_TOLERANCE:
-        mid = (lo + hi) / 2
-        if f(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """x in [lo, hi] with f(x) = target, f(lo) <= target <= f(hi) (Brent's root finder)."""
+    from scipy.optimize import brentq
+
+    return float(brentq(lambda x: f(x) - target, lo, hi, xtol=FIT_TOLERANCE))
 
 
 def fit_alpha(
     acceptance_length: float, depth: int, topk: int, num_draft_tokens: int, rank_decay: float
 ) -> float:
-    """The i.i.d. alpha whose tree has E[AL] = ``acceptance_length`` (bisection).
+    """The i.i.d. alpha whose tree has E[AL] = ``acceptance_length`` (a root find).
 
     E[AL] rises from 1 (alpha = 0) to the number of tree levels + 1 (alpha = 1). Raises
     ValueError outside that range.
@@ -189,7 +185,7 @@ def fit_alpha(
     top = al(1.0)
     if not 1.0 <= acceptance_length <= top:
         raise ValueError(f"acceptance length {acceptance_length} outside [1, {top:g}]")
-    return _bisect(al, acceptance_length, 0.0, 1.0)
+    return _solve(al, acceptance_length, 0.0, 1.0)
 
 
 def fit_rank_decay(
@@ -209,7 +205,7 @@ def fit_rank_decay(
         raise ValueError(
             f"acceptance length {acceptance_length} outside [{low:g}, {high:g}] at alpha {alpha:g}"
         )
-    return _bisect(al, acceptance_length, 0.0, 1.0)
+    return _solve(al, acceptance_length, 0.0, 1.0)
 
 
 def draw_miss_ranks(
