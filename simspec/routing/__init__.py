@@ -7,15 +7,17 @@ those statistics and turns them into unique-expert counts, sampled or expected:
 
 ==============  ================================================================================
 config          ``RoutingConfig``, the scenario's ``[routing]`` table (statistics + mode)
+model           ``RoutingModel``: one implementation per mode (a registry), what the reference
+                sequences ask of the routing
 popularity      the popularity laws (a registry), popularity weights w_e, inclusion
                 probabilities p_e
 sets            expert sets as ids, membership tables and history bitmasks; pass unions
 reuse           Monte-Carlo: the reuse sampler (uniform popularity, lag-1 overlap)
+replay          trace mode: a recorded trace's sets, request by request
 maxent          Monte-Carlo: the max-entropy sampler (any popularity, any overlap profile)
 overlap         the pairwise max-entropy law: odds ratios fitted to rho_d, Markov closed form
 ipf             the max-entropy law over T tokens by iterative proportional fitting
 predictor       analytic mode: expected unique experts of a pass (``UniqueExpertPredictor``)
-latent          Monte-Carlo: latent-state routers (topic, drifting hot set), not max-entropy
 hmm             the latent law (a hidden two-state chain per expert): exact U(T), fit to a trace
 trace           the routing-trace file format and the estimator of its statistics
 ==============  ================================================================================

@@ -25,7 +25,7 @@ import numpy as np
 
 from simspec.routing.ipf import NODES, pattern_distribution, probability_nodes
 from simspec.routing.overlap import layer_log_odds_ratios, pair_probability
-from simspec.routing.sets import id_dtype, to_sets
+from simspec.routing.sets import history_bits, id_dtype, to_sets
 
 #: Largest per-expert table (entries) the sampler materialises; beyond it, it interpolates.
 _TABLE_BUDGET = 8_000_000
@@ -34,6 +34,9 @@ _ODDS_BOUND = 40.0
 #: Chains per block of the float32 sampling pass: (rows, N) temporaries of ~256 kB at N = 128,
 #: which stay in cache and in the heap (larger blocks measured slower, page faults included).
 _BLOCK_ROWS = 256
+#: (sequence, state, layer) chains per call of :func:`continue_drafts`, each chunk's draws
+#: before the next chunk's.
+CHUNK_CHAINS = 4096
 
 
 def pareto_keys(u: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -337,6 +340,49 @@ class MaxEntSampler:
             history &= mask
             history[rows, ids] |= 1
         return out
+
+
+def continue_drafts(
+    sampler: MaxEntSampler,
+    true: np.ndarray,
+    anchor: np.ndarray,
+    levels: list[np.ndarray],
+    rng: np.random.Generator,
+    num_experts: int,
+    keep: np.ndarray | None = None,
+) -> np.ndarray:
+    """Rejected drafts of the next level r = len(levels) + 1 at every state, each conditioned on
+    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts.
+    With ``keep`` (sequences, length) only the marked states' drafts are computed (the others
+    are zeros; the shallower levels must hold those states); each chunk's draws are made for
+    all its chains, so a draft's ids do not depend on ``keep``."""
+    nseq, length, layers, k = true.shape
+    r = len(levels) + 1
+    total = nseq * length * layers
+    out = np.zeros((total, k), dtype=true.dtype)
+    flat_levels = [lv.reshape(-1, k) for lv in levels]
+    wanted = None if keep is None else np.repeat(keep.reshape(-1), layers)
+    depth = sampler.depth
+    for start in range(0, total, CHUNK_CHAINS):
+        stop = min(start + CHUNK_CHAINS, total)
+        subset = None if wanted is None else np.flatnonzero(wanted[start:stop])
+        chain = np.arange(start, stop) if subset is None else start + subset
+        q, rest = np.divmod(chain, length * layers)
+        i, layer = np.divmod(rest, layers)
+        previous = []
+        for d in range(1, depth + 1):
+            if d < r:
+                previous.append(flat_levels[r - d - 1][chain])
+                continue
+            index = anchor[q, i] - (d - r)
+            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
+            previous.append(np.where(index[:, None] >= 0, ids, -1))
+        history = history_bits(previous, num_experts)
+        ids = sampler.step(
+            rng, layer, history, anchor[q, i] + r, draft=True, chains=stop - start, subset=subset
+        )
+        out[chain] = ids.astype(true.dtype)
+    return out.reshape(nseq, length, layers, k)
 
 
 def _draw(

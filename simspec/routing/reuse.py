@@ -27,6 +27,8 @@ import numpy as np
 
 from simspec.routing.sets import id_dtype
 
+CHUNK_CHAINS = 4096  # chains per vectorised call: small enough to stay in cache
+
 
 class ReuseSampler:
     """Draws exact top-k_e expert sets, uniform popularity, for many independent chains at once.
@@ -119,6 +121,35 @@ class ReuseSampler:
             previous = self.sample(rng, chains, previous, overlap)
             out[:, t] = previous.reshape(num_sequences, num_layers, self.k)
         return out
+
+
+def continue_drafts(
+    sampler: ReuseSampler,
+    previous: np.ndarray,
+    overlap: float | np.ndarray | None,
+    rng: np.random.Generator,
+    keep: np.ndarray | None = None,
+) -> np.ndarray:
+    """One more draft after each of the given tokens (ids (sequences, length, layers, k_e),
+    ascending), by the reuse sampler, chunk by chunk; ``overlap`` is a number or one value per
+    layer. With ``keep`` (sequences, length) only the marked tokens' drafts are computed (the
+    others are zeros); each chunk's draws are made for all its chains, so a draft's ids do not
+    depend on ``keep``."""
+    shape = previous.shape
+    flat = previous.reshape(-1, shape[-1])
+    out = np.zeros_like(flat) if keep is not None else np.empty_like(flat)
+    layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
+    wanted = None if keep is None else np.repeat(keep.reshape(-1), shape[2])
+    for start in range(0, len(flat), CHUNK_CHAINS):
+        stop = min(start + CHUNK_CHAINS, len(flat))
+        chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
+        if wanted is None:
+            out[start:stop] = sampler.sample(rng, stop - start, flat[start:stop], chunk)
+            continue
+        subset = np.flatnonzero(wanted[start:stop])
+        ids = sampler.sample(rng, stop - start, flat[start:stop], chunk, subset)
+        out[start + subset] = ids
+    return out.reshape(shape)
 
 
 def _floyd(u: np.ndarray, n: int, m: np.ndarray) -> np.ndarray:

@@ -1,14 +1,10 @@
-"""Monte-Carlo routing of the reference sequences: rejected drafts and a pass's gathered tokens.
+"""A verify pass's tokens gathered from the stored routing of the reference sequences.
 
-:class:`~simspec.text.reference.ReferenceSet` samples the routing of a block of requests at
-once: the true tokens (a chain along each request's text) and, per rejected depth r, the r-th
-rejected draft at every state. The functions here do the array work of that class; the draws
-come from the Generators it passes in, in a fixed order (chunks of :data:`CHUNK_CHAINS`
-(sequence, state, layer) chains, each chunk's draws before the next chunk's), so a scenario's
-routing is the same whatever else changes.
-
-Ids are stored in :func:`~simspec.routing.sets.id_dtype` (uint8 up to 256 experts): a block of
-64 requests x 256 tokens x 48 layers x 8 experts is 6.3 MB per depth.
+:class:`~simspec.text.reference.ReferenceSet` stores, per block of requests, the ids of the true
+tokens and of every rejected depth (:mod:`simspec.routing.model` draws them); a pass feeds, per
+request, a run of true tokens and the first few rejected drafts of its state. Ids are stored in
+:func:`~simspec.routing.sets.id_dtype` (uint8 up to 256 experts): a block of 64 requests x 256
+tokens x 48 layers x 8 experts is 6.3 MB per depth.
 """
 
 from __future__ import annotations
@@ -16,84 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.reuse import ReuseSampler
-from simspec.routing.sets import history_bits
-
-CHUNK_CHAINS = 4096  # (sequence, layer) chains per vectorised call: small enough to stay in cache
-
-
-def continue_reuse(
-    sampler: ReuseSampler,
-    previous: np.ndarray,
-    overlap: float | np.ndarray | None,
-    rng: np.random.Generator,
-    keep: np.ndarray | None = None,
-) -> np.ndarray:
-    """One more draft after each of the given tokens (ids (sequences, length, layers, k_e),
-    ascending), by the reuse sampler, chunk by chunk; ``overlap`` is a number or one value per
-    layer. With ``keep`` (sequences, length) only the marked tokens' drafts are computed (the
-    others are zeros); each chunk's draws are made for all its chains, so a draft's ids do not
-    depend on ``keep``."""
-    shape = previous.shape
-    flat = previous.reshape(-1, shape[-1])
-    out = np.zeros_like(flat) if keep is not None else np.empty_like(flat)
-    layers = np.tile(np.arange(shape[2]), shape[0] * shape[1])
-    wanted = None if keep is None else np.repeat(keep.reshape(-1), shape[2])
-    for start in range(0, len(flat), CHUNK_CHAINS):
-        stop = min(start + CHUNK_CHAINS, len(flat))
-        chunk = overlap[layers[start:stop]] if isinstance(overlap, np.ndarray) else overlap
-        if wanted is None:
-            out[start:stop] = sampler.sample(rng, stop - start, flat[start:stop], chunk)
-            continue
-        subset = np.flatnonzero(wanted[start:stop])
-        ids = sampler.sample(rng, stop - start, flat[start:stop], chunk, subset)
-        out[start + subset] = ids
-    return out.reshape(shape)
-
-
-def continue_maxent(
-    sampler: MaxEntSampler,
-    true: np.ndarray,
-    anchor: np.ndarray,
-    levels: list[np.ndarray],
-    rng: np.random.Generator,
-    num_experts: int,
-    keep: np.ndarray | None = None,
-) -> np.ndarray:
-    """Rejected drafts of the next level r = len(levels) + 1 at every state, each conditioned on
-    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts.
-    With ``keep`` (sequences, length) only the marked states' drafts are computed (the others
-    are zeros; the shallower levels must hold those states); each chunk's draws are made for
-    all its chains, so a draft's ids do not depend on ``keep``."""
-    nseq, length, layers, k = true.shape
-    r = len(levels) + 1
-    total = nseq * length * layers
-    out = np.zeros((total, k), dtype=true.dtype)
-    flat_levels = [lv.reshape(-1, k) for lv in levels]
-    wanted = None if keep is None else np.repeat(keep.reshape(-1), layers)
-    depth = sampler.depth
-    for start in range(0, total, CHUNK_CHAINS):
-        stop = min(start + CHUNK_CHAINS, total)
-        subset = None if wanted is None else np.flatnonzero(wanted[start:stop])
-        chain = np.arange(start, stop) if subset is None else start + subset
-        q, rest = np.divmod(chain, length * layers)
-        i, layer = np.divmod(rest, layers)
-        previous = []
-        for d in range(1, depth + 1):
-            if d < r:
-                previous.append(flat_levels[r - d - 1][chain])
-                continue
-            index = anchor[q, i] - (d - r)
-            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
-            previous.append(np.where(index[:, None] >= 0, ids, -1))
-        history = history_bits(previous, num_experts)
-        ids = sampler.step(
-            rng, layer, history, anchor[q, i] + r, draft=True, chains=stop - start, subset=subset
-        )
-        out[chain] = ids.astype(true.dtype)
-    return out.reshape(nseq, length, layers, k)
 
 
 def gather_pass(

@@ -15,45 +15,34 @@ A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+
 the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_routing`. Every policy, and the oracle,
 reads the same numbers. Each quantity comes from its own named stream (``simspec.rng``); routing
 is generated in blocks of requests, lazily, and rejected depth r has its own stream, so asking for
-deeper drafts never changes shallower ones. When every policy's budget is known to stay within
-a bound (``draft_bound``), each depth keeps only the states that can feed it
-(:mod:`~simspec.text.rejected_levels`: ~57 % of the ids for fixed k <= 4 at acceptance 0.7); a
-read beyond draws the block again with every state kept. With a multi-lag overlap profile a
-rejected draft conditions on the D tokens before it (true tokens up to y_{i+m_i}, then shallower
-rejected drafts).
+deeper drafts never changes shallower ones. Each depth computes only the states that can feed
+it, m_i <= K - r with K the policies' budget bound (``draft_bound``) or K_max
+(:mod:`~simspec.text.rejected_levels`); a read beyond draws the block again with every state.
 
-In ``routing.mode = "analytic"`` nothing is sampled for costs: the unique experts of a pass are
-the max-entropy expectation of :class:`~simspec.routing.predictor.UniqueExpertPredictor` for its B
-sequences of
-k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
-overlap profiles) the Monte-Carlo sampler realises.
-
-With ``routing.mode = "trace"`` / ``acceptance.process = "trace"`` they are replayed from a
-recorded trace the loader read (:mod:`simspec.routing.replay`, :mod:`simspec.text.replay`).
+The routing itself comes from one :class:`~simspec.routing.model.RoutingModel` (sampled sets,
+their max-entropy expectation in ``routing.mode = "analytic"``, or a recorded trace); the text
+(match lengths, confidences) is drawn here, or replayed from a recorded run with
+``acceptance.process = "trace"`` (:mod:`simspec.text.replay`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.errors import InputError
 from simspec.physics.models import ModelShape
 from simspec.routing.config import RoutingConfig
-from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.popularity import draw_inclusion_probabilities
+from simspec.routing.model import RoutingModel, routing_model
 from simspec.routing.predictor import UniqueExpertPredictor
-from simspec.routing.reuse import ReuseSampler
 from simspec.routing.sets import union_sizes
 from simspec.routing.trace import RoutingTrace
-from simspec.text.acceptance import AcceptanceConfig
-from simspec.text.mc_routing import continue_maxent, continue_reuse, gather_pass
+from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
+from simspec.text.mc_routing import gather_pass
 from simspec.text.rejected_levels import BlockInputs, RejectedStore
-from simspec.text.replay import TraceReplay
+from simspec.text.replay import AcceptanceReplay
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
@@ -108,66 +97,26 @@ class ReferenceSet:
         )
         self.num_layers = shape.num_moe_layers
         self.num_experts = shape.num_experts
-        self._sampler: ReuseSampler | None = None
-        self._maxent: MaxEntSampler | None = None
-        self._predictor: UniqueExpertPredictor | None = None
-        self._trace = TraceReplay(routing_trace, acceptance_trace, routing, acceptance)
-        #: Inclusion probability of each expert per MoE layer, (layers, N).
-        self.inclusion_probabilities = np.zeros((self.num_layers, self.num_experts))
-        if self.num_layers and routing.replays_trace:  # the trace is the model: nothing to fit
-            self.inclusion_probabilities = self._trace.inclusion_or(self.inclusion_probabilities)
-        elif self.num_layers:
-            k = shape.experts_per_token
-            stream = rngs.stream(seed, "popularity")
-            if routing.uses_reuse_sampler():
-                self._sampler = ReuseSampler(self.num_experts, k)
-                self.inclusion_probabilities = np.full(
-                    (self.num_layers, self.num_experts), k / self.num_experts
-                )
-            else:
-                self.inclusion_probabilities = draw_inclusion_probabilities(
-                    routing, self.num_layers, self.num_experts, k, stream
-                )
-            if routing.mode == "analytic":
-                self._predictor = self._build_predictor()
-            elif self._sampler is None:
-                self._maxent = self._build_maxent()
-
-    # -- statistics -> models -----------------------------------------------------------------
-    def _profiles(self) -> tuple[np.ndarray, np.ndarray | None]:
-        true, draft = self.routing.layer_profiles(self.num_layers)
-        if self.routing.layer_overlap_scale is None:  # pooled statistics: one row
-            return true[0], None if draft is None else draft[0]
-        return true, draft
-
-    def _statistics_error(self, err: ValueError) -> InputError:
-        key = "overlaps" if self.routing.overlaps is not None else "overlap"
-        return InputError(
-            "", f"routing.{key}", "overlap statistics that a top-k router can have", str(err)
+        self._replayed_acceptance = (
+            None
+            if acceptance_trace is None
+            else AcceptanceReplay(acceptance_trace, acceptance.trace_wrap)
         )
-
-    def _build_predictor(self) -> UniqueExpertPredictor:
-        true, draft = self._profiles()
-        try:
-            predictor = UniqueExpertPredictor(self.inclusion_probabilities, true, draft)
-            predictor.log_silent(self.max_draft_tokens + 1)  # fails now if inconsistent
-        except ValueError as err:
-            raise self._statistics_error(err) from None
-        return predictor
-
-    def _build_maxent(self) -> MaxEntSampler:
-        true, draft = self.routing.layer_profiles(self.num_layers)
-        try:
-            return MaxEntSampler(self.inclusion_probabilities, true, draft)
-        except ValueError as err:
-            raise self._statistics_error(err) from None
+        #: How the text routes to experts (:mod:`simspec.routing.model`).
+        self.model: RoutingModel = routing_model(
+            routing,
+            shape,
+            seed=seed,
+            max_draft_tokens=max_draft_tokens,
+            trace=routing_trace,
+        )
+        #: Inclusion probability of each expert per MoE layer, (layers, N).
+        self.inclusion_probabilities: np.ndarray = self.model.inclusion_probabilities
 
     @property
     def predictor(self) -> UniqueExpertPredictor:
         """The analytic unique-expert predictor of these statistics (built on first use)."""
-        if self._predictor is None:
-            self._predictor = self._build_predictor()
-        return self._predictor
+        return self.model.predictor
 
     def __len__(self) -> int:
         return self.workload.num_requests
@@ -179,13 +128,14 @@ class ReferenceSet:
             prompt, output = draw_lengths(
                 self.workload, rngs.stream(self.seed, "workload", request_id)
             )
-            confidence, match = self._trace.draw_acceptance(  # or replay a recorded run's
-                request_id,
-                self.acceptance,
-                output,
-                self.max_draft_tokens,
-                rngs.stream(self.seed, "acceptance", request_id),
-            )
+            if self._replayed_acceptance is not None:  # a recorded run's outcomes
+                replay = self._replayed_acceptance
+                confidence, match = replay.outcomes(request_id, output, self.max_draft_tokens)
+            else:
+                rng = rngs.stream(self.seed, "acceptance", request_id)
+                confidence, match = draw_acceptance(
+                    self.acceptance, output, self.max_draft_tokens, rng
+                )
             cap = np.maximum(output - 1 - np.arange(output), 0)
             match = np.minimum(match, cap)
             match[0] = 0
@@ -194,39 +144,17 @@ class ReferenceSet:
         return seq
 
     # -- routing -----------------------------------------------------------------------------
-    def _ensure_sampler(self) -> None:
-        if self._sampler is None and self._maxent is None:
-            self._maxent = self._trace.fitted_sampler() or self._build_maxent()
+    def _block_requests(self, block: int) -> range:
+        return range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
 
     def _block_true(self, block: int) -> np.ndarray:
         masks = self._true.get(block)
-        if masks is None and self._trace.routing is not None:
-            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
-            masks = self._true[block] = self._trace.true_block(ids, self.sequence)
         if masks is None:
-            self._ensure_sampler()
-            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
-            length = max(self.sequence(r).output_tokens for r in ids)
+            ids = self._block_requests(block)
+            lengths = [self.sequence(r).output_tokens for r in ids]
             rng = rngs.stream(self.seed, "routing", block)
-            if self._maxent is not None:
-                masks = self._maxent.sample_sequences(rng, len(ids), length)
-            else:
-                assert self._sampler is not None
-                masks = self._sampler.sample_sequences(
-                    rng, len(ids), self.num_layers, length, self._reuse_overlap(true=True)
-                )
-            self._true[block] = masks
+            masks = self._true[block] = self.model.true_block(rng, ids, lengths)
         return masks
-
-    def _reuse_overlap(self, *, true: bool) -> float | np.ndarray | None:
-        """Overlap of the reuse sampler: a number, or one per chain with a per-layer scale."""
-        value = self.routing.true_profile[0] if self.routing.true_profile else None
-        if not true:
-            value = self.routing.rejected_overlap
-        scale = self.routing.layer_scale(self.num_layers)
-        if value is None or scale is None:
-            return value
-        return np.minimum(value * scale, 1.0)
 
     def _rejected_inputs(self, block: int) -> BlockInputs:
         """What drawing ``block``'s rejected depths reads (:class:`BlockInputs`)."""
@@ -243,11 +171,7 @@ class ReferenceSet:
         return BlockInputs(true, matches, outputs, anchor)
 
     def _draft_memory(self) -> int:
-        """How many shallower depths a rejected draft conditions on: 1 for the reuse sampler,
-        the max-entropy sampler's D, every depth (a large number) for replayed drafts."""
-        if self._trace.routing is not None:
-            return 1 << 30
-        return 1 if self._maxent is None else max(1, self._maxent.depth)
+        return self.model.draft_memory
 
     def _draw_rejected(
         self,
@@ -260,35 +184,10 @@ class ReferenceSet:
         """Rejected depth ``level`` + 1 of ``block``, from its own stream, after the shallower
         depths ``full``: every row, or at least the rows ``keep`` marks."""
         rng = rngs.stream(self.seed, "rejected_routing", block, level)
-        true, anchor = inputs.true, inputs.anchor
-        if self._trace.routing is not None:  # recorded drafts, the rest from a fitted model
-            first, nseq = block * BLOCK_REQUESTS, true.shape[0]
-            draw = functools.partial(self._continue_maxent, true, anchor, full, rng)
-            return self._trace.rejected(first, nseq, self.sequence, level, draw)
-        if self._maxent is not None:
-            return self._continue_maxent(true, anchor, full, rng, keep)
-        if level == 0:  # y_{i+m_i} at every state i: one gather (take_along_axis would build
-            # (requests, length, layers, k_e) index arrays)
-            previous = true[np.arange(true.shape[0])[:, None], anchor]
-        else:
-            previous = full[level - 1]
-        assert self._sampler is not None
-        overlap = self._reuse_overlap(true=False)
-        return continue_reuse(self._sampler, previous, overlap, rng, keep)
-
-    def _continue_maxent(
-        self,
-        true: np.ndarray,
-        anchor: np.ndarray,
-        levels: list[np.ndarray],
-        rng: np.random.Generator,
-        keep: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Rejected drafts of the next level r, each conditioned on the D tokens before it
-        (``levels``: the shallower depths), at least at the states ``keep`` marks."""
-        self._ensure_sampler()  # replayed traces fit theirs on first use
-        assert self._maxent is not None
-        return continue_maxent(self._maxent, true, anchor, levels, rng, self.num_experts, keep)
+        ids, lengths = self._block_requests(block), inputs.outputs.tolist()
+        return self.model.rejected_level(
+            rng, ids, lengths, inputs.true, inputs.anchor, full[:level], keep
+        )
 
     def fed_routing(
         self, request_id: int, state: int, draft_tokens: int, accepted: int | None = None
@@ -369,7 +268,7 @@ class ReferenceSet:
         if not self.num_layers:
             return np.zeros(0)
         triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
-        if self.routing.mode == "analytic":
+        if self.model.analytic:
             if accepted is None:  # a chain's min(k, m_i)
                 rows = triples.tolist()
                 accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
@@ -382,10 +281,7 @@ class ReferenceSet:
         tokens (k_b + 1), ``true[b]`` of them true (a_b + 1): all the expectation reads."""
         if not self.num_layers:
             return np.zeros(0)
-        try:
-            return self.predictor.expected_unique(fed, true)
-        except ValueError as err:
-            raise self._statistics_error(err) from None
+        return self.model.expected_unique(fed, true)
 
     def _pass_routing(
         self,

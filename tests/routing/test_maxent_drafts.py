@@ -1,4 +1,4 @@
-"""Rejected drafts of the max-entropy sampler (:func:`simspec.text.mc_routing.continue_maxent`).
+"""Rejected drafts of the max-entropy sampler (:func:`simspec.routing.maxent.continue_drafts`).
 
 Each rejected draft is conditioned on the D tokens before it (shallower drafts, then true tokens
 back from the anchor, none before a sequence's start): its overlap with its predecessor must be
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simspec.routing.maxent import MaxEntSampler
+from simspec.routing import maxent
+from simspec.routing.maxent import MaxEntSampler, continue_drafts
 from simspec.routing.sets import to_sets
-from simspec.text import mc_routing
-from simspec.text.mc_routing import continue_maxent
 
 
 def _case(seed: int, lags: int, nseq: int = 3, length: int = 9, layers: int = 2, n: int = 16):
@@ -32,12 +31,12 @@ def _levels(sampler, true, anchor, n, depth, seed, keeps=None):
     for level in range(depth):
         rng = np.random.default_rng([seed, level])
         keep = None if keeps is None else keeps[level]
-        levels.append(continue_maxent(sampler, true, anchor, levels, rng, n, keep))
+        levels.append(continue_drafts(sampler, true, anchor, levels, rng, n, keep))
     return levels
 
 
 def test_computing_some_states_gives_them_the_drafts_of_the_whole_draw(monkeypatch):
-    monkeypatch.setattr(mc_routing, "CHUNK_CHAINS", 50)  # several chunks, a partial last one
+    monkeypatch.setattr(maxent, "CHUNK_CHAINS", 50)  # several chunks, a partial last one
     for lags in (1, 3):
         sampler, true, anchor, n = _case(10 + lags, lags, nseq=5, length=40, layers=3, n=64)
         whole = _levels(sampler, true, anchor, n, 3, 4)
