@@ -3,7 +3,7 @@
 :func:`classical_ipf` rakes the dense table of the 2^T patterns of one expert (Deming & Stephan
 1940), exponential in T; :func:`fit_factors` is the same iterates in product form, lag by lag,
 one pass per margin (O(T·D·2^{D+1}) per sweep); :func:`log_silent_from_factors` reads
-log P(silent) off its factors. :mod:`simspec.routing.ipf_fit` must give the same numbers up to
+log P(silent) off its factors. :mod:`simspec.routing.ipf` must give the same numbers up to
 the order of floating-point summation.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simspec.routing.ipf_fit import MAX_SWEEPS, TOLERANCE
+from simspec.routing.ipf import MAX_SWEEPS, TOLERANCE
 
 
 @functools.lru_cache(maxsize=256)
