@@ -27,7 +27,7 @@ their max-entropy expectation in ``routing.mode = "analytic"``, or a recorded tr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +40,6 @@ from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.sets import union_sizes
 from simspec.routing.trace import RoutingTrace
 from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
-from simspec.text.mc_routing import gather_pass
 from simspec.text.rejected_levels import BlockInputs, RejectedStore
 from simspec.text.replay import AcceptanceReplay
 from simspec.text.workload import WorkloadConfig, draw_lengths
@@ -289,7 +288,7 @@ class ReferenceSet:
         accepted: Sequence[int] | np.ndarray | None,
     ) -> np.ndarray:
         """Every token a pass feeds (its requests' :meth:`fed_routing`, in another order),
-        gathered per block at once (:func:`~simspec.text.mc_routing.gather_pass`)."""
+        gathered per block at once (:func:`gather_pass`)."""
         triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
         if accepted is None:
             matches = [self.sequence(r).match_lengths[i] for r, i, _ in triples.tolist()]
@@ -297,3 +296,42 @@ class ReferenceSet:
         else:
             taken = np.asarray(accepted, dtype=np.int64)
         return gather_pass(self._block_true, self._rejected.ids, triples, taken, BLOCK_REQUESTS)
+
+
+def gather_pass(
+    true_block: Callable[[int], np.ndarray],
+    rejected_ids: Callable[[int, int, np.ndarray, np.ndarray], np.ndarray],
+    triples: np.ndarray,
+    accepted: np.ndarray,
+    block_size: int,
+) -> np.ndarray:
+    """Every token a verify pass feeds, gathered per block at once: (tokens, layers, k_e).
+
+    ``triples`` (B, 3) holds (request id, state i, drafts k) and ``accepted`` the accepted
+    drafts a of each request: the pass feeds the true tokens y_i..y_{i+a} (cut at the block's
+    end, as :meth:`~simspec.text.reference.ReferenceSet.fed_routing`'s slice) and the rejected
+    drafts of depths 1..k − a at state i. ``true_block(b)`` returns block b's true tokens and
+    ``rejected_ids(b, r, q, i)`` the ids of its rejected depth r at rows q, states i. The order
+    of the tokens differs from fed_routing's; their union does not.
+    """
+    request, state, drafts = triples.T
+    block, row = np.divmod(request, block_size)
+    parts = []
+    blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
+    for b in blocks:
+        mine = slice(None) if len(blocks) == 1 else block == b
+        q, i, acc = row[mine], state[mine], accepted[mine]
+        true = true_block(b)
+        count = acc + 1  # true tokens y_i..y_{i+a}
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        position = np.repeat(i, count) + offset
+        sequence = np.repeat(q, count)
+        inside = position < true.shape[1]
+        if not inside.all():
+            sequence, position = sequence[inside], position[inside]
+        parts.append(true[sequence, position])
+        rejected = drafts[mine] - acc
+        for r in range(1, int(rejected.max()) + 1):
+            deep = rejected >= r
+            parts.append(rejected_ids(b, r, q[deep], i[deep]))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
