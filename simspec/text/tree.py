@@ -86,14 +86,6 @@ class DraftTree:
         """Draft nodes verified (the root excluded)."""
         return self.graph.number_of_nodes() - 1
 
-    def drafts_by_depth(self) -> np.ndarray:
-        """Verified draft nodes at depth 1..depth, array (depth,)."""
-        counts = np.zeros(self.depth, dtype=np.int64)
-        for node in self.graph.nodes:
-            if node:
-                counts[len(node) - 1] += 1
-        return counts
-
     def expected_acceptance_length(self) -> float:
         """1 + Σ_v Π q on v's root path: the mean tokens a verify pass commits (module doc)."""
         return 1.0 + sum(p for v, p in self.graph.nodes(data="path_probability") if v)
@@ -256,17 +248,3 @@ def draw_rank_paths(
     alphas = np.broadcast_to(np.asarray(nominal_alphas, dtype=float)[:slots], (states, slots))
     misses = draw_miss_ranks(alphas, rank_decay, topk, rng)
     return np.where(top_hit, 1, misses)
-
-
-def sample_acceptance_lengths(
-    tree: DraftTree,
-    alphas: Sequence[float],
-    rank_decay: float,
-    samples: int,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Tokens committed (accepted drafts + 1) by ``samples`` independent verify passes."""
-    a = np.broadcast_to(np.asarray(alphas, dtype=float)[: tree.depth], (samples, tree.depth))
-    top_hit = rng.random(a.shape) < a
-    ranks = np.where(top_hit, 1, draw_miss_ranks(a, rank_decay, tree.topk, rng))
-    return np.array([tree.accepted_length(row) + 1 for row in ranks], dtype=np.int64)
