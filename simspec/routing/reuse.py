@@ -2,8 +2,9 @@
 
 Used for uniform popularity with at most a lag-1 overlap profile
 (:meth:`~simspec.routing.config.RoutingConfig.uses_reuse_sampler`); every other routing goes
-through the max-entropy sampler (:mod:`simspec.routing.maxent`), which this one equals in
-distribution there, at a fraction of its cost: it draws O(k_e) numbers per token, not O(N).
+through the max-entropy sampler (:mod:`simspec.routing.maxent`), whose per-expert law (the
+two-state chain below) this one shares, at a fraction of its cost: it draws O(k_e) numbers per
+token, not O(N).
 
 A token takes exactly k_e distinct experts out of N. Given its predecessor's set S_{t−1}, it
 keeps each of those experts independently with probability rho_1 (so it reuses
@@ -161,7 +162,7 @@ def _floyd(u: np.ndarray, n: int, m: np.ndarray) -> np.ndarray:
     taken = np.empty(rows, dtype=bool)
     same = np.empty(rows, dtype=bool)
     for i in range(int(m.max(initial=0))):
-        j = n - m + i  # this step's top value, per chain
+        j = np.minimum(n - m + i, n - 1)  # this step's top value (chains done: any value < n)
         t = (u[i] * (j + 1)).astype(np.int16)
         taken[:] = False
         for prior in out[:i]:
