@@ -23,6 +23,37 @@ trace           the routing-trace file format and the estimator of its statistic
 ==============  ================================================================================
 
 The closed forms shared with the rest of simspec (independent union, chance overlap, experts
-added by one more draft) live in :mod:`simspec.physics.experts`. Import from the submodules;
-this package module imports none of them.
+added by one more draft) live in :mod:`simspec.physics.experts`. The names below are the public
+face (``from simspec.routing import routing_model``); each is imported from its module on first
+use, so importing a submodule does not import the others.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the submodule that defines it.
+_PUBLIC = {
+    "RoutingConfig": "config",
+    "RoutingModel": "model",
+    "ROUTING_MODELS": "model",
+    "routing_model": "model",
+    "POPULARITIES": "popularity",
+    "UniqueExpertPredictor": "predictor",
+    "RoutingTrace": "trace",
+    "RoutingStatistics": "trace",
+    "load_trace": "trace",
+    "save_trace": "trace",
+    "estimate_statistics": "trace",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    """The public name ``name``, imported from its submodule (PEP 562)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simspec.routing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"simspec.routing.{module}"), name)
