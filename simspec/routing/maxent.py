@@ -11,7 +11,7 @@ to size": the k_e smallest odds(U_e)/odds(g_e), close to Hájek's conditional-Po
 
 Marginals and lag overlaps match the targets to sampling accuracy (forcing exactly k_e of very
 few experts, N = 8, raises the overlap by ~0.01) and unique-expert counts match the IPF
-prediction to 0.3 % on average over the validation grid of bench/ipf_vs_sampler.py. With D = 1
+prediction to 0.3 % on average over the validation grid of studies/ipf_vs_sampler.py. With D = 1
 the per-expert law is the Markov chain of the closed form; with D = 0 (no overlap given) tokens
 are independent with inclusion probabilities p_e. A rejected draft gets its own routing,
 conditioned on the D tokens before it, with the draft profile's tables.

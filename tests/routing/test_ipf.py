@@ -197,7 +197,7 @@ def test_cached_queries_take_under_a_millisecond():
     assert (time.perf_counter() - start) / 50 < 1e-3
 
 
-# -- against the sampler (a fast subset of bench/ipf_vs_sampler.py's grid) ------------------------
+# -- against the sampler (a fast subset of studies/ipf_vs_sampler.py's grid) ----------------------
 def sampled_unique(p, profile, tokens, batches, sequences, seed=0, offset=8):
     """Mean unique experts of B sampled sequences, windows starting at ``offset``."""
     sampler = MaxEntSampler(p, profile[None, :])
@@ -215,7 +215,7 @@ def sampled_unique(p, profile, tokens, batches, sequences, seed=0, offset=8):
 def test_ipf_matches_sampler_within_two_percent():
     """IPF vs the sampler with the same statistics, mean |relative error| < 2 %.
 
-    A subset of the validation grid (bench/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
+    A subset of the validation grid (studies/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
     B in {1, 4}, (N, k_e) in {(8, 2), (128, 8)}, uniform and Zipf popularity, Markov and
     slowly decaying (6 lags) overlaps. Small N is the hardest case: forcing exactly k_e of 8
     experts per token raises the realised overlap by ~0.01-0.02.
