@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # networkx is imported when a tree is built (it costs ~0.2 s at start-up)
+if TYPE_CHECKING:  # networkx is imported when a tree is built (a slow import: not at start-up)
     import networkx as nx
 
 ROOT: tuple[int, ...] = ()
