@@ -35,7 +35,6 @@ import numpy as np
 from simpy_rate import bracketed, simpy_event_rate
 
 import simspec
-from simspec import accel
 from simspec.params import PassCost
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
@@ -118,7 +117,6 @@ def main() -> None:
         f"({os.path.dirname(simspec.__file__)})"
     )
     print(f"command: {' '.join([sys.executable, *sys.argv])}")
-    print(accel.describe())
     overrides = [
         f"workload.concurrency={args.concurrency}",
         f"workload.num_requests={args.requests}",

@@ -39,15 +39,14 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "import simspec, os; from simspec import accel; "
-            "print(os.path.dirname(simspec.__file__)); print(accel.describe())",
+            "import simspec, os; print(os.path.dirname(simspec.__file__))",
         ],
         capture_output=True,
         text=True,
         check=True,
     )
-    location, kernels = where.stdout.strip().splitlines()
-    print(f"simspec: {location} (set PYTHONPATH to measure another checkout); {kernels}")
+    location = where.stdout.strip()
+    print(f"simspec: {location} (set PYTHONPATH to measure another checkout)")
     for mode in args.modes:
         command = [
             sys.executable,

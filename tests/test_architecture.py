@@ -18,7 +18,7 @@ MAX_LINES = 600
 #: Layers, lowest first: a module may import its own layer and the layers below it only. The
 #: README's Layout table lists the same packages in the same order.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_version", "accel", "errors", "inputs", "registry", "rng", "schema"),
+    ("_version", "errors", "inputs", "registry", "rng", "schema"),
     ("physics",),
     ("params",),
     ("routing",),

@@ -75,24 +75,6 @@ class LatentRoutingModel:
         p = np.atleast_2d(np.asarray(inclusion_probabilities, dtype=float))
         return cls.latent_set(p, float(p[0].sum()), reuse, drift)
 
-    @classmethod
-    def hot_set(
-        cls,
-        inclusion_probabilities: np.ndarray,
-        hot_size: int,
-        hot_share: float,
-        drift: float,
-        experts_per_token: int,
-    ) -> LatentRoutingModel:
-        """The drifting hot set: usage k_e·s/h in the hot set, k_e(1 − s)/(N − h) outside."""
-        p = np.atleast_2d(np.asarray(inclusion_probabilities, dtype=float))
-        k, n, h = experts_per_token, p.shape[1], hot_size
-        hidden = np.clip(h * p / k, _EPS, 1.0 - _EPS)
-        on = np.full(p.shape, min(1.0, k * hot_share / h))
-        off = np.full(p.shape, k * (1.0 - hot_share) / (n - h))
-        params = {"hot_size": float(h), "hot_share": float(hot_share), "drift": float(drift)}
-        return cls(hidden, on, off, float(drift), params)
-
     @property
     def inclusion_probabilities(self) -> np.ndarray:
         """p_e = pi_e·a_e + (1 − pi_e)·b_e, (L, N)."""

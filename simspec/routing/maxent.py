@@ -11,7 +11,7 @@ to size": the k_e smallest odds(U_e)/odds(g_e), close to Hájek's conditional-Po
 
 Marginals and lag overlaps match the targets to sampling accuracy (forcing exactly k_e of very
 few experts, N = 8, raises the overlap by ~0.01) and unique-expert counts match the IPF
-prediction to 0.3 % on average over the validation grid of bench/ipf_vs_sampler.py. With D = 1
+prediction to 0.3 % on average over the validation grid of studies/ipf_vs_sampler.py. With D = 1
 the per-expert law is the Markov chain of the closed form; with D = 0 (no overlap given) tokens
 are independent with inclusion probabilities p_e. A rejected draft gets its own routing,
 conditioned on the D tokens before it, with the draft profile's tables.
@@ -25,14 +25,7 @@ import numpy as np
 
 from simspec.routing.ipf import NODES, pattern_distribution, probability_nodes
 from simspec.routing.overlap import layer_log_odds_ratios, pair_probability
-from simspec.routing.pareto import (
-    SELECT,
-    pareto_keys,
-    select_compiled,
-    smallest_sorted,
-    uniform_bits,
-)
-from simspec.routing.sets import id_dtype, to_sets
+from simspec.routing.sets import history_bits, id_dtype, to_sets
 
 #: Largest per-expert table (entries) the sampler materialises; beyond it, it interpolates.
 _TABLE_BUDGET = 8_000_000
@@ -41,6 +34,38 @@ _ODDS_BOUND = 40.0
 #: Chains per block of the float32 sampling pass: (rows, N) temporaries of ~256 kB at N = 128,
 #: which stay in cache and in the heap (larger blocks measured slower, page faults included).
 _BLOCK_ROWS = 256
+#: (sequence, state, layer) chains per call of :func:`continue_drafts`, each chunk's draws
+#: before the next chunk's.
+CHUNK_CHAINS = 4096
+
+
+def pareto_keys(u: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Pareto order-sampling keys odds(u) · g in float32, g = 1 / odds(inclusion)."""
+    key = np.subtract(np.float32(1.0), u)
+    np.divide(u, key, out=key)
+    key *= g
+    return key
+
+
+def smallest_sorted(key: np.ndarray, k: int, partitioned: np.ndarray | None = None) -> np.ndarray:
+    """Column ids of the ``k`` smallest entries of each row of ``key``, ascending: (rows, k).
+
+    ``np.argpartition`` selects per row with a loop that costs more than the sampling itself at
+    N = 128; instead one ``np.partition`` finds each row's k-th smallest value and a comparison
+    against it marks the chosen columns, which ``np.flatnonzero`` returns already sorted. When
+    a row has ties at that value (or NaN), more or fewer than k columns are marked, and the
+    whole call falls back to ``argpartition`` + ``sort``, which it otherwise equals exactly.
+    ``partitioned`` is ``np.partition(key, k - 1, axis=1)`` when the caller already has it.
+    """
+    rows, width = key.shape
+    if partitioned is None:
+        partitioned = np.partition(key, k - 1, axis=1)
+    kth = partitioned[:, k - 1 : k]
+    chosen = np.flatnonzero(key <= kth)
+    # Without NaN among the k smallest every row marks at least k, so k in all of them.
+    if len(chosen) == rows * k and not np.isnan(kth).any():
+        return chosen.reshape(rows, k) - (np.arange(rows) * width)[:, None]
+    return np.sort(np.argpartition(key, k - 1, axis=1)[:, :k], axis=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,13 +207,18 @@ class MaxEntSampler:
         known: np.ndarray | int,
         *,
         draft: bool = False,
+        chains: int | None = None,
+        subset: np.ndarray | None = None,
     ) -> np.ndarray:
         """One token per chain: its k_e expert ids, int array (chains, k_e), sorted.
 
         ``history[c, e]`` has bit d − 1 set when expert e was used d tokens earlier in chain c;
-        ``known`` (per chain or one number) is how many earlier tokens exist.
+        ``known`` (per chain or one number) is how many earlier tokens exist. With ``subset``
+        the arguments describe only the chains ``subset`` of ``chains``: the draws are made for
+        all ``chains``, so a chain's ids do not depend on which others are computed.
         """
-        return self._step(rng, layer_of_chain, None, history, known, draft)
+        drawn = (chains, subset) if subset is not None and chains is not None else None
+        return self._step(rng, layer_of_chain, None, history, known, draft, drawn)
 
     def _step(
         self,
@@ -198,11 +228,12 @@ class MaxEntSampler:
         history: np.ndarray,
         known: np.ndarray | int,
         draft: bool,
+        drawn: tuple[int, np.ndarray] | None = None,
     ) -> np.ndarray:
         """:meth:`step`; ``base``, when given, is ``tables.row0[layer_of_chain]`` precomputed
-        (the numpy path then skips that gather each step; the compiled loop reads the rows)."""
+        (each step then skips that gather); ``drawn``: (chains, subset) of :meth:`step`."""
         n = len(layer_of_chain)
-        if n == 0 or self.k == 0:
+        if self.k == 0 or (n == 0 and drawn is None):
             return np.zeros((n, self.k), dtype=np.int64)
         tables = self._draft if draft else self._true
         if not isinstance(known, int | np.integer) and (known >= tables.depth).all():
@@ -215,24 +246,12 @@ class MaxEntSampler:
             mask = (1 << a) - 1
         offset = (1 << a) - 1
         if tables.row1 is not None:
-            return self._step_interpolated(rng, tables, layer_of_chain, base, history, mask, a)
+            u64 = _draw(rng, (n, self.num_experts), np.float64, drawn)
+            return self._step_interpolated(u64, tables, layer_of_chain, base, history, mask, a)
         # Pareto order sampling: the k smallest of odds(U_e) / odds(g_e), in float32. One draw
         # for all chains, then blocks of rows small enough that the (rows, N) temporaries stay
         # in cache; every row's arithmetic is the same elementwise as one whole-array pass.
-        loop = SELECT.compiled(n * self.num_experts) if self.k < self.num_experts else None
-        if loop is not None:  # the same draws and ids by a compiled loop (simspec.routing.pareto)
-            return select_compiled(
-                loop,
-                uniform_bits(rng, (n, self.num_experts)),
-                tables.values,
-                tables.row0,  # ``base``, when given, is tables.row0[layer_of_chain]
-                layer_of_chain,
-                np.broadcast_to(offset, (n, 1)).ravel().astype(np.int64),
-                history,
-                np.broadcast_to(-1 if mask is None else mask, (n, 1)).ravel().astype(np.int64),
-                self.k,
-            )
-        u = rng.random((n, self.num_experts), dtype=np.float32)
+        u = _draw(rng, (n, self.num_experts), np.float32, drawn)
         if self.k >= self.num_experts:
             return np.broadcast_to(np.arange(self.num_experts), (n, self.k)).copy()
         out = np.empty((n, self.k), dtype=np.int64)
@@ -271,7 +290,7 @@ class MaxEntSampler:
 
     def _step_interpolated(
         self,
-        rng: np.random.Generator,
+        u64: np.ndarray,
         tables: _HistoryTables,
         layer_of_chain: np.ndarray,
         base: np.ndarray | None,
@@ -285,7 +304,6 @@ class MaxEntSampler:
         index = tables.row0[layer_of_chain] if base is None else base.copy()
         index += (1 << a) - 1
         index += pattern
-        u64 = rng.random((n, self.num_experts))
         assert tables.weight is not None and tables.row1 is not None
         w = tables.weight[layer_of_chain]
         far = tables.row1[layer_of_chain] - tables.row0[layer_of_chain]
@@ -322,6 +340,63 @@ class MaxEntSampler:
             history &= mask
             history[rows, ids] |= 1
         return out
+
+
+def continue_drafts(
+    sampler: MaxEntSampler,
+    true: np.ndarray,
+    anchor: np.ndarray,
+    levels: list[np.ndarray],
+    rng: np.random.Generator,
+    num_experts: int,
+    keep: np.ndarray | None = None,
+) -> np.ndarray:
+    """Rejected drafts of the next level r = len(levels) + 1 at every state, each conditioned on
+    the D tokens before it: true tokens up to ``anchor`` = i + m_i, then shallower drafts.
+    With ``keep`` (sequences, length) only the marked states' drafts are computed (the others
+    are zeros; the shallower levels must hold those states); each chunk's draws are made for
+    all its chains, so a draft's ids do not depend on ``keep``."""
+    nseq, length, layers, k = true.shape
+    r = len(levels) + 1
+    total = nseq * length * layers
+    out = np.zeros((total, k), dtype=true.dtype)
+    flat_levels = [lv.reshape(-1, k) for lv in levels]
+    wanted = None if keep is None else np.repeat(keep.reshape(-1), layers)
+    depth = sampler.depth
+    for start in range(0, total, CHUNK_CHAINS):
+        stop = min(start + CHUNK_CHAINS, total)
+        subset = None if wanted is None else np.flatnonzero(wanted[start:stop])
+        chain = np.arange(start, stop) if subset is None else start + subset
+        q, rest = np.divmod(chain, length * layers)
+        i, layer = np.divmod(rest, layers)
+        previous = []
+        for d in range(1, depth + 1):
+            if d < r:
+                previous.append(flat_levels[r - d - 1][chain])
+                continue
+            index = anchor[q, i] - (d - r)
+            ids = true[q, np.maximum(index, 0), layer].astype(np.int16)
+            previous.append(np.where(index[:, None] >= 0, ids, -1))
+        history = history_bits(previous, num_experts)
+        ids = sampler.step(
+            rng, layer, history, anchor[q, i] + r, draft=True, chains=stop - start, subset=subset
+        )
+        out[chain] = ids.astype(true.dtype)
+    return out.reshape(nseq, length, layers, k)
+
+
+def _draw(
+    rng: np.random.Generator,
+    shape: tuple[int, int],
+    dtype: type,
+    drawn: tuple[int, np.ndarray] | None,
+) -> np.ndarray:
+    """Uniform draws (rows, N) for the chains computed: all of them, or with ``drawn`` =
+    (chains, subset) the rows ``subset`` of draws made for ``chains`` chains."""
+    if drawn is None:
+        return rng.random(shape, dtype=dtype)
+    chains, subset = drawn
+    return rng.random((chains, shape[1]), dtype=dtype)[subset]
 
 
 def sampled_unique_curve(

@@ -110,9 +110,9 @@ def layer_log_odds_ratios(
 
     The answer is cached per (p, overlaps), read-only: every point of a sweep and every
     replication builds its reference set, and so its predictor or sampler, from the same
-    statistics, and the bisection over all L·N experts took ~25 ms per build: ~30 % of the CPU
-    time of the paper-B full study (10 models, 90 points). Forked sweep workers inherit the fits
-    their parent made while it checked the scenarios.
+    statistics, and the bisection over all L·N experts is a large share of a small point's CPU
+    time. Forked sweep workers inherit the fits their parent made while it checked the
+    scenarios.
     """
     p = np.atleast_2d(np.asarray(inclusion_probabilities, dtype=float))
     rho = np.asarray(overlaps, dtype=float)

@@ -275,7 +275,7 @@ def choose_predictor(fit: LatentFit, tolerance: float = PROFILE_TOLERANCE) -> st
     (a topic, a drifting hot set) can have the lag overlaps of a max-entropy law and far
     stronger higher-order correlation; IPF given rho_1..rho_4 then over-predicts U(T) by up to
     +23 % (topic router, reuse 0.9, drift 0.02) and +24 % (drifting hot set) at T = 16, B = 1
-    (``bench/ipf_vs_routers.py``). The latent law, fitted from p_e, rho_d and the three-token
+    (``studies/ipf_vs_routers.py``). The latent law, fitted from p_e, rho_d and the three-token
     overlap, predicts those routers to 0.3 % on average (max 1.3 %) and a Markov max-entropy
     router as well as IPF; only when the trace's lag profile is not the geometric decay of one
     hidden state (``fit.profile_error`` above ``tolerance``, e.g. a slowly decaying max-entropy

@@ -326,9 +326,12 @@ def estimate_statistics(
 def fit_zipf_exponent(inclusion_probabilities: np.ndarray, experts_per_token: int) -> float:
     """Zipf exponent s whose capped inclusion probabilities best match measured ones (sorted).
 
-    Least squares over the rank-ordered p_e of every layer, by golden-section search on
-    s in [0, 4]; a summary for scenario files, which take a Zipf exponent, not a list.
+    Least squares over the rank-ordered p_e of every layer, by bounded scalar minimisation
+    (Brent's method, ``scipy.optimize.minimize_scalar``) on s in [0, 4]; a summary for scenario
+    files, which take a Zipf exponent, not a list.
     """
+    from scipy.optimize import minimize_scalar
+
     from simspec.routing.popularity import inclusion_probabilities as capped
 
     p = np.sort(np.atleast_2d(inclusion_probabilities), axis=1)[:, ::-1].mean(axis=0)
@@ -338,15 +341,8 @@ def fit_zipf_exponent(inclusion_probabilities: np.ndarray, experts_per_token: in
         model = capped(ranks**-s, experts_per_token)
         return float(((model - p) ** 2).sum())
 
-    lo, hi = 0.0, 4.0
-    ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(60):
-        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if loss(a) <= loss(b):
-            hi = b
-        else:
-            lo = a
-    return 0.5 * (lo + hi)
+    fit = minimize_scalar(loss, bounds=(0.0, 4.0), method="bounded", options={"xatol": 1e-9})
+    return float(fit.x)
 
 
 def sample_trace(

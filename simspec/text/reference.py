@@ -15,45 +15,33 @@ A verify pass at state i with k drafts therefore feeds the routing of y_i..y_{i+
 the first k − m_i rejected drafts: :meth:`ReferenceSet.fed_routing`. Every policy, and the oracle,
 reads the same numbers. Each quantity comes from its own named stream (``simspec.rng``); routing
 is generated in blocks of requests, lazily, and rejected depth r has its own stream, so asking for
-deeper drafts never changes shallower ones. When every policy's budget is known to stay within
-a bound (``draft_bound``), each depth keeps only the states that can feed it
-(:mod:`~simspec.text.rejected_levels`: ~57 % of the ids for fixed k <= 4 at acceptance 0.7); a
-read beyond draws the block again with every state kept. With a multi-lag overlap profile a
-rejected draft conditions on the D tokens before it (true tokens up to y_{i+m_i}, then shallower
-rejected drafts).
+deeper drafts never changes shallower ones. Each depth computes only the states that can feed
+it, m_i <= K - r with K the policies' budget bound (``draft_bound``) or K_max
+(:mod:`~simspec.text.rejected_levels`); a read beyond draws the block again with every state.
 
-In ``routing.mode = "analytic"`` nothing is sampled for costs: the unique experts of a pass are
-the max-entropy expectation of :class:`~simspec.routing.predictor.UniqueExpertPredictor` for its B
-sequences of
-k_b + 1 tokens, of which min(k_b, m_b) + 1 are true tokens — the same statistics (popularity,
-overlap profiles) the Monte-Carlo sampler realises.
-
-With ``routing.mode = "trace"`` / ``acceptance.process = "trace"`` they are replayed from a
-recorded trace the loader read (:mod:`simspec.routing.replay`, :mod:`simspec.text.replay`).
+The routing itself comes from one :class:`~simspec.routing.model.RoutingModel` (sampled sets,
+their max-entropy expectation in ``routing.mode = "analytic"``, or a recorded trace); the text
+(match lengths, confidences) is drawn here, or replayed from a recorded run with
+``acceptance.process = "trace"`` (:mod:`simspec.text.replay`).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.errors import InputError
 from simspec.physics.models import ModelShape
 from simspec.routing.config import RoutingConfig
-from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.popularity import draw_inclusion_probabilities, popularity_weights
+from simspec.routing.model import RoutingModel, routing_model
 from simspec.routing.predictor import UniqueExpertPredictor
-from simspec.routing.reuse import ExpertSampler, sample_sequences
 from simspec.routing.sets import union_sizes
 from simspec.routing.trace import RoutingTrace
-from simspec.text.acceptance import AcceptanceConfig
-from simspec.text.mc_routing import continue_maxent, continue_reuse, gather_pass
+from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.text.rejected_levels import BlockInputs, RejectedStore
-from simspec.text.replay import TraceReplay
+from simspec.text.replay import AcceptanceReplay
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
 BLOCK_REQUESTS = 64  # requests whose routing is generated together
@@ -100,71 +88,34 @@ class ReferenceSet:
             draft_bound if draft_bound is not None and draft_bound < max_draft_tokens else None
         )
         self._rejected = RejectedStore(
-            self._rejected_inputs, self._draw_rejected, self.draft_bound, self._draft_memory
+            self._rejected_inputs,
+            self._draw_rejected,
+            self.draft_bound,
+            self._draft_memory,
+            cap=max_draft_tokens,
         )
         self.num_layers = shape.num_moe_layers
         self.num_experts = shape.num_experts
-        self._sampler: ExpertSampler | None = None
-        self._maxent: MaxEntSampler | None = None
-        self._predictor: UniqueExpertPredictor | None = None
-        self._trace = TraceReplay(routing_trace, acceptance_trace, routing, acceptance)
-        #: Inclusion probability of each expert per MoE layer, (layers, N).
-        self.inclusion_probabilities = np.zeros((self.num_layers, self.num_experts))
-        if self.num_layers and routing.replays_trace:  # the trace is the model: nothing to fit
-            self.inclusion_probabilities = self._trace.inclusion_or(self.inclusion_probabilities)
-        elif self.num_layers:
-            k = shape.experts_per_token
-            stream = rngs.stream(seed, "popularity")
-            if routing.uses_reuse_sampler():
-                weights = popularity_weights(routing, self.num_layers, self.num_experts, stream)
-                self._sampler = ExpertSampler(weights, k)
-                self.inclusion_probabilities = np.full(
-                    (self.num_layers, self.num_experts), k / self.num_experts
-                )
-            else:
-                self.inclusion_probabilities = draw_inclusion_probabilities(
-                    routing, self.num_layers, self.num_experts, k, stream
-                )
-            if routing.mode == "analytic":
-                self._predictor = self._build_predictor()
-            elif self._sampler is None:
-                self._maxent = self._build_maxent()
-
-    # -- statistics -> models -----------------------------------------------------------------
-    def _profiles(self) -> tuple[np.ndarray, np.ndarray | None]:
-        true, draft = self.routing.layer_profiles(self.num_layers)
-        if self.routing.layer_overlap_scale is None:  # pooled statistics: one row
-            return true[0], None if draft is None else draft[0]
-        return true, draft
-
-    def _statistics_error(self, err: ValueError) -> InputError:
-        key = "overlaps" if self.routing.overlaps is not None else "overlap"
-        return InputError(
-            "", f"routing.{key}", "overlap statistics that a top-k router can have", str(err)
+        self._replayed_acceptance = (
+            None
+            if acceptance_trace is None
+            else AcceptanceReplay(acceptance_trace, acceptance.trace_wrap)
         )
-
-    def _build_predictor(self) -> UniqueExpertPredictor:
-        true, draft = self._profiles()
-        try:
-            predictor = UniqueExpertPredictor(self.inclusion_probabilities, true, draft)
-            predictor.log_silent(self.max_draft_tokens + 1)  # fails now if inconsistent
-        except ValueError as err:
-            raise self._statistics_error(err) from None
-        return predictor
-
-    def _build_maxent(self) -> MaxEntSampler:
-        true, draft = self.routing.layer_profiles(self.num_layers)
-        try:
-            return MaxEntSampler(self.inclusion_probabilities, true, draft)
-        except ValueError as err:
-            raise self._statistics_error(err) from None
+        #: How the text routes to experts (:mod:`simspec.routing.model`).
+        self.model: RoutingModel = routing_model(
+            routing,
+            shape,
+            seed=seed,
+            max_draft_tokens=max_draft_tokens,
+            trace=routing_trace,
+        )
+        #: Inclusion probability of each expert per MoE layer, (layers, N).
+        self.inclusion_probabilities: np.ndarray = self.model.inclusion_probabilities
 
     @property
     def predictor(self) -> UniqueExpertPredictor:
         """The analytic unique-expert predictor of these statistics (built on first use)."""
-        if self._predictor is None:
-            self._predictor = self._build_predictor()
-        return self._predictor
+        return self.model.predictor
 
     def __len__(self) -> int:
         return self.workload.num_requests
@@ -176,13 +127,14 @@ class ReferenceSet:
             prompt, output = draw_lengths(
                 self.workload, rngs.stream(self.seed, "workload", request_id)
             )
-            confidence, match = self._trace.draw_acceptance(  # or replay a recorded run's
-                request_id,
-                self.acceptance,
-                output,
-                self.max_draft_tokens,
-                rngs.stream(self.seed, "acceptance", request_id),
-            )
+            if self._replayed_acceptance is not None:  # a recorded run's outcomes
+                replay = self._replayed_acceptance
+                confidence, match = replay.outcomes(request_id, output, self.max_draft_tokens)
+            else:
+                rng = rngs.stream(self.seed, "acceptance", request_id)
+                confidence, match = draw_acceptance(
+                    self.acceptance, output, self.max_draft_tokens, rng
+                )
             cap = np.maximum(output - 1 - np.arange(output), 0)
             match = np.minimum(match, cap)
             match[0] = 0
@@ -191,39 +143,17 @@ class ReferenceSet:
         return seq
 
     # -- routing -----------------------------------------------------------------------------
-    def _ensure_sampler(self) -> None:
-        if self._sampler is None and self._maxent is None:
-            self._maxent = self._trace.fitted_sampler() or self._build_maxent()
+    def _block_requests(self, block: int) -> range:
+        return range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
 
     def _block_true(self, block: int) -> np.ndarray:
         masks = self._true.get(block)
-        if masks is None and self._trace.routing is not None:
-            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
-            masks = self._true[block] = self._trace.true_block(ids, self.sequence)
         if masks is None:
-            self._ensure_sampler()
-            ids = range(block * BLOCK_REQUESTS, min((block + 1) * BLOCK_REQUESTS, len(self)))
-            length = max(self.sequence(r).output_tokens for r in ids)
+            ids = self._block_requests(block)
+            lengths = [self.sequence(r).output_tokens for r in ids]
             rng = rngs.stream(self.seed, "routing", block)
-            if self._maxent is not None:
-                masks = self._maxent.sample_sequences(rng, len(ids), length)
-            else:
-                assert self._sampler is not None
-                masks = sample_sequences(
-                    self._sampler, rng, len(ids), length, self._reuse_overlap(true=True)
-                )
-            self._true[block] = masks
+            masks = self._true[block] = self.model.true_block(rng, ids, lengths)
         return masks
-
-    def _reuse_overlap(self, *, true: bool) -> float | np.ndarray | None:
-        """Overlap of the reuse sampler: a number, or one per chain with a per-layer scale."""
-        value = self.routing.true_profile[0] if self.routing.true_profile else None
-        if not true:
-            value = self.routing.rejected_overlap
-        scale = self.routing.layer_scale(self.num_layers)
-        if value is None or scale is None:
-            return value
-        return np.minimum(value * scale, 1.0)
 
     def _rejected_inputs(self, block: int) -> BlockInputs:
         """What drawing ``block``'s rejected depths reads (:class:`BlockInputs`)."""
@@ -240,49 +170,23 @@ class ReferenceSet:
         return BlockInputs(true, matches, outputs, anchor)
 
     def _draft_memory(self) -> int:
-        """How many shallower depths a rejected draft conditions on: 1 for the reuse sampler,
-        the max-entropy sampler's D, every depth (a large number) for replayed drafts."""
-        if self._trace.routing is not None:
-            return 1 << 30
-        return 1 if self._maxent is None else max(1, self._maxent.depth)
+        return self.model.draft_memory
 
     def _draw_rejected(
-        self, block: int, level: int, inputs: BlockInputs, full: list[np.ndarray]
-    ) -> np.ndarray:
-        """Every row of rejected depth ``level`` + 1 of ``block``, from its own stream, after the
-        shallower depths ``full``."""
-        rng = rngs.stream(self.seed, "rejected_routing", block, level)
-        true, anchor = inputs.true, inputs.anchor
-        if self._trace.routing is not None:  # recorded drafts, the rest from a fitted model
-            first, nseq = block * BLOCK_REQUESTS, true.shape[0]
-            draw = functools.partial(self._continue_maxent, true, anchor, full, rng)
-            return self._trace.rejected(first, nseq, self.sequence, level, draw)
-        if self._maxent is not None:
-            return self._continue_maxent(true, anchor, full, rng)
-        if level == 0:  # y_{i+m_i} at every state i: one gather (take_along_axis would build
-            # (requests, length, layers, k_e) index arrays)
-            previous = true[np.arange(true.shape[0])[:, None], anchor]
-        else:
-            previous = full[level - 1]
-        return self._continue(previous, rng)
-
-    def _continue(self, previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One more draft after each of the given tokens (ids), chunked to bound memory."""
-        assert self._sampler is not None
-        return continue_reuse(self._sampler, previous, self._reuse_overlap(true=False), rng)
-
-    def _continue_maxent(
         self,
-        true: np.ndarray,
-        anchor: np.ndarray,
-        levels: list[np.ndarray],
-        rng: np.random.Generator,
+        block: int,
+        level: int,
+        inputs: BlockInputs,
+        full: list[np.ndarray],
+        keep: np.ndarray | None,
     ) -> np.ndarray:
-        """Rejected drafts of the next level r, each conditioned on the D tokens before it
-        (``levels``: every row of the shallower depths)."""
-        self._ensure_sampler()  # replayed traces fit theirs on first use
-        assert self._maxent is not None
-        return continue_maxent(self._maxent, true, anchor, levels, rng, self.num_experts)
+        """Rejected depth ``level`` + 1 of ``block``, from its own stream, after the shallower
+        depths ``full``: every row, or at least the rows ``keep`` marks."""
+        rng = rngs.stream(self.seed, "rejected_routing", block, level)
+        ids, lengths = self._block_requests(block), inputs.outputs.tolist()
+        return self.model.rejected_level(
+            rng, ids, lengths, inputs.true, inputs.anchor, full[:level], keep
+        )
 
     def fed_routing(
         self, request_id: int, state: int, draft_tokens: int, accepted: int | None = None
@@ -363,7 +267,7 @@ class ReferenceSet:
         if not self.num_layers:
             return np.zeros(0)
         triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
-        if self.routing.mode == "analytic":
+        if self.model.analytic:
             if accepted is None:  # a chain's min(k, m_i)
                 rows = triples.tolist()
                 accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
@@ -376,10 +280,7 @@ class ReferenceSet:
         tokens (k_b + 1), ``true[b]`` of them true (a_b + 1): all the expectation reads."""
         if not self.num_layers:
             return np.zeros(0)
-        try:
-            return self.predictor.expected_unique(fed, true)
-        except ValueError as err:
-            raise self._statistics_error(err) from None
+        return self.model.expected_unique(fed, true)
 
     def _pass_routing(
         self,
@@ -387,7 +288,7 @@ class ReferenceSet:
         accepted: Sequence[int] | np.ndarray | None,
     ) -> np.ndarray:
         """Every token a pass feeds (its requests' :meth:`fed_routing`, in another order),
-        gathered per block at once (:func:`~simspec.text.mc_routing.gather_pass`)."""
+        gathered per block at once (:func:`gather_pass`)."""
         triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
         if accepted is None:
             matches = [self.sequence(r).match_lengths[i] for r, i, _ in triples.tolist()]
@@ -395,3 +296,42 @@ class ReferenceSet:
         else:
             taken = np.asarray(accepted, dtype=np.int64)
         return gather_pass(self._block_true, self._rejected.ids, triples, taken, BLOCK_REQUESTS)
+
+
+def gather_pass(
+    true_block: Callable[[int], np.ndarray],
+    rejected_ids: Callable[[int, int, np.ndarray, np.ndarray], np.ndarray],
+    triples: np.ndarray,
+    accepted: np.ndarray,
+    block_size: int,
+) -> np.ndarray:
+    """Every token a verify pass feeds, gathered per block at once: (tokens, layers, k_e).
+
+    ``triples`` (B, 3) holds (request id, state i, drafts k) and ``accepted`` the accepted
+    drafts a of each request: the pass feeds the true tokens y_i..y_{i+a} (cut at the block's
+    end, as :meth:`~simspec.text.reference.ReferenceSet.fed_routing`'s slice) and the rejected
+    drafts of depths 1..k − a at state i. ``true_block(b)`` returns block b's true tokens and
+    ``rejected_ids(b, r, q, i)`` the ids of its rejected depth r at rows q, states i. The order
+    of the tokens differs from fed_routing's; their union does not.
+    """
+    request, state, drafts = triples.T
+    block, row = np.divmod(request, block_size)
+    parts = []
+    blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
+    for b in blocks:
+        mine = slice(None) if len(blocks) == 1 else block == b
+        q, i, acc = row[mine], state[mine], accepted[mine]
+        true = true_block(b)
+        count = acc + 1  # true tokens y_i..y_{i+a}
+        offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        position = np.repeat(i, count) + offset
+        sequence = np.repeat(q, count)
+        inside = position < true.shape[1]
+        if not inside.all():
+            sequence, position = sequence[inside], position[inside]
+        parts.append(true[sequence, position])
+        rejected = drafts[mine] - acc
+        for r in range(1, int(rejected.max()) + 1):
+            deep = rejected >= r
+            parts.append(rejected_ids(b, r, q[deep], i[deep]))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]

@@ -8,9 +8,11 @@ K_b = 4 that is 1 − 0.7^(5−r) of the states: 76 % at depth 1, 30 % at depth 
 depths' ids in all (57 % measured, the end of each text adding a few; 180 instead of 314 MB for
 the 10^6 tokens of ``bench/bench_memory.py``).
 
-Every state's draft is still drawn (the samplers draw whole blocks, in a fixed order, so a row
-left out changes no other row); :class:`RejectedLevel` keeps the rows a mask selects, plus an
-index from (request, state) to row. A read of a row that was left out returns None, and the
+Every state's draft is still drawn, or at least its random numbers are (the samplers draw whole
+blocks, in a fixed order, so a row left out changes no other row; the draw is told which rows
+will be kept and may compute only those, as the reachable states of depth r + 1 are reachable at
+depth r); :class:`RejectedLevel` keeps the rows a mask selects, plus an index from (request,
+state) to row. A read of a row that was left out returns None, and the
 block is drawn again with every row kept (:class:`RejectedStore`, which
 :class:`~simspec.text.reference.ReferenceSet` fills from the same streams: the same ids).
 """
@@ -45,17 +47,25 @@ class RejectedLevel:
     """The ids (requests, length, layers, k_e) of one rejected depth of a block, all of them or
     the rows of a mask (module docstring)."""
 
-    __slots__ = ("ids", "rows")
+    __slots__ = ("ids", "rows", "whole")
 
-    def __init__(self, ids: np.ndarray, keep: np.ndarray | None = None):
-        """``ids`` the whole depth; ``keep`` (requests, length) the rows to store (None: all)."""
+    def __init__(self, ids: np.ndarray, keep: np.ndarray | None = None, *, compact: bool = True):
+        """``ids`` the whole depth; ``keep`` (requests, length) the rows to store (None: all),
+        copied out when ``compact``, else read in place (the rows left out are not valid)."""
+        #: The whole depth, when read in place (a request's states are then one view).
+        self.whole: np.ndarray | None = None
         if keep is None or bool(keep.all()):
-            self.ids = ids  #: (requests, length, layers, k_e), or (rows kept, layers, k_e)
+            self.ids = ids  #: (requests, length, layers, k_e), or (rows, layers, k_e)
             self.rows: np.ndarray | None = None  #: row of each (request, state), −1: left out
             return
-        rows = np.full(keep.shape, -1, dtype=np.int32)
-        rows[keep] = np.arange(int(np.count_nonzero(keep)), dtype=np.int32)
-        self.ids = ids[keep]  # a copy: the full array can go
+        if compact:
+            rows = np.full(keep.shape, -1, dtype=np.int32)
+            rows[keep] = np.arange(int(np.count_nonzero(keep)), dtype=np.int32)
+            self.ids = ids[keep]  # a copy: the full array can go
+        else:
+            rows = np.where(keep, np.arange(keep.size, dtype=np.int32).reshape(keep.shape), -1)
+            self.ids = ids.reshape(keep.size, *ids.shape[2:])
+            self.whole = ids
         self.rows = rows
 
     @property
@@ -75,13 +85,15 @@ class RejectedLevel:
 
     def states(self, request: int, last: int, needed: np.ndarray) -> np.ndarray | None:
         """Request ``request``'s ids at states 0..last − 1 as one (last, layers, k_e) array
-        (a view when every row is stored; else a copy whose left-out rows are zeros), or None
+        (a view when the depth is read in place; else a copy whose left-out rows are zeros), or None
         when a row that ``needed`` (bool (last,)) marks was left out."""
         if self.rows is None:
             return self.ids[request, :last]
         rows = self.rows[request, :last]
         if np.any(rows[needed] < 0):
             return None
+        if self.whole is not None:
+            return self.whole[request, :last]
         out = np.zeros((last, *self.ids.shape[1:]), dtype=self.ids.dtype)
         kept = rows >= 0
         out[kept] = self.ids[rows[kept]]
@@ -104,20 +116,23 @@ class BlockInputs(NamedTuple):
     anchor: np.ndarray
 
 
-#: ``draw(block, level, inputs, shallower)``: every row of rejected depth ``level`` + 1 of
-#: ``block``, after the shallower depths (every row of each, or an empty array for one that no
-#: later depth reads, see ``memory``).
-Draw = Callable[[int, int, BlockInputs, list[np.ndarray]], np.ndarray]
+#: ``draw(block, level, inputs, shallower, keep)``: rejected depth ``level`` + 1 of ``block``,
+#: after the shallower depths (every row of each, or an empty array for one that no later depth
+#: reads, see ``memory``): every row, or with ``keep`` (requests, length) set, at least the rows
+#: it marks (the others may hold anything).
+Draw = Callable[[int, int, BlockInputs, list[np.ndarray], np.ndarray | None], np.ndarray]
 
 
 class RejectedStore:
     """Every block's rejected depths, drawn on first use from the caller's ``draw`` and kept
-    whole, or at the states a chain within ``bound`` drafts can read (module docstring).
+    at the states a chain within ``bound`` drafts can read, or without a bound depth by depth
+    as readers ask, at the states a chain within ``cap`` (K_max) drafts can read (module
+    docstring).
 
     ``memory()`` is how many shallower depths a draw conditions on (1 for a Markov sampler):
-    older full depths are let go once the stored rows are copied out. Any read of a row left
-    out makes its block draw every depth again with every row kept (the same streams give the
-    same ids), so the bound saves memory and never changes an answer.
+    with a bound, older full depths are let go once the stored rows are copied out. Any read of
+    a row left out makes its block draw every depth again with every row (the same streams
+    give the same ids), so bound and cap save work and memory and never change an answer.
     """
 
     def __init__(
@@ -126,10 +141,13 @@ class RejectedStore:
         draw: Draw,
         bound: int | None,
         memory: Callable[[], int],
+        cap: int | None = None,
     ):
         self.bound = bound
+        self.cap = cap
         self._inputs, self._draw, self._memory = inputs, draw, memory
         self._levels: dict[int, list[RejectedLevel]] = {}
+        self._full: dict[int, list[np.ndarray]] = {}  # without a bound: every depth's array
         self.dense_blocks: set[int] = set()  #: blocks that keep every row
 
     def stored(self, block: int) -> list[RejectedLevel]:
@@ -149,15 +167,23 @@ class RejectedStore:
             levels.clear()
             bound = None
         inputs = self._inputs(block)
-        full = [level.ids for level in levels]  # every row of the depths drawn so far
-        for level in range(len(levels), depth if bound is None else bound):
-            full.append(self._draw(block, level, inputs, full))
-            keep = None
-            if bound is not None:
-                keep = reachable_states(inputs.matches, inputs.outputs, bound, level + 1)
+        if bound is None:  # depth by depth, each array kept whole for the deeper ones
+            full = self._full.setdefault(block, [])
+            cap = self.cap if block not in self.dense_blocks else None
+            for level in range(len(levels), depth):
+                keep = None
+                if cap is not None:
+                    keep = reachable_states(inputs.matches, inputs.outputs, cap, level + 1)
+                full.append(self._draw(block, level, inputs, full, keep))
+                levels.append(RejectedLevel(full[-1], keep, compact=False))
+            return levels
+        full = []  # every row of the depths drawn so far
+        for level in range(bound):
+            keep = reachable_states(inputs.matches, inputs.outputs, bound, level + 1)
+            full.append(self._draw(block, level, inputs, full, keep))
             levels.append(RejectedLevel(full[-1], keep))
             spent = level - self._memory()  # no later depth of this block reads it
-            if keep is not None and spent >= 0:
+            if spent >= 0:
                 full[spent] = full[spent][:0]  # let every row go (the stored ones are a copy)
         return levels
 
@@ -188,5 +214,6 @@ class RejectedStore:
     def keep_every_row(self, block: int) -> None:
         """Draw ``block``'s depths again with every row kept (same streams, same ids)."""
         depth = len(self._levels.pop(block, []))
+        self._full.pop(block, None)
         self.dense_blocks.add(block)
         self.levels(block, depth)

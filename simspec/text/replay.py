@@ -16,17 +16,12 @@ run, not to the wrapped ones (a small inconsistency at the seam).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
 from simspec import rng as rngs
-from simspec.routing.config import RoutingConfig
-from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.replay import RoutingReplay, request_rows
+from simspec.routing.replay import request_rows
 from simspec.routing.trace import RoutingTrace
-from simspec.text.acceptance import AcceptanceConfig, draw_acceptance, match_lengths
+from simspec.text.acceptance import match_lengths
 from simspec.text.workload import WorkloadConfig, draw_lengths
 
 
@@ -65,74 +60,3 @@ def request_lengths(workload: WorkloadConfig, seed: int) -> list[int]:
         draw_lengths(workload, rngs.stream(seed, "workload", r))[1]
         for r in range(workload.num_requests)
     ]
-
-
-class TraceReplay:
-    """What :class:`~simspec.text.reference.ReferenceSet` replays: its routing and acceptance
-    traces (either may be None), with the drawn processes as the fallback."""
-
-    def __init__(
-        self,
-        routing_trace: RoutingTrace | None,
-        acceptance_trace: RoutingTrace | None,
-        routing: RoutingConfig,
-        acceptance: AcceptanceConfig,
-    ):
-        self.routing = (
-            None if routing_trace is None else RoutingReplay(routing_trace, routing.trace_wrap)
-        )
-        self.acceptance = (
-            None
-            if acceptance_trace is None
-            else AcceptanceReplay(acceptance_trace, acceptance.trace_wrap)
-        )
-
-    def inclusion_or(self, default: np.ndarray) -> np.ndarray:
-        """The routing trace's inclusion frequencies, (layers, N), else ``default``."""
-        return default if self.routing is None else self.routing.inclusion_probabilities
-
-    def draw_acceptance(
-        self,
-        request_id: int,
-        config: AcceptanceConfig,
-        positions: int,
-        slots: int,
-        rng: np.random.Generator,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Replayed (confidences, match lengths) of a request, else drawn from ``config``."""
-        if self.acceptance is not None:
-            return self.acceptance.outcomes(request_id, positions, slots)
-        return draw_acceptance(config, positions, slots, rng)
-
-    def fitted_sampler(self) -> MaxEntSampler | None:
-        """The sampler fitted to the routing trace (None without one)."""
-        return None if self.routing is None else self.routing.fitted_sampler()
-
-    def true_block(self, request_ids: range, sequence: Callable[[int], Any]) -> np.ndarray:
-        """Replayed ids of the requests' tokens; ``sequence(r).output_tokens`` are the lengths."""
-        assert self.routing is not None
-        return self.routing.true_block(
-            request_ids, [sequence(r).output_tokens for r in request_ids]
-        )
-
-    def rejected(
-        self,
-        first: int,
-        count: int,
-        sequence: Callable[[int], Any],
-        level: int,
-        draw: Callable[[], np.ndarray],
-    ) -> np.ndarray:
-        """Rejected drafts of depth ``level`` + 1 of requests ``first`` .. ``first + count − 1``:
-        the recorded ones over ``draw()``'s (the fitted model continuing the replayed tokens),
-        which runs only when some are not recorded."""
-        assert self.routing is not None
-        request_ids = range(first, first + count)
-        lengths = [sequence(r).output_tokens for r in request_ids]
-        if self.routing.needs_model(level):
-            drawn = draw()
-        else:
-            t = self.routing.trace
-            shape = (len(request_ids), max(lengths), t.num_layers, t.experts_per_token)
-            drawn = np.zeros(shape, dtype=np.int16)
-        return self.routing.overlay_rejected(drawn, request_ids, lengths, level)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # networkx is imported when a tree is built (it costs ~0.2 s at start-up)
+if TYPE_CHECKING:  # networkx is imported when a tree is built (a slow import: not at start-up)
     import networkx as nx
 
 ROOT: tuple[int, ...] = ()
@@ -85,14 +85,6 @@ class DraftTree:
     def num_drafts(self) -> int:
         """Draft nodes verified (the root excluded)."""
         return self.graph.number_of_nodes() - 1
-
-    def drafts_by_depth(self) -> np.ndarray:
-        """Verified draft nodes at depth 1..depth, array (depth,)."""
-        counts = np.zeros(self.depth, dtype=np.int64)
-        for node in self.graph.nodes:
-            if node:
-                counts[len(node) - 1] += 1
-        return counts
 
     def expected_acceptance_length(self) -> float:
         """1 + Σ_v Π q on v's root path: the mean tokens a verify pass commits (module doc)."""
@@ -163,21 +155,17 @@ def expected_acceptance_length(
     return tree.expected_acceptance_length()
 
 
-def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
-    """x in [lo, hi] with f(x) = target for f non-decreasing."""
-    while hi - lo > FIT_TOLERANCE:
-        mid = (lo + hi) / 2
-        if f(mid) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """x in [lo, hi] with f(x) = target, f(lo) <= target <= f(hi) (Brent's root finder)."""
+    from scipy.optimize import brentq
+
+    return float(brentq(lambda x: f(x) - target, lo, hi, xtol=FIT_TOLERANCE))
 
 
 def fit_alpha(
     acceptance_length: float, depth: int, topk: int, num_draft_tokens: int, rank_decay: float
 ) -> float:
-    """The i.i.d. alpha whose tree has E[AL] = ``acceptance_length`` (bisection).
+    """The i.i.d. alpha whose tree has E[AL] = ``acceptance_length`` (a root find).
 
     E[AL] rises from 1 (alpha = 0) to the number of tree levels + 1 (alpha = 1). Raises
     ValueError outside that range.
@@ -189,7 +177,7 @@ def fit_alpha(
     top = al(1.0)
     if not 1.0 <= acceptance_length <= top:
         raise ValueError(f"acceptance length {acceptance_length} outside [1, {top:g}]")
-    return _bisect(al, acceptance_length, 0.0, 1.0)
+    return _solve(al, acceptance_length, 0.0, 1.0)
 
 
 def fit_rank_decay(
@@ -209,7 +197,7 @@ def fit_rank_decay(
         raise ValueError(
             f"acceptance length {acceptance_length} outside [{low:g}, {high:g}] at alpha {alpha:g}"
         )
-    return _bisect(al, acceptance_length, 0.0, 1.0)
+    return _solve(al, acceptance_length, 0.0, 1.0)
 
 
 def draw_miss_ranks(
@@ -260,17 +248,3 @@ def draw_rank_paths(
     alphas = np.broadcast_to(np.asarray(nominal_alphas, dtype=float)[:slots], (states, slots))
     misses = draw_miss_ranks(alphas, rank_decay, topk, rng)
     return np.where(top_hit, 1, misses)
-
-
-def sample_acceptance_lengths(
-    tree: DraftTree,
-    alphas: Sequence[float],
-    rank_decay: float,
-    samples: int,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Tokens committed (accepted drafts + 1) by ``samples`` independent verify passes."""
-    a = np.broadcast_to(np.asarray(alphas, dtype=float)[: tree.depth], (samples, tree.depth))
-    top_hit = rng.random(a.shape) < a
-    ranks = np.where(top_hit, 1, draw_miss_ranks(a, rank_decay, tree.topk, rng))
-    return np.array([tree.accepted_length(row) + 1 for row in ranks], dtype=np.int64)

@@ -13,7 +13,7 @@ from simspec.physics.experts import (
 )
 from simspec.routing.maxent import MaxEntSampler
 from simspec.routing.popularity import inclusion_probabilities
-from simspec.routing.reuse import ExpertSampler
+from simspec.routing.reuse import ReuseSampler
 from simspec.routing.sets import to_sets
 
 
@@ -103,11 +103,10 @@ def test_added_experts_matches_the_reuse_sampler(overlap):
     """Union of two tokens, then a draft reusing Binomial(k_e, rho) of the last one's experts."""
     n, k, chains = 64, 6, 40_000
     rng = np.random.default_rng(9)
-    sampler = ExpertSampler(np.full((1, n), 1.0 / n), k)
-    layers = np.zeros(chains, dtype=np.int64)
-    first = sampler.sample(rng, layers)
-    last = sampler.sample(rng, layers)
-    draft = sampler.sample(rng, layers, last, overlap)
+    sampler = ReuseSampler(n, k)
+    first = sampler.sample(rng, chains)
+    last = sampler.sample(rng, chains)
+    draft = sampler.sample(rng, chains, last, overlap)
     loaded = to_sets(first, n) | to_sets(last, n)
     new = (to_sets(draft, n) & ~loaded).sum(axis=1)
     union = loaded.sum(axis=1).astype(float)

@@ -14,6 +14,7 @@ from simspec.routing.overlap import fit_log_odds_ratio, markov_log_silent, pair_
 from simspec.routing.popularity import inclusion_probabilities
 from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.sets import to_sets
+from tests.reference import ipf as reference_ipf
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25)  # slowly decaying overlaps, 0.38 adjacent (Cohere)
 
@@ -81,7 +82,7 @@ def test_classical_ipf_with_lag1_equals_markov_closed_form(p, rho):
     """With D = 1, IPF over the 2^T patterns equals the closed form to 1e-6."""
     q = float(pair_probability(np.array(p), fit_log_odds_ratio(np.array([p]), [rho])[0]))
     for tokens in range(2, 9):
-        table = ipf.classical_ipf(p, [q], tokens)
+        table = reference_ipf.classical_ipf(p, [q], tokens)
         closed = np.exp(markov_log_silent(np.array([p]), [np.array([q])] * (tokens - 1)))
         assert table.reshape(-1)[0] == pytest.approx(closed[0], abs=1e-6)
 
@@ -92,7 +93,7 @@ def test_product_form_ipf_equals_classical_ipf(tokens):
     q = np.stack([np.array(SLOW[: tokens - 1]) * 0.0625, np.array(SLOW[: tokens - 1]) * 0.3])
     fast = ipf.ipf_log_silent(p, q, tokens)
     for row in range(2):
-        dense = ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
+        dense = reference_ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
         assert fast[row] == pytest.approx(np.log(dense.reshape(-1)[0]), abs=1e-9)
         law = ipf.pattern_distribution(p[row : row + 1], q[row : row + 1], tokens)
         assert law.reshape(-1) == pytest.approx(dense.reshape(-1), abs=1e-9)
@@ -196,7 +197,7 @@ def test_cached_queries_take_under_a_millisecond():
     assert (time.perf_counter() - start) / 50 < 1e-3
 
 
-# -- against the sampler (a fast subset of bench/ipf_vs_sampler.py's grid) ------------------------
+# -- against the sampler (a fast subset of studies/ipf_vs_sampler.py's grid) ----------------------
 def sampled_unique(p, profile, tokens, batches, sequences, seed=0, offset=8):
     """Mean unique experts of B sampled sequences, windows starting at ``offset``."""
     sampler = MaxEntSampler(p, profile[None, :])
@@ -214,7 +215,7 @@ def sampled_unique(p, profile, tokens, batches, sequences, seed=0, offset=8):
 def test_ipf_matches_sampler_within_two_percent():
     """IPF vs the sampler with the same statistics, mean |relative error| < 2 %.
 
-    A subset of the validation grid (bench/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
+    A subset of the validation grid (studies/ipf_vs_sampler.py runs all of it): T in {2, 4, 8, 12},
     B in {1, 4}, (N, k_e) in {(8, 2), (128, 8)}, uniform and Zipf popularity, Markov and
     slowly decaying (6 lags) overlaps. Small N is the hardest case: forcing exactly k_e of 8
     experts per token raises the realised overlap by ~0.01-0.02.
@@ -246,7 +247,7 @@ def test_windowed_ipf_equals_classical_ipf_beyond_the_window(tokens, lags):
     q = np.stack([np.array(SLOW[:lags]) * row for row in p])
     fast = ipf.ipf_log_silent(p, q, tokens)
     for row in range(len(p)):
-        dense = ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
+        dense = reference_ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
         assert fast[row] == pytest.approx(np.log(dense.reshape(-1)[0]), rel=1e-8)
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from simspec.routing.hmm import LatentRoutingModel, fit_latent, triple_overlap_of
-from simspec.routing.latent import HotSetSampler, TopicSampler
 from simspec.routing.predictor import UniqueExpertPredictor, choose_predictor
 from simspec.routing.sets import to_sets
 from simspec.routing.trace import RoutingTrace, estimate_statistics
+from tests.reference.latent_routers import HotSetSampler, TopicSampler
 
 N, K = 64, 4
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
-from simspec import accel
 from simspec.routing.maxent import MaxEntSampler
 from simspec.routing.popularity import inclusion_probabilities
 from simspec.routing.sets import history_bits, to_sets
@@ -102,20 +99,13 @@ def _reference_step(sampler, rng, layer, history, known, draft):
     return np.sort(np.argsort(key, axis=1, kind="stable")[:, : sampler.k], axis=1)
 
 
-@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize(
     "experts,k,lags,rows", [(128, 8, 3, 700), (16, 2, 2, 300), (64, 6, 0, 520)]
 )
-def test_blocked_step_equals_whole_array_pareto_sampling(experts, k, lags, rows, compiled):
+def test_blocked_step_equals_whole_array_pareto_sampling(experts, k, lags, rows):
     """The step works in row blocks and skips the floor unless a draw is 0: it must pick exactly
     the experts the whole-array formula picks, including rows with u = 0 draws and rows spread
-    over several blocks, for every amount of known history; with the numpy path and with the
-    compiled selection loop (simspec.routing.pareto) when numba is installed."""
-    if compiled:
-        pytest.importorskip("numba")
-        from simspec.routing.pareto import SELECT
-
-        assert SELECT.compiled() is not None  # loaded now, not after the warm-up
+    over several blocks, for every amount of known history."""
     gen = np.random.default_rng(5)
     layers = 4
     p = np.minimum(gen.dirichlet(np.ones(experts) * 30, size=layers) * k, 1.0)
@@ -130,7 +120,6 @@ def test_blocked_step_equals_whole_array_pareto_sampling(experts, k, lags, rows,
     for known in [0, 1, lags, gen.integers(0, lags + 2, rows)]:
         for draft in (False, True):
             for make in (np.random.default_rng, _ZeroInjectingRng):
-                with contextlib.nullcontext() if compiled else accel.disabled():
-                    got = sampler.step(make(7), layer, history, known, draft=draft)
+                got = sampler.step(make(7), layer, history, known, draft=draft)
                 want = _reference_step(sampler, make(7), layer, history, known, draft)
                 np.testing.assert_array_equal(got, want)

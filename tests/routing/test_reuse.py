@@ -1,113 +1,120 @@
-"""The reuse sampler: exact top-k, closed forms, overlap targets, bitmask unions."""
+"""The reuse sampler against closed forms: exact top-k, marginals, lag-1 overlap, unions.
+
+Tolerances are Z standard errors of the sample mean (estimated from the sample itself), so a
+test fails when the sampler's law differs from the closed form, not when a stream changes.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simspec.routing.config import RoutingConfig
-from simspec.routing.popularity import popularity_weights
-from simspec.routing.reuse import ExpertSampler, sample_sequences
-from simspec.routing.sets import to_sets, union_sizes
+from simspec.physics.experts import independent_union
+from simspec.routing.overlap import markov_log_silent
+from simspec.routing.reuse import ReuseSampler
+from simspec.routing.sets import cumulative_union_sizes, to_sets
+
+Z = 5.0  # standard errors allowed: a false alarm about once in 3.5 million checks
 
 
-def _uniform(n_layers, n, k):
-    return ExpertSampler(np.full((n_layers, n), 1.0 / n), k)
+def _close(samples: np.ndarray, expected: float, span: float = 1.0) -> None:
+    """The mean of ``samples`` is within Z standard errors of ``expected``, plus the mean's
+    resolution ``span`` / n (samples spread over a range ``span`` wide can be all equal when
+    the law puts almost all its mass on one value)."""
+    samples = np.asarray(samples, dtype=float).ravel()
+    error = samples.std(ddof=1) / np.sqrt(len(samples))
+    slack = Z * error + span / len(samples)
+    assert abs(samples.mean() - expected) <= slack, (samples.mean(), expected, error)
+
+
+def _sequences(n, k, overlap, sequences=400, length=16, layers=2, seed=1):
+    rng = np.random.default_rng(seed)
+    return ReuseSampler(n, k).sample_sequences(rng, sequences, layers, length, overlap)
+
+
+@pytest.mark.parametrize(("n", "k"), [(8, 2), (128, 8), (512, 10)])
+@pytest.mark.parametrize("overlap", [None, 0.0, 0.38, 1.0])
+def test_every_token_has_k_distinct_sorted_experts(n, k, overlap):
+    ids = _sequences(n, k, overlap, sequences=50).astype(np.int64)
+    assert ids.min() >= 0 and ids.max() < n
+    assert (np.diff(ids, axis=-1) > 0).all()
 
 
 @pytest.mark.parametrize(("n", "k"), [(8, 2), (128, 8), (256, 8), (512, 10)])
-def test_independent_uniform_unique_experts_match_moesd_formula(n, k):
-    sampler = _uniform(4, n, k)
-    seqs = sample_sequences(sampler, np.random.default_rng(7), 100, 64, None)  # 400 chains
-    for t in (1, 2, 4, 8, 16, 32, 64):
-        sizes = np.array([union_sizes(seqs[s, :t], n) for s in range(len(seqs))])
-        expected = n * (1 - (1 - k / n) ** t)
-        assert sizes.mean() == pytest.approx(expected, rel=0.02), t
+def test_independent_unions_match_the_moesd_closed_form(n, k):
+    sizes = cumulative_union_sizes(_sequences(n, k, None, length=32), n)  # (seq, T, layers)
+    for t in (1, 2, 4, 8, 16, 32):
+        _close(sizes[:, t - 1], independent_union(n, k, t), span=n)
 
 
-def test_every_token_routes_to_exactly_k_distinct_experts():
-    rng = np.random.default_rng(3)
-    for popularity in ("uniform", "zipf", "dirichlet"):
-        w = popularity_weights(RoutingConfig(popularity=popularity), 6, 64, rng)
-        seqs = sample_sequences(ExpertSampler(w, 6), rng, 5, 20, 0.5)
-        sets = to_sets(seqs, 64)
-        assert (sets.sum(axis=-1) == 6).all()
+@pytest.mark.parametrize("overlap", [None, 0.0, 0.2, 0.7])
+def test_every_expert_is_used_with_probability_k_over_n(overlap):
+    n, k = 32, 4
+    member = to_sets(_sequences(n, k, overlap, sequences=2000), n)
+    chains = member.mean(axis=1).reshape(-1, n)  # per (sequence, layer): independent samples
+    for e in range(n):  # each expert's frequency, against k / N
+        _close(chains[:, e], k / n)
 
 
-@pytest.mark.parametrize("overlap", [0.0, 0.2, 0.38, 0.7, 1.0])
-def test_lag1_overlap_matches_target(overlap):
-    sampler = _uniform(8, 128, 8)
-    sets = to_sets(sample_sequences(sampler, np.random.default_rng(1), 50, 40, overlap), 128)
-    measured = (sets[:, 1:] & sets[:, :-1]).sum(axis=-1).mean() / 8
-    assert measured == pytest.approx(overlap, abs=0.01)
+@pytest.mark.parametrize("overlap", [0.0, 0.03, 0.2, 0.38, 0.7, 1.0])
+def test_lag1_overlap_matches_its_target_below_and_above_chance(overlap):
+    n, k = 128, 8  # chance overlap k / N = 0.0625
+    sets = to_sets(_sequences(n, k, overlap), n)
+    shared = (sets[:, 1:] & sets[:, :-1]).sum(axis=-1) / k
+    if overlap in (0.0, 1.0):
+        assert (shared == overlap).all()
+    else:
+        _close(shared.mean(axis=1), overlap)  # per (sequence, layer): independent samples
 
 
-def test_markov_closed_form_u4():
-    """Physics §7.3: N=128, k_e=8, rho_1=0.38 gives U(4) = 2.78 k_e (max-entropy Markov chain)."""
-    sampler = _uniform(8, 128, 8)
-    seqs = sample_sequences(sampler, np.random.default_rng(2), 200, 4, 0.38)
-    u4 = np.mean([union_sizes(s, 128).mean() for s in seqs]) / 8
-    assert u4 == pytest.approx(2.78, abs=0.03)
+@pytest.mark.parametrize("overlap", [0.1, 0.38, 0.8])
+def test_unions_match_the_markov_closed_form(overlap):
+    """Each expert's on/off sequence is the two-state chain P(on) = p, P(on | on) = rho:
+    U(T) = N (1 − (1 − p)(1 − b)^(T − 1)), b = p (1 − rho) / (1 − p) (physics §7.3)."""
+    n, k, length = 128, 8, 12
+    sizes = cumulative_union_sizes(_sequences(n, k, overlap, length=length), n)
+    p = np.array(k / n)
+    for t in range(1, length + 1):
+        silent = np.exp(markov_log_silent(p, [p * overlap] * (t - 1)))
+        _close(sizes[:, t - 1], float(n * (1 - silent)), span=n)
 
 
-def test_overlap_above_chance_lowers_unique_experts_at_equal_marginals():
-    rng = np.random.default_rng(5)
-    sampler = _uniform(8, 128, 8)
-    indep = sample_sequences(sampler, rng, 100, 8, None)
-    chance = 8 / 128
-    corr = sample_sequences(sampler, rng, 100, 8, 0.4)
-    for seqs in (indep, corr):  # same marginals: every expert used with frequency k/N
-        freq = to_sets(seqs, 128).mean(axis=(0, 1, 2))
-        assert freq.mean() == pytest.approx(chance)
-        assert np.abs(freq - chance).max() < 0.02
-    for t in (2, 4, 8):
-        u_i = np.mean([union_sizes(s[:t], 128).mean() for s in indep])
-        u_c = np.mean([union_sizes(s[:t], 128).mean() for s in corr])
-        assert u_c < 0.9 * u_i
+def test_per_chain_overlaps():
+    n, k = 64, 4
+    overlap = np.array([0.1, 0.9])  # one per layer
+    sets = to_sets(_sequences(n, k, overlap, sequences=1000), n)
+    shared = (sets[:, 1:] & sets[:, :-1]).sum(axis=-1) / k  # (seq, T - 1, layers)
+    for layer, rho in enumerate(overlap):
+        _close(shared[..., layer].mean(axis=1), rho)
 
 
-def test_popularity_skew_concentrates_routing():
-    rng = np.random.default_rng(0)
-    cfg = RoutingConfig(popularity="zipf", zipf_exponent=1.2)
-    w = popularity_weights(cfg, 4, 128, rng)
-    assert w.sum(axis=1) == pytest.approx(np.ones(4))
-    skewed = sample_sequences(ExpertSampler(w, 8), rng, 50, 16, None)
-    uniform = sample_sequences(_uniform(4, 128, 8), rng, 50, 16, None)
-    u_skew = np.mean([union_sizes(s, 128).mean() for s in skewed])
-    assert u_skew < np.mean([union_sizes(s, 128).mean() for s in uniform])
-    # The hottest expert of each layer is chosen far more often than 1/N of the time.
-    sets = to_sets(skewed, 128)
-    hot = w.argmax(axis=1)
-    for layer in range(4):
-        assert sets[:, :, layer, hot[layer]].mean() > 3 * 8 / 128
+def test_fewer_than_2k_experts_forces_the_smallest_feasible_overlap():
+    n, k = 10, 8  # two tokens share at least 2 k − N = 6 experts
+    sets = to_sets(_sequences(n, k, 0.0, sequences=100), n)
+    assert ((sets[:, 1:] & sets[:, :-1]).sum(axis=-1) == 6).all()
 
 
-def test_union_sizes_counts_distinct_ids_per_layer():
-    ids = np.array([[[0, 1], [5, 6]], [[1, 2], [5, 6]], [[0, 2], [7, 6]]])  # 3 tokens, 2 layers
-    assert union_sizes(ids, 8).tolist() == [3, 3]
-    assert union_sizes(ids[:0], 8).tolist() == [0, 0]
+def test_a_subset_of_chains_gets_the_ids_the_whole_draw_gives_it():
+    sampler = ReuseSampler(128, 8)
+    rng = np.random.default_rng(4)
+    previous = sampler.sample(rng, 300)
+    overlap = np.linspace(0.0, 1.0, 300)
+    state = rng.bit_generator.state
+    whole = sampler.sample(rng, 300, previous, overlap)
+    subset = np.array([0, 7, 150, 299])
+    rng.bit_generator.state = state
+    assert np.array_equal(sampler.sample(rng, 300, previous, overlap, subset), whole[subset])
+    rng.bit_generator.state = state
+    assert np.array_equal(sampler.sample(rng, 300, previous, overlap), whole)  # same bytes
 
 
 def test_same_generator_seed_gives_same_routing():
-    s = _uniform(4, 64, 4)
-    a = sample_sequences(s, np.random.default_rng(11), 3, 10, 0.3)
-    b = sample_sequences(s, np.random.default_rng(11), 3, 10, 0.3)
-    c = sample_sequences(s, np.random.default_rng(12), 3, 10, 0.3)
+    a, b, c = (_sequences(64, 4, 0.3, 3, 10, seed=s) for s in (11, 11, 12))
     assert np.array_equal(a, b)
     assert not np.array_equal(a, c)
 
 
-def test_reuse_sampler_streams_are_unchanged():
-    """Golden digest of the lag-1 reuse sampler from before multi-lag overlap existed."""
-    import hashlib
-
-    s = _uniform(4, 64, 4)
-    a = sample_sequences(s, np.random.default_rng(11), 3, 10, 0.3)
-    prev = a[:, -1].reshape(12, 4).astype(np.int64)
-    b = s.sample(np.random.default_rng(5), np.tile(np.arange(4), 3), prev, 0.5)
-    w = popularity_weights(RoutingConfig(popularity="zipf"), 4, 64, np.random.default_rng(3))
-    z = sample_sequences(ExpertSampler(w, 4), np.random.default_rng(12), 3, 10, 0.3)
-    # Ids are stored in the smallest type (uint8 here); the digest was taken on int16.
-    a, z = a.astype(np.int16), z.astype(np.int16)
-    digest = hashlib.sha256(a.tobytes() + b.tobytes() + z.tobytes()).hexdigest()
-    assert digest == "eb46446df0093efd0372583cb2d479d457ecaa8c8736f635164c6b659a420106"
+def test_bad_sizes_are_refused():
+    with pytest.raises(ValueError):
+        ReuseSampler(4, 5)
+    assert ReuseSampler(16, 0).sample(np.random.default_rng(0), 3).shape == (3, 0)

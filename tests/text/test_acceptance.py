@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,14 +116,54 @@ def test_every_process_gives_probabilities_reproducibly(name):
     assert confidence.shape == (500, 5) and ((m >= 0) & (m <= 5)).all()
 
 
-def test_draws_are_unchanged():
-    """Golden digest of every built-in process's draws from before the registry."""
-    h = hashlib.sha256()
-    for cfg in PROCESS_CONFIGS.values():
-        confidence, m = draw_acceptance(cfg, 50, 6, np.random.default_rng(7))
-        h.update(confidence.tobytes())
-        h.update(m.tobytes())
-    assert h.hexdigest() == "74839f135eed1d7c1d87b269cdb72a7abd9ea00d77d42acb639798bd4b0ee5bd"
+def _acceptance_length(alphas: list[float], k: int) -> float:
+    """Mean tokens committed by a k-draft pass when slot j is accepted with probability
+    alphas[j − 1] (the last repeating): 1 + Σ_{j<=k} Π_{i<=j} alpha_i; for a constant alpha,
+    Leviathan et al.'s (1 − alpha^(k+1)) / (1 − alpha)."""
+    slot = [alphas[min(j, len(alphas) - 1)] for j in range(k)]
+    return 1.0 + float(np.cumprod(slot).sum())
+
+
+BURSTY = PROCESS_CONFIGS["bursty"]
+_EASY = BURSTY.hard_to_easy / (BURSTY.easy_to_hard + BURSTY.hard_to_easy)
+CLOSED_FORMS = {  # process -> acceptance length with k drafts
+    "iid": lambda k: _acceptance_length([0.6], k),
+    "per_position": lambda k: _acceptance_length([0.9, 0.5, 0.3], k),
+    "bursty": lambda k: (
+        _EASY * _acceptance_length([BURSTY.alpha_easy], k)
+        + (1 - _EASY) * _acceptance_length([BURSTY.alpha_hard], k)
+    ),
+}
+
+
+def test_leviathan_closed_form_by_hand():
+    assert _acceptance_length([0.6], 3) == pytest.approx((1 - 0.6**4) / (1 - 0.6))
+
+
+@pytest.mark.parametrize("name", sorted(PROCESS_CONFIGS))
+def test_acceptance_length_matches_its_closed_form(name):
+    """E[min(m, k)] + 1 over independent texts (the bursty regime persists along a text, so a
+    text's mean is one sample), within 5 standard errors, for k = 1..6."""
+    cfg, texts, positions = PROCESS_CONFIGS[name], 1500, 40
+    rng = np.random.default_rng(7)
+    m = np.stack([draw_acceptance(cfg, positions, 6, rng)[1] for _ in range(texts)])
+    for k in range(1, 7):
+        samples = (np.minimum(m, k) + 1).mean(axis=1)
+        error = samples.std(ddof=1) / np.sqrt(texts)
+        assert abs(samples.mean() - CLOSED_FORMS[name](k)) < 5 * error, k
+
+
+@pytest.mark.parametrize("alpha", [0.2, 0.7])
+def test_confidences_are_calibrated_beta_draws(alpha):
+    """c ~ Beta(alpha kappa, (1 − alpha) kappa): mean alpha, variance
+    alpha (1 − alpha) / (kappa + 1), and a slot is accepted with probability alpha."""
+    cfg = AcceptanceConfig(alpha=alpha, confidence_concentration=8.0)
+    confidence, m = draw_acceptance(cfg, 200_000, 1, np.random.default_rng(3))
+    c = confidence[:, 0]
+    variance = alpha * (1 - alpha) / 9.0
+    assert abs(c.mean() - alpha) < 5 * np.sqrt(variance / len(c))
+    assert c.var() == pytest.approx(variance, rel=0.03)  # ~10 standard errors at this size
+    assert abs(m.mean() - alpha) < 5 * np.sqrt(alpha * (1 - alpha) / len(m))
 
 
 def test_a_registered_process_is_selectable_by_name(first_sure):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simspec.routing.model import AnalyticRouting, MaxEntRouting, ReuseRouting
 from simspec.routing.sets import to_sets
 from simspec.sim.setup import build_setup
 from simspec.text import reference
@@ -63,13 +64,14 @@ def test_dense_model_has_no_routing():
 
 
 # -- multi-lag routing and the analytic mode ---------------------------------------------------
-def test_sampler_choice():
-    assert _refs()._sampler is not None  # uniform, lag-1: the reuse sampler, streams unchanged
-    assert _refs()._maxent is None
-    assert _refs("routing.overlaps=[0.38, 0.3]")._maxent is not None
-    assert _refs('routing.popularity="zipf"')._maxent is not None
+def test_routing_model_choice():
+    assert isinstance(_refs().model, ReuseRouting)  # uniform, lag-1: the reuse sampler
+    assert isinstance(_refs("routing.overlaps=[0.38, 0.3]").model, MaxEntRouting)
+    assert isinstance(_refs('routing.popularity="zipf"').model, MaxEntRouting)
     analytic = _refs('routing.mode="analytic"')
-    assert analytic._maxent is None and analytic._predictor is not None
+    assert isinstance(analytic.model, AnalyticRouting) and analytic.model.analytic
+    assert "sampled" not in vars(analytic.model)  # no sampler until a reader asks for sets
+    assert not _refs().model.analytic
 
 
 def test_multi_lag_rejected_drafts_continue_the_history():

@@ -142,7 +142,7 @@ def test_store_draws_each_depth_once_and_lets_old_rows_go():
     inputs = BlockInputs(np.zeros((2, 5, 1, 1)), matches, np.array([5, 4]), matches)
     calls = []
 
-    def draw(block, level, given, shallower):
+    def draw(block, level, given, shallower, keep):
         calls.append((block, level, [len(s) for s in shallower]))
         ids = np.arange(10, dtype=np.int64).reshape(2, 5, 1, 1)
         return ids + 100 * (level + 1)  # depth r holds 100 r + 5 q + i
@@ -157,3 +157,24 @@ def test_store_draws_each_depth_once_and_lets_old_rows_go():
     assert np.array_equal(store.ids(0, 3, 1, 0), [[305]])  # m = 3 > 3 - 3: left out, drawn again
     assert store.dense_blocks == {0} and all(lv.dense for lv in store.stored(0))
     assert calls[3:] == [(0, 0, []), (0, 1, [2]), (0, 2, [2, 2])]  # every row kept this time
+
+
+@pytest.mark.parametrize("routing", [(), ("routing.overlaps=[0.38, 0.3]",)])
+def test_without_a_bound_depths_are_computed_at_k_max_reachable_states_only(routing):
+    """No bound (the oracle reads every k <= K_max): depth r is computed at m_i <= K_max − r;
+    a read elsewhere (a tree's off-path node) draws the block again with every state, and every
+    state it had computed keeps its ids."""
+    scenario = tiny("acceptance.alpha=0.9", "workload.output_tokens=30", *routing)
+    capped = build_setup(scenario, oracle=True).references
+    whole = build_setup(scenario, oracle=True).references
+    whole._rejected.cap = None  # every state, from the start
+    kmax = capped.max_draft_tokens
+    first = capped.state_routing(0, kmax)  # every chain read: inside the cap
+    assert not capped._rejected.dense_blocks
+    assert np.array_equal(first, whole.state_routing(0, kmax))
+    seq = capped.sequence(0)
+    state = int(np.argmax(seq.match_lengths[1:] >= 2)) + 1  # m_i >= 2: depth K_max − 1 left out
+    got = capped.fed_routing(0, state, kmax, accepted=0)
+    assert capped._rejected.dense_blocks == {0}
+    assert np.array_equal(got, whole.fed_routing(0, state, kmax, accepted=0))
+    assert np.array_equal(capped.state_routing(0, kmax), first)

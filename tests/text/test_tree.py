@@ -16,7 +16,6 @@ from simspec.text.tree import (
     expected_acceptance_length,
     fit_alpha,
     fit_rank_decay,
-    sample_acceptance_lengths,
     sibling_probabilities,
     tree_capacity,
     verified_drafts,
@@ -82,7 +81,7 @@ def test_tree_shape_follows_sglang():
     assert verified_drafts(2, 4, 100) == tree_capacity(2, 4)  # clamped to what depth 2 grows
     tree = build_tree([0.6] * 3, 3, 3, 8, 0.65)
     assert tree.num_drafts == 7
-    assert tree.drafts_by_depth().sum() == 7
+    assert sum(1 for node in tree.graph.nodes if node) == 7
     for node in tree.graph.nodes:
         if node:
             assert tree.graph.has_edge(node[:-1], node)  # ancestor-closed
@@ -141,7 +140,7 @@ def test_miss_ranks_follow_the_sibling_law():
 def test_sampled_acceptance_length_converges_to_closed_form(topk, tokens):
     alphas, rho, n = [0.75, 0.65, 0.55, 0.5], 0.65, 100_000
     tree = build_tree(alphas, 4, topk, tokens, rho)
-    lengths = sample_acceptance_lengths(tree, alphas, rho, n, np.random.default_rng(7))
+    lengths = _sample_acceptance_lengths(tree, alphas, rho, n, np.random.default_rng(7))
     se = lengths.std() / np.sqrt(n)
     assert abs(lengths.mean() - tree.expected_acceptance_length()) < 4 * se
     assert lengths.max() <= 5
@@ -161,3 +160,18 @@ def test_rank_paths_agree_with_the_chain_reference():
         if m < slots:
             assert ranks[i, m] != 1
         assert chain.accepted_length(list(ranks[i])) == m
+
+
+def _sample_acceptance_lengths(
+    tree,
+    alphas: list[float],
+    rank_decay: float,
+    samples: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Tokens committed (accepted drafts + 1) by ``samples`` independent verify passes, each
+    drawing the target's rank at every depth (the Monte-Carlo reference of the closed form)."""
+    a = np.broadcast_to(np.asarray(alphas, dtype=float)[: tree.depth], (samples, tree.depth))
+    top_hit = rng.random(a.shape) < a
+    ranks = np.where(top_hit, 1, draw_miss_ranks(a, rank_decay, tree.topk, rng))
+    return np.array([tree.accepted_length(row) + 1 for row in ranks], dtype=np.int64)

@@ -32,6 +32,8 @@ import numpy as np
 
 from simspec.routing.hmm import LatentRoutingModel
 
+_EPS = 1e-9  # hidden-state probabilities stay inside (0, 1), as simspec.routing.hmm keeps them
+
 
 def _uniform(num_experts: int, k: int) -> np.ndarray:
     return np.full((1, num_experts), k / num_experts)
@@ -207,6 +209,24 @@ class HotSetSampler:
     def latent_model(self) -> LatentRoutingModel:
         """The two-state hidden-Markov law of each expert (exact for uniform popularity, up to
         Pareto sampling's inclusion probabilities)."""
-        return LatentRoutingModel.hot_set(
+        return hot_set_model(
             self._p(), self.hot_size, self.hot_share, self.drift, self.experts_per_token
         )
+
+
+def hot_set_model(
+    inclusion_probabilities: np.ndarray,
+    hot_size: int,
+    hot_share: float,
+    drift: float,
+    experts_per_token: int,
+) -> LatentRoutingModel:
+    """The drifting hot set's latent law: usage k_e·s/h in the hot set, k_e(1 − s)/(N − h)
+    outside."""
+    p = np.atleast_2d(np.asarray(inclusion_probabilities, dtype=float))
+    k, n, h = experts_per_token, p.shape[1], hot_size
+    hidden = np.clip(h * p / k, _EPS, 1.0 - _EPS)
+    on = np.full(p.shape, min(1.0, k * hot_share / h))
+    off = np.full(p.shape, k * (1.0 - hot_share) / (n - h))
+    params = {"hot_size": float(h), "hot_share": float(hot_share), "drift": float(drift)}
+    return LatentRoutingModel(hidden, on, off, float(drift), params)

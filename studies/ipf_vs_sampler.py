@@ -14,7 +14,7 @@ rho_d = chance + r_d (1 − chance), r_d = (rho_d(1/16) − 1/16) / (1 − 1/16)
 Windows start at token 16 of each sequence (the stationary regime); ``--offset 0`` measures
 the first tokens of sequences instead.
 
-    python bench/ipf_vs_sampler.py [--sequences 6400] [--offset 16] [--cells]
+    python -m studies.ipf_vs_sampler [--sequences 6400] [--offset 16] [--cells]
 """
 
 from __future__ import annotations

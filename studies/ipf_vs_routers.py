@@ -15,11 +15,11 @@ the unions measured on windows starting at token ``--offset`` (the stationary re
 sequences per pass. Prints the mean and max |relative error| over the 64 (B, T) cells per router
 and the signed error at (B = 1, T = 16).
 
-Routers: the topic router and the drifting hot set (routing.latent), uniform and Zipf(0.8)
-popularity; as controls the max-entropy sampler (routing.maxent) with a Markov (lag-1) and a
-slowly decaying six-lag overlap profile, the law IPF assumes.
+Routers: the topic router and the drifting hot set (tests/reference/latent_routers.py), uniform
+and Zipf(0.8) popularity; as controls the max-entropy sampler (routing.maxent) with a Markov
+(lag-1) and a slowly decaying six-lag overlap profile, the law IPF assumes.
 
-    python bench/ipf_vs_routers.py [--sequences 4096] [--offset 32] [--seed 0]
+    python -m studies.ipf_vs_routers [--sequences 4096] [--offset 32] [--seed 0]
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ import numpy as np
 from simspec.commands import table
 from simspec.routing.config import MAX_LAGS
 from simspec.routing.hmm import fit_latent, triple_overlap_of
-from simspec.routing.latent import HotSetSampler, TopicSampler
 from simspec.routing.maxent import MaxEntSampler
 from simspec.routing.popularity import inclusion_probabilities
 from simspec.routing.predictor import UniqueExpertPredictor, choose_predictor
 from simspec.routing.sets import to_sets
 from simspec.routing.trace import RoutingTrace, estimate_statistics
+from tests.reference.latent_routers import HotSetSampler, TopicSampler
 
 N, K = 128, 8
 TOKENS = 16

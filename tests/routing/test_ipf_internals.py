@@ -1,13 +1,14 @@
-"""The fast IPF (simspec.routing.ipf_fit): margins by brute force, stacked = separate fits, and
-agreement with the reference product-form loop (ipf._fit_factors) and with dense IPF."""
+"""The IPF fit (simspec.routing.ipf): margins by brute force, stacked = separate fits, and
+agreement with the reference product-form loop and dense IPF (tests/reference/ipf.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simspec.routing import ipf, ipf_fit
+from simspec.routing import ipf
 from simspec.routing.overlap import fit_log_odds_ratio, pair_probability
+from tests.reference import ipf as reference_ipf
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25, 0.245, 0.24)
 
@@ -21,8 +22,8 @@ def profile_q(p: np.ndarray, lags: int) -> np.ndarray:
 def reference(p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarray:
     """log P(silent) from the reference loop (the textbook iterates in product form)."""
     depth, targets = ipf._pair_targets(q, q, tokens, tokens)
-    factors, _ = ipf._fit_factors(p, targets, tokens, depth)
-    return ipf._log_silent_from_factors(factors, tokens, depth)
+    factors, _ = reference_ipf.fit_factors(p, targets, tokens, depth)
+    return reference_ipf.log_silent_from_factors(factors, tokens, depth)
 
 
 @pytest.mark.parametrize("bits", [2, 3, 5])
@@ -42,7 +43,7 @@ def test_lag_margins_equal_brute_force_marginals(bits):
         cur = cur[:, :, :half] + cur[:, :, half:]
         suffix[d] = cur.reshape(n, 2, 2, -1)
     total = joint.sum(axis=1).reshape(n, 1, 1)
-    ratios, raw = ipf_fit._rake_lags(suffix, lags, goals * total, total, careful=False)
+    ratios, raw = ipf._rake_lags(suffix, lags, goals * total, total, careful=False)
     # Brute force: column c has x_t at bit w − 1 and x_{t−j} at bit j − 1.
     cols = np.arange(1 << bits)
     x_t = (cols >> (bits - 1)) & 1
@@ -72,7 +73,7 @@ def test_matches_the_reference_loop_and_dense_ipf(tokens, lags):
     fast = ipf.ipf_log_silent(p, q, tokens)
     assert fast == pytest.approx(reference(p, q, tokens), rel=1e-12)
     for row in range(len(p)):
-        dense = ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
+        dense = reference_ipf.classical_ipf(float(p[row]), list(q[row]), tokens)
         assert fast[row] == pytest.approx(np.log(dense.reshape(-1)[0]), rel=1e-8)
 
 
@@ -86,7 +87,7 @@ def test_stacked_fits_are_bit_identical_to_separate_fits():
     for t in range(1, 11):
         assert np.array_equal(separate[t], together[t]), t
     depth, targets = ipf._pair_targets(q, q, 10, 10)
-    stacked = ipf_fit.fit_log_silent(p, targets, [10, 4, 7], depth)
+    stacked = ipf.fit_log_silent(p, targets, [10, 4, 7], depth)
     for size, result in zip([10, 4, 7], stacked, strict=True):
         assert np.array_equal(result, separate[size])
 
