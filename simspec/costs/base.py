@@ -133,24 +133,11 @@ def draft_phase_s(
 def draft_phase_by_depth(
     cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray
 ) -> float:
-    """:func:`draft_phase_s` from the cost model's draft steps, depth by depth. The steps
-    every request runs (j ≤ min_b k_b: all of them under a fixed k) are priced in one
-    :meth:`CostModel.draft_step_many` call, whose rows equal :meth:`CostModel.draft_step` bit for
-    bit; the steps are then summed one by one in depth order, so the total is the same number
-    as a loop over the depths.
-    """
+    """:func:`draft_phase_s` from the cost model's draft steps, summed in depth order."""
     ks = np.asarray(draft_tokens)
     ctx = np.asarray(context_tokens)
     depth = int(ks.max(initial=0))
-    common = int(ks.min()) if depth else 0
-    steps: list[float] = []
-    if common >= 2:  # one call for the shared depths (a row of every context per depth)
-        rows = ctx[None, :] + np.arange(common)[:, None]
-        steps = np.asarray(cost_model.draft_step_many(rows), dtype=float).tolist()
-    else:
-        common = 0
-    steps += [cost_model.draft_step(ctx[ks >= j] + (j - 1)) for j in range(common + 1, depth + 1)]
-    return float(sum(steps))
+    return float(sum(cost_model.draft_step(ctx[ks >= j] + (j - 1)) for j in range(1, depth + 1)))
 
 
 def tree_draft_phase_s(

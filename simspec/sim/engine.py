@@ -126,8 +126,7 @@ def serve(
     memory = initial_memory(policy)
     analytic = refs.routing.mode == "analytic"
     plain_unique: dict[int, np.ndarray] = {}  # analytic mode: experts of the plain pass, by B
-    plain_passes = PlainPasses(costs)  # the k = 0 passes, priced in bulk (verify_over_decode)
-    rows: list[tuple[Any, ...]] = []  # StepRecord fields; decode_s None while it is pending
+    rows: list[tuple[Any, ...]] = []  # StepRecord fields
     learns = hasattr(policy, "observe")
     recent_steps_s: deque[float] = deque(maxlen=HISTORY_STEPS)
     recent_tokens: deque[int] = deque(maxlen=HISTORY_STEPS)
@@ -214,8 +213,8 @@ def serve(
                 else:
                     triples[:, 2] = 0
                     plain = refs.pass_unique_experts(triples, zeros)
-            decode_s: float | None = None  # priced with others like it (PlainPasses)
-            plain_passes.add(len(rows), contexts, plain)
+            ones = np.ones(batch, dtype=np.int64)
+            decode_s = costs.verify_pass(ones, contexts, plain).total_s
             extra_s = costs.speculation_overhead_s(committed, contexts)
         else:  # nobody drafts: the verify pass is that pass (same tokens, experts, contexts)
             decode_s = verify.total_s
@@ -274,71 +273,7 @@ def serve(
                 extra_s,
             )
         )
-    decode = plain_passes.totals()
-    log.steps.extend(
-        _step_record(row, decode[i] if row[7] is None else row[7]) for i, row in enumerate(rows)
-    )
-
-
-def _step_record(row: tuple[Any, ...], plain_s: float) -> StepRecord:
-    """The record of one of :func:`serve`'s step rows, with its plain pass's seconds."""
-    start, batch, fed, drafted, accepted, draft_s, verify, _, unique, probes, extra_s = row
-    return StepRecord(
-        start,
-        batch,
-        fed,
-        drafted,
-        accepted,
-        draft_s,
-        verify,
-        plain_s,
-        unique,
-        probes,
-        speculation_overhead_s=extra_s,
-    )
-
-
-class PlainPasses:
-    """The k = 0 pass of each speculative step, priced in bulk after the run.
-
-    A step's plain pass (every request feeding one token, at the step's contexts) serves only
-    the ``verify_over_decode`` metric, never the simulated time, so the engine does not price it
-    at each step: it collects the contexts and experts per batch size and prices them as rows
-    of :meth:`~simspec.costs.base.CostModel.verify_pass_many`, whose entries equal
-    ``verify_pass(...).total_s`` bit for bit. A batch size's rows are priced whenever
-    :data:`CHUNK` of them are waiting, so their memory stays small on long runs.
-    """
-
-    CHUNK = 512
-
-    def __init__(self, costs: CostModel):
-        self.costs = costs
-        self.waiting: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
-        self.priced: dict[int, float] = {}
-
-    def add(self, step: int, contexts: np.ndarray, unique: np.ndarray) -> None:
-        """Step ``step``'s plain pass: ``contexts`` (B,) and its experts per layer."""
-        waiting = self.waiting.setdefault(len(contexts), [])
-        waiting.append((step, contexts, unique))
-        if len(waiting) >= self.CHUNK:
-            self._price(waiting)
-            waiting.clear()
-
-    def totals(self) -> dict[int, float]:
-        """Total seconds of every plain pass added, by step."""
-        for waiting in self.waiting.values():
-            self._price(waiting)
-        self.waiting.clear()
-        return self.priced
-
-    def _price(self, waiting: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
-        if not waiting:
-            return
-        contexts = np.array([w[1] for w in waiting])
-        unique = np.array([w[2] for w in waiting], dtype=float)
-        ones = np.ones(contexts.shape, dtype=np.int64)
-        totals = np.asarray(self.costs.verify_pass_many(ones, contexts, unique), dtype=float)
-        self.priced.update(zip((w[0] for w in waiting), totals.tolist(), strict=True))
+    log.steps.extend(StepRecord(*row[:-1], speculation_overhead_s=row[-1]) for row in rows)
 
 
 def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
