@@ -273,7 +273,7 @@ def serve(
                 extra_s,
             )
         )
-    log.steps.extend(StepRecord(*row[:-1], speculation_overhead_s=row[-1]) for row in rows)
+    log.steps.extend(StepRecord(*row) for row in rows)
 
 
 def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
