@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import FieldError
-from simspec.policies.base import POLICIES, BatchView, DecodeState, StepOutcome
+from simspec.policies.base import POLICIES, BatchView, DecodeState, StepFeedback
 from simspec.schema import param
 
 
@@ -57,9 +57,9 @@ class AdaptiveEmaPolicy:
         """No EMA yet; the initial tier."""
         return EmaMemory(None, 0, self.initial_tier)
 
-    def observe(self, memory: EmaMemory, outcome: StepOutcome) -> EmaMemory:
+    def observe(self, memory: EmaMemory, feedback: StepFeedback) -> EmaMemory:
         """Fold one verify pass into the EMA; maybe change tier."""
-        mean_accepted = outcome.accepted / max(outcome.batch_size, 1)
+        mean_accepted = feedback.accepted / max(feedback.batch_size, 1)
         ema = (
             mean_accepted
             if memory.ema is None

@@ -21,7 +21,7 @@ policy).
 Policies are frozen dataclasses: their fields are their parameters. A policy that needs memory
 across steps (an EMA, a current tier) threads it functionally: ``initial_memory()`` gives the
 starting value, the engine passes the current value in ``DecodeState.memory`` and, after every
-verify pass, replaces it with ``observe(memory, outcome)``. No policy object ever mutates.
+verify pass, replaces it with ``observe(memory, feedback)``. No policy object ever mutates.
 
 **The batch fast path.** A policy whose decision needs nothing per token (no confidence, no
 price, no per-request history: ``fixed``, ``batch_table``) may also offer
@@ -122,7 +122,7 @@ class DepthView:
 
 
 @dataclass(frozen=True, slots=True)
-class StepOutcome:
+class StepFeedback:
     """What a policy with memory learns after each verify pass."""
 
     batch_size: int
@@ -171,10 +171,10 @@ def depth_decisions(policy: BudgetPolicy) -> Callable[[DepthView], np.ndarray] |
     return getattr(policy, "continue_drafting_batch", None)
 
 
-def observe(policy: BudgetPolicy, memory: Any, outcome: StepOutcome) -> Any:
-    """The policy's memory after ``outcome`` (unchanged for memoryless policies)."""
+def observe(policy: BudgetPolicy, memory: Any, feedback: StepFeedback) -> Any:
+    """The policy's memory after ``feedback`` (unchanged for memoryless policies)."""
     update = getattr(policy, "observe", None)
-    return update(memory, outcome) if update is not None else memory
+    return update(memory, feedback) if update is not None else memory
 
 
 POLICIES: Registry[BudgetPolicy] = Registry("policy", package="simspec.policies")

@@ -1,22 +1,38 @@
 """From a resolved scenario to what the engine needs: reference sequences, cost model, limits.
 
 :func:`build_setup` is pure apart from building the reference sequences' random streams from the
-scenario seed: the same scenario gives the same :class:`~simspec.sim.engine.EngineSetup`.
+scenario seed: the same scenario gives the same :class:`EngineSetup`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from simspec import rng
 from simspec.config.scenario import Scenario
 from simspec.costs.base import COST_MODELS, CostModel
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
-from simspec.sim.engine import EngineSetup
 from simspec.sim.tree import TreeSpeculation
 from simspec.text.reference import ReferenceSet
-from simspec.text.workload import arrival_times
+from simspec.text.workload import WorkloadConfig, arrival_times
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What a run needs besides the policy: the text, the costs and the batching limits."""
+
+    references: ReferenceSet
+    cost_model: CostModel
+    workload: WorkloadConfig
+    arrival_s: np.ndarray  # arrival time of each request (open loop)
+    kv_capacity_bytes: float
+    max_draft_tokens: int
+    mean_draft_overlap: float  # mean lag-1 overlap of a draft with its predecessor (estimates)
+    tree: TreeSpeculation | None = None  # draft trees ([speculation]); None: chains
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:

@@ -19,7 +19,7 @@ from simspec.policies import (
     DecodeState,
     DepthView,
     FixedPolicy,
-    StepOutcome,
+    StepFeedback,
     ThresholdPolicy,
     depth_decisions,
 )
@@ -118,14 +118,14 @@ def test_adaptive_ema_tiers_with_warmup_interval_and_hysteresis():
     assert [p.tier_for(x) for x in (0.0, 0.4, 1.0, 1.6, 2.0, 5.0, 9.0)] == [1, 1, 3, 3, 3, 7, 7]
     mem = p.initial_memory()
     # Every request accepts 6 drafts: EMA 6 -> tier 7, but only at step 2 (warm-up).
-    mem = p.observe(mem, StepOutcome(batch_size=2, drafted=6, accepted=12, step_s=1.0))
+    mem = p.observe(mem, StepFeedback(batch_size=2, drafted=6, accepted=12, step_s=1.0))
     assert (mem.ema, mem.steps, mem.tier) == (6.0, 1, 3)
-    mem = p.observe(mem, StepOutcome(2, 6, 12, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 6, 12, 1.0))
     assert (mem.steps, mem.tier) == (2, 7)
     # Nothing accepted: EMA 3.0 at step 3 (no update allowed), 1.5 at step 4 -> round(1.5)+1 = 3.
-    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 14, 0, 1.0))
     assert (mem.ema, mem.tier) == (3.0, 7)
-    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 14, 0, 1.0))
     assert (mem.ema, mem.tier) == (1.5, 3)
     assert p.continue_drafting(_state([0.5] * 2, 0.5, memory=mem))
     assert not p.continue_drafting(_state([0.5] * 3, 0.5, memory=mem))
@@ -142,9 +142,9 @@ def test_adaptive_ema_hysteresis_blocks_a_marginal_move_down():
     )
     mem = p.initial_memory()
     # EMA 0.4: round(0.4) + 1 = 1 -> tier 1 wanted, but round(0.4 + 0.25) + 1 = 2 -> tier 3 kept.
-    mem = p.observe(mem, StepOutcome(10, 30, 4, 1.0))
+    mem = p.observe(mem, StepFeedback(10, 30, 4, 1.0))
     assert mem.tier == 3
-    mem = p.observe(mem, StepOutcome(10, 30, 1, 1.0))  # EMA 0.1 -> 0.35 rounds to 0 -> tier 1
+    mem = p.observe(mem, StepFeedback(10, 30, 1, 1.0))  # EMA 0.1 -> 0.35 rounds to 0 -> tier 1
     assert mem.tier == 1
 
 

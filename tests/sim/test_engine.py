@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from simspec.analysis.metrics import summarize
+from simspec.analysis.metrics import plain_decode_s, summarize
 from simspec.policies import POLICIES, FixedPolicy
 from simspec.routing.sets import union_sizes
 from simspec.sim.engine import run_policy
@@ -85,11 +85,11 @@ def test_exact_trace_of_a_tiny_run():
         verify = costs.verify_pass(np.array([3]), np.array([ctx]), unique).total_s
         expected.append((t, 3, 2))
         t += draft + verify
-        # The k = 0 pass at the same state (priced after the run, to the same number).
+        # The k = 0 pass at the same state (priced by the analysis, to the same number).
         one = union_sizes(refs.fed_routing(0, position, 0), 128)
         plain.append(costs.verify_pass(np.array([1]), np.array([ctx]), one).total_s)
     assert [(st.fed_tokens, st.accepted) for st in log.steps] == [e[1:] for e in expected]
-    assert [st.decode_s for st in log.steps] == plain
+    assert plain_decode_s(log, setup) == sum(plain)
     assert [st.start_s for st in log.steps] == pytest.approx([e[0] for e in expected], rel=1e-12)
     (req,) = log.requests
     assert (req.first_token_s, req.finish_s, req.steps) == pytest.approx((prefill, t, 2))
