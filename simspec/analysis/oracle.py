@@ -41,7 +41,7 @@ from simspec.analysis.oracle_costs import (
     unique_experts_table,
 )
 from simspec.physics.experts import independent_union
-from simspec.policies.base import BudgetPolicy, DecodeState
+from simspec.policies.base import BatchView, BudgetPolicy, Policy
 from simspec.policies.fixed import FixedPolicy
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 
@@ -85,15 +85,17 @@ class RequestTables:
 
 
 @dataclass(frozen=True, slots=True)
-class OraclePolicy:
+class OraclePolicy(Policy):
     """Replays a precomputed plan: k for each (request, state). Not a registered policy."""
 
     plan: Mapping[tuple[int, int], int] = field(hash=False)
     cap: int
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Draft until the planned k for this request and state."""
-        return state.drafted < self.plan.get((state.request_id, state.position), 0)
+    def decide(self, view: BatchView) -> np.ndarray:
+        """The planned k of each request at its state (within the step's cap)."""
+        plan, cap = self.plan, view.cap
+        keys = zip(view.request_id.tolist(), view.position.tolist(), strict=True)
+        return np.array([min(plan.get(key, 0), cap) for key in keys], dtype=np.int64)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """The plan's largest k."""

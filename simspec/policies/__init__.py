@@ -7,14 +7,9 @@ from simspec.policies.base import (
     POLICIES,
     BatchView,
     BudgetPolicy,
-    DecodeState,
-    DepthView,
+    DepthRule,
+    Policy,
     StepFeedback,
-    batch_draft_lengths,
-    depth_decisions,
-    initial_memory,
-    observe,
-    reads_confidence,
 )
 from simspec.policies.batch_table import BatchTablePolicy
 from simspec.policies.cost_aware import CostAwarePolicy
@@ -28,14 +23,9 @@ __all__ = [
     "BatchView",
     "BudgetPolicy",
     "CostAwarePolicy",
-    "DecodeState",
-    "DepthView",
+    "DepthRule",
     "FixedPolicy",
+    "Policy",
     "StepFeedback",
     "ThresholdPolicy",
-    "batch_draft_lengths",
-    "depth_decisions",
-    "initial_memory",
-    "observe",
-    "reads_confidence",
 ]

@@ -7,8 +7,9 @@ state and draws nothing at random (the text and its routing are fixed by the ref
 The SimPy process (:func:`simspec.sim.engine.serve`) waits ``StepOutcome.duration_s`` and then
 applies the outcome (:meth:`EngineState.apply`). Per iteration:
 
-* the policy decides how many drafts k_b each request makes (:mod:`simspec.sim.decide`: once
-  for the batch, or depth by depth when it reads confidences and prices);
+* the policy decides how many drafts k_b each request makes (one call over the batch,
+  :meth:`~simspec.policies.base.BudgetPolicy.decide`; depth by depth at shared prices when it
+  asks, :mod:`simspec.sim.decide`);
 * the draft phase runs draft step j for every request with k_b >= j, plus a *probe* step for a
   request whose policy read the next confidence and declined (charged, never verified);
 * ONE target pass verifies every request's k_b + 1 tokens; request b commits
@@ -27,20 +28,14 @@ import numpy as np
 
 from simspec.costs.base import draft_phase_s
 from simspec.params import PassCost
-from simspec.policies.base import (
-    BatchView,
-    BudgetPolicy,
-    StepFeedback,
-    batch_draft_lengths,
-    depth_decisions,
-    initial_memory,
-    observe,
-)
-from simspec.sim.decide import StepRequests, decide_step
+from simspec.policies.base import BatchView, BudgetPolicy, StepFeedback
+from simspec.sim.decide import depth_decider
 from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.sim.records import RequestRecord
 from simspec.sim.setup import EngineSetup
-from simspec.sim.state import HISTORY_STEPS, ActiveBatch, RequestTable
+from simspec.sim.state import ActiveBatch, RequestTable
+
+HISTORY_STEPS = 32  # past steps of acceptance a policy can see
 
 _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
@@ -75,12 +70,11 @@ class EngineState:
     def start(cls, setup: EngineSetup, policy: BudgetPolicy) -> EngineState:
         """The state before the first arrival."""
         refs, shape = setup.references, setup.references.shape
-        per_request = batch_draft_lengths(policy) is None and depth_decisions(policy) is None
         return cls(
             table=RequestTable(refs, setup.workload.num_requests, setup.max_draft_tokens),
-            active=ActiveBatch(histories=per_request),
+            active=ActiveBatch(),
             history=StepHistory(),
-            memory=initial_memory(policy),
+            memory=policy.initial_memory(),
             arrival_s=np.array(setup.arrival_s, dtype=float),
             cap=min(policy.budget_cap(setup.max_draft_tokens), setup.max_draft_tokens),
             union_model=UnionModel(
@@ -113,7 +107,7 @@ class EngineState:
         """Commit ``outcome``'s tokens at ``now``; returns the requests it finished."""
         active, history = self.active, self.history
         batch = len(active)
-        active.advance(outcome.committed, outcome.accepted, outcome.drafts, outcome.asked)
+        active.advance(outcome.committed, outcome.accepted, outcome.drafts)
         done = active.position >= active.output
         finished: list[RequestRecord] = []
         if np.count_nonzero(done):
@@ -174,8 +168,8 @@ class StepOutcome:
         return int(_add(self.drafts)) + len(self.drafts)
 
 
-def decide(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> tuple[np.ndarray, int]:
-    """The drafts each request asks for, and the probes that costs (module docstring)."""
+def decide(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> np.ndarray:
+    """The drafts each request asks for: the policy's answer to the step's batch view."""
     active, history, costs = state.active, state.history, setup.cost_model
     batch = len(active.request_id)
     contexts = active.contexts()
@@ -186,43 +180,43 @@ def decide(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> tupl
     else:
         time_per_token = sum(history.step_s) / max(sum(history.tokens), 1)
     cap = state.cap
+
+    def plan() -> StepPlan:
+        # Shares are priced at the step end the batch's measured acceptance makes best
+        # (:meth:`StepPlan.anchor_drafts`); before any verify pass, at every request's cap.
+        trials = history.trials
+        acceptance = sum(history.successes) / sum(trials) if trials else None
+        return StepPlan(
+            costs, state.union_model, contexts, None if trials else cap, acceptance, cap
+        )
+
     view = BatchView(
-        batch,
-        tuple(history.batch_accepted),
-        time_per_token,
-        state.memory,
-        setup.max_draft_tokens,
-        cap,
+        batch_size=batch,
+        cap=cap,
+        max_draft_tokens=setup.max_draft_tokens,
+        request_id=active.request_id,
+        position=active.position,
+        context_tokens=contexts,
+        batch_accepted_history=tuple(history.batch_accepted),
+        time_per_token_s=time_per_token,
+        memory=state.memory,
+        confidences=(
+            active.confidence_rows(state.table, cap + 1) if policy.reads_confidence else None
+        ),
+        depth_decider=depth_decider(plan),
     )
-    fast = batch_draft_lengths(policy)
-    if fast is not None:  # one call for the batch
-        return np.asarray(fast(view), dtype=np.int64), 0
-    # Shares are priced at the step end the batch's measured acceptance makes best
-    # (:meth:`StepPlan.anchor_drafts`); before any verify pass, at every request's cap.
-    trials = history.trials
-    acceptance = sum(history.successes) / sum(trials) if trials else None
-    plan = StepPlan(costs, state.union_model, contexts, None if trials else cap, acceptance, cap)
-    histories = active.histories or []  # empty: the policy does not read them
-    asked = StepRequests(
-        active.request_id,
-        active.position,
-        contexts,
-        active.confidence_rows(state.table, cap + 1),
-        [tuple(h[0]) for h in histories],
-        [tuple(h[1]) for h in histories],
-    )
-    ks, probing = decide_step(policy, asked, plan, view)
-    return ks, int(probing.sum())
+    return np.asarray(policy.decide(view), dtype=np.int64)
 
 
 def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOutcome:
     """One decode iteration of the admitted batch (module docstring); changes nothing."""
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
-    ks, probes = decide(state, policy, setup)
-    run = ks
-    if probes:  # the declined reads ran one more draft step each
-        run = ks + (ks < state.cap)
+    ks = decide(state, policy, setup)
+    probes, run = 0, ks
+    if policy.reads_confidence:  # a request stopped below the cap read one more confidence:
+        probing = ks < state.cap  # that draft step ran, its token is never verified
+        probes, run = int(np.count_nonzero(probing)), ks + probing
     matches = active.match_lengths(state.table)
     if setup.tree is None:
         draft_s = draft_phase_s(costs, contexts, run)
@@ -243,8 +237,8 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
     duration_s = draft_s + verify.total_s + extra_s
     memory = state.memory
     accepted_total = int(_add(accepted))
-    memory = observe(
-        policy, memory, StepFeedback(len(ks), int(_add(ks)), accepted_total, duration_s)
+    memory = policy.observe(
+        memory, StepFeedback(len(ks), int(_add(ks)), accepted_total, duration_s)
     )
     return StepOutcome(
         duration_s,
