@@ -18,6 +18,7 @@ import numpy as np
 
 from simspec.analysis.results import GpuTime, PolicyResult, RunResult
 from simspec.config.slo import SloConfig
+from simspec.costs.batch import verify_totals
 from simspec.sim.records import RequestRecord, RunLog
 from simspec.sim.setup import EngineSetup
 
@@ -80,7 +81,7 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
     Each step's plain pass feeds one token per request of its batch at the step's contexts,
     with the experts of those requests' true tokens alone; a step in which nobody drafted was
     that pass. The passes of each batch size are priced together, as rows of
-    :meth:`~simspec.costs.base.CostModel.verify_pass_many` (each row is ``verify_pass``'s
+    :func:`~simspec.costs.batch.verify_totals` (each row is ``verify_pass``'s
     total), and summed in step order.
     """
     steps, refs = log.steps, setup.references
@@ -113,7 +114,7 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
                 ],
                 dtype=float,
             )
-        priced = setup.cost_model.verify_pass_many(np.ones_like(rid), prompts[rid] + pos, plain)
+        priced = verify_totals(setup.cost_model, np.ones_like(rid), prompts[rid] + pos, plain)
         totals[rows] = priced
     return float(sum(totals.tolist()))
 

@@ -24,7 +24,7 @@ so the approximate oracle is never worse than the best fixed k on the same refer
 
 Each request's cost(i, k) table is one array expression over (state, k)
 (:mod:`simspec.analysis.oracle_costs`, every pass priced by the cost model's vectorised
-``verify_pass_many``), and the DPs of all requests run side by side (:func:`solve_many`).
+``verify_totals``), and the DPs of all requests run side by side (:func:`solve_many`).
 """
 
 from __future__ import annotations

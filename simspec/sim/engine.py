@@ -61,7 +61,8 @@ def serve(
     """The GPU's scheduler loop (module docstring); stops when every request has finished.
 
     It only waits: for arrivals, for each prefill pass and for each decode iteration, whose
-    times come from pure functions (:func:`prefill_pass`, :func:`simspec.sim.step.step`).
+    times come from pure functions (:meth:`~simspec.costs.base.CostModel.prefill`,
+    :func:`simspec.sim.step.step`).
     """
     w = setup.workload
     total = w.num_requests
@@ -80,7 +81,7 @@ def serve(
         admitted = state.admissible(waiting, max_batch, setup.kv_capacity_bytes)
         if admitted:
             prompts = state.table.prompt[admitted]
-            cost = setup.cost_model.prefill_pass(prompts)
+            cost = setup.cost_model.prefill(prompts)
             start = env.now
             yield env.timeout(cost.total_s)
             log.prefills.append(PrefillRecord(start, len(admitted), int(prompts.sum()), cost))

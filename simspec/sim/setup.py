@@ -81,7 +81,8 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
     profile = s.profile
     if profile is not None:  # efficiencies are fractions of the peaks the profile was fitted to
         common["gpu"] = profile.peak_gpu(s.gpu)
-        common["profile"] = profile
+        if "profile" in COST_MODELS.parameters(s.costs.model):
+            common["profile"] = profile  # a model that reads the measured tables
     cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
     replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
     references = ReferenceSet(

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.costs.base import draft_phase_s
+from simspec.costs.batch import draft_phase_s
 from simspec.params import PassCost
 from simspec.policies.base import BatchView, BudgetPolicy, StepFeedback
 from simspec.sim.decide import depth_decider

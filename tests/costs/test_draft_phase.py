@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.costs.base import draft_phase_s
+from simspec.costs.batch import draft_phase_s
 from simspec.costs.roofline import RooflineCostModel
 from tests.helpers import DRAFTER_CASES, roofline_model
 

@@ -75,7 +75,7 @@ def test_exact_trace_of_a_tiny_run():
     setup = build_setup(s)
     log = run_policy(setup, FixedPolicy(draft_tokens=2))
     costs, refs = setup.cost_model, setup.references
-    prefill = costs.prefill_pass(np.array([10])).total_s
+    prefill = costs.prefill(np.array([10])).total_s
     t = prefill
     expected, plain = [], []
     for position in (1, 4):  # commits 3 tokens each time: 1 -> 4 -> 7
