@@ -74,6 +74,9 @@ def _slo_metrics(
     }
 
 
+_PLAIN_CHUNK = 2048  # plain passes priced per call
+
+
 def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
     """Seconds the run's steps would have taken as plain decode passes (k = 0): the
     denominator of ``verify_over_decode``.
@@ -99,23 +102,27 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
     by_batch: dict[int, list[int]] = {}
     for s in np.flatnonzero(steps.column("drafted")).tolist():
         by_batch.setdefault(int(offset[s + 1] - offset[s]), []).append(s)
-    for batch, rows in by_batch.items():
-        members = offset[rows][:, None] + np.arange(batch)  # (N, B) indices into ids
-        rid, pos = ids[members], positions[members]
+    for batch, steps_of_batch in by_batch.items():
         ones = np.ones(batch, dtype=np.int64)
-        if analytic:  # an expectation over B one-token sequences: depends on B alone
-            plain = np.tile(refs.expected_unique(ones, ones), (len(rows), 1))
-        else:
-            zeros = np.zeros(batch, dtype=np.int64)
-            plain = np.array(
-                [
-                    refs.pass_unique_experts(np.array([r, p, zeros]).T, zeros)
-                    for r, p in zip(rid, pos, strict=True)
-                ],
-                dtype=float,
-            )
-        priced = verify_totals(setup.cost_model, np.ones_like(rid), prompts[rid] + pos, plain)
-        totals[rows] = priced
+        zeros = ones - 1
+        # Analytic: an expectation over B one-token sequences, which depends on B alone.
+        expected = refs.expected_unique(ones, ones) if analytic else None
+        for start in range(0, len(steps_of_batch), _PLAIN_CHUNK):  # bounded memory
+            rows = steps_of_batch[start : start + _PLAIN_CHUNK]
+            members = offset[rows][:, None] + np.arange(batch)  # (N, B) indices into ids
+            rid, pos = ids[members], positions[members]
+            if expected is not None:
+                plain = np.tile(expected, (len(rows), 1))
+            else:
+                plain = np.array(
+                    [
+                        refs.pass_unique_experts(np.array([r, p, zeros]).T, zeros)
+                        for r, p in zip(rid, pos, strict=True)
+                    ],
+                    dtype=float,
+                )
+            contexts = prompts[rid] + pos
+            totals[rows] = verify_totals(setup.cost_model, np.ones_like(rid), contexts, plain)
     return float(sum(totals.tolist()))
 
 
