@@ -66,8 +66,9 @@ def main() -> None:
         start = time.perf_counter()
         rss, cpu = peak_rss_mb(command)
         print(
-            f"{mode}, concurrency {args.concurrency or 'default'}: {args.requests} requests (~{args.requests * 256 * 5 / 1e6:.2f} M simulated "
-            f"tokens): peak RSS {rss:.0f} MB, {cpu:.1f} CPU s, "
+            f"{mode}, concurrency {args.concurrency or 'default'}: {args.requests} requests "
+            f"(~{args.requests * 256 * 5 / 1e6:.2f} M simulated tokens): "
+            f"peak RSS {rss:.0f} MB, {cpu:.1f} CPU s, "
             f"{time.perf_counter() - start:.1f} s wall"
         )
 

@@ -30,8 +30,7 @@ every verify pass, replaces it with ``observe(memory, feedback)``. No policy obj
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 
@@ -43,9 +42,9 @@ from simspec.registry import Registry
 DepthRule = Callable[[np.ndarray, int, Callable[[], float]], np.ndarray]
 
 
-@dataclass(frozen=True, slots=True)
-class BatchView:
-    """What a policy may look at before a step's draft phase (row b = request b)."""
+class BatchView(NamedTuple):
+    """What a policy may look at before a step's draft phase (row b = request b); a tuple,
+    so it costs little to build once per step."""
 
     batch_size: int  # requests in this step's verify pass
     cap: int  # the most drafts per request this step (the policy's budget_cap within K_max)
@@ -76,8 +75,7 @@ class BatchView:
         return self.depth_decider(limit, agree)
 
 
-@dataclass(frozen=True, slots=True)
-class StepFeedback:
+class StepFeedback(NamedTuple):
     """What a policy with memory learns after each verify pass."""
 
     batch_size: int

@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Generator
 from typing import Any
 
-import numpy as np
 import simpy
 
 from simspec.policies.base import BudgetPolicy
@@ -32,8 +31,6 @@ from simspec.sim.step import EngineState, step
 
 #: What a SimPy process generator yields (events) and is sent back (their values).
 Process = Generator[simpy.Event, Any, None]
-
-_add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
 __all__ = ["EngineSetup", "RunLog", "arrivals", "run_policy", "serve"]
 
@@ -92,8 +89,8 @@ def serve(
         active = state.active
         log.steps.append(
             start,
-            outcome.fed_tokens,
-            int(_add(outcome.drafts)),
+            outcome.drafted_total + len(outcome.drafts),
+            outcome.drafted_total,
             outcome.accepted_total,
             outcome.draft_s,
             outcome.verify,

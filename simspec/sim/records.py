@@ -13,7 +13,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -51,11 +51,15 @@ _INTS = ("batch_size", "fed_tokens", "drafted", "accepted", "probes", "fallback_
 class StepLog(Sequence[StepRecord]):
     """The steps of one run as columns; indexing or iterating gives :class:`StepRecord` rows."""
 
+    #: Steps held as tuples before they are moved into the columns, at most this many.
+    PENDING = 4096
+
     def __init__(self) -> None:
         self._floats = {name: array("d") for name in _FLOATS}
         self._ints = {name: array("q") for name in _INTS}
         self._request_id = array("q")  # every step's requests, concatenated
         self._position = array("q")  # their positions (committed output tokens) at the step
+        self._pending: list[tuple[Any, ...]] = []  # appended, not yet in the columns
 
     def append(
         self,
@@ -73,26 +77,54 @@ class StepLog(Sequence[StepRecord]):
     ) -> None:
         """Add one step (the fields of :class:`StepRecord`) whose batch was requests
         ``request_id`` (int64) at ``position`` (int64); its batch size is their number."""
+        self._pending.append(
+            (
+                start_s,
+                draft_s,
+                verify,
+                unique_experts,
+                speculation_overhead_s,
+                len(request_id),
+                fed_tokens,
+                drafted,
+                accepted,
+                probes,
+                request_id.tobytes(),
+                position.tobytes(),
+            )
+        )
+        if len(self._pending) >= self.PENDING:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Move the pending steps into the columns."""
+        pending = self._pending
+        if not pending:
+            return
         f, n = self._floats, self._ints
-        f["start_s"].append(start_s)
-        f["draft_s"].append(draft_s)
-        f["overhead_s"].append(verify.overhead_s)
-        f["moe_s"].append(verify.moe_s)
-        f["attention_s"].append(verify.attention_s)
-        f["other_s"].append(verify.other_s)
-        f["unique"].append(unique_experts)
-        f["speculation_overhead_s"].append(speculation_overhead_s)
-        n["batch_size"].append(len(request_id))
-        n["fed_tokens"].append(fed_tokens)
-        n["drafted"].append(drafted)
-        n["accepted"].append(accepted)
-        n["probes"].append(probes)
-        n["fallback_terms"].append(verify.fallback_terms)
-        self._request_id.frombytes(request_id.tobytes())
-        self._position.frombytes(position.tobytes())
+        start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
+            *pending, strict=True
+        )
+        f["start_s"].extend(start)
+        f["draft_s"].extend(draft)
+        f["overhead_s"].extend([v.overhead_s for v in verify])
+        f["moe_s"].extend([v.moe_s for v in verify])
+        f["attention_s"].extend([v.attention_s for v in verify])
+        f["other_s"].extend([v.other_s for v in verify])
+        f["unique"].extend(unique)
+        f["speculation_overhead_s"].extend(extra)
+        n["batch_size"].extend(batch)
+        n["fed_tokens"].extend(fed)
+        n["drafted"].extend(drafted)
+        n["accepted"].extend(accepted)
+        n["probes"].extend(probes)
+        n["fallback_terms"].extend([v.fallback_terms for v in verify])
+        self._request_id.frombytes(b"".join(ids))
+        self._position.frombytes(b"".join(pos))
+        pending.clear()
 
     def __len__(self) -> int:
-        return len(self._ints["batch_size"])
+        return len(self._ints["batch_size"]) + len(self._pending)
 
     @overload
     def __getitem__(self, index: int) -> StepRecord: ...
@@ -101,6 +133,7 @@ class StepLog(Sequence[StepRecord]):
     def __getitem__(self, index: slice) -> list[StepRecord]: ...
 
     def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
+        self._flush()
         if isinstance(index, slice):
             return [self[j] for j in range(*index.indices(len(self)))]
         if index < 0:
@@ -131,6 +164,8 @@ class StepLog(Sequence[StepRecord]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StepLog):
             return NotImplemented
+        self._flush()
+        other._flush()
         return (
             self._floats == other._floats
             and self._ints == other._ints
@@ -147,6 +182,7 @@ class StepLog(Sequence[StepRecord]):
         """One field of every step, in step order: a :class:`StepRecord` field name (or one of
         ``verify``'s: ``overhead_s``, ``moe_s``, ``attention_s``, ``other_s``,
         ``fallback_terms``; ``unique_experts``)."""
+        self._flush()
         key = "unique" if name == "unique_experts" else name
         if key in self._floats:
             return np.array(self._floats[key], dtype=float)
@@ -157,7 +193,7 @@ class StepLog(Sequence[StepRecord]):
     def members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(offset, request_id, position)``: step s's batch is requests
         ``request_id[offset[s]:offset[s + 1]]`` at ``position[...]`` (admission order)."""
-        sizes = self.column("batch_size")
+        sizes = self.column("batch_size")  # (flushes)
         offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         ids = np.array(self._request_id, dtype=np.int64)
         return offset, ids, np.array(self._position, dtype=np.int64)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,6 +63,7 @@ class EngineState:
     arrival_s: np.ndarray  # per request; closed loop: set when it is queued
     cap: int  # the most drafts per request a step asks for
     union_model: UnionModel
+    analytic: bool  # analytic routing: expected unions, not sampled ones
     reserved_bytes: float = 0.0  # KV reserved by the admitted requests
     finished: int = 0
 
@@ -83,6 +84,7 @@ class EngineState:
                 shape.num_moe_layers,
                 setup.mean_draft_overlap,
             ),
+            analytic=refs.routing.mode == "analytic",
         )
 
     def admissible(
@@ -141,8 +143,7 @@ class EngineState:
         return finished
 
 
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
     """What one iteration did (row b = request b of the batch, admission order)."""
 
     duration_s: float  # draft phase + verify pass + speculation overhead
@@ -153,19 +154,11 @@ class StepOutcome:
     drafts: np.ndarray  # (B,) draft tokens verified (a tree's nodes for draft trees)
     accepted: np.ndarray  # (B,) accepted drafts
     committed: np.ndarray  # (B,) accepted + 1
+    drafted_total: int  # Σ_b drafts
+    accepted_total: int  # Σ_b accepted
     probes: int  # draft steps run only to read a declined confidence
     unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
     memory: Any  # the policy's memory after this step
-
-    @property
-    def accepted_total(self) -> int:
-        """Σ_b accepted drafts."""
-        return int(_add(self.accepted))
-
-    @property
-    def fed_tokens(self) -> int:
-        """Σ_b (drafts + 1)."""
-        return int(_add(self.drafts)) + len(self.drafts)
 
 
 def decide(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> np.ndarray:
@@ -226,19 +219,19 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
         drafts, accepted = setup.tree.verify_plan(refs, states, ks)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
-    if refs.routing.mode == "analytic":  # an expectation over the fed and committed counts
+    if state.analytic:  # an expectation over the fed and committed counts
         unique = refs.expected_unique(fed, committed)
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
         unique = refs.pass_unique_experts(triples, accepted)
     verify = costs.verify_pass(fed, contexts, unique)
     # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
-    extra_s = costs.speculation_overhead_s(committed, contexts) if _add(ks) else 0.0
+    asked_total = int(_add(ks))
+    extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
     duration_s = draft_s + verify.total_s + extra_s
-    memory = state.memory
     accepted_total = int(_add(accepted))
     memory = policy.observe(
-        memory, StepFeedback(len(ks), int(_add(ks)), accepted_total, duration_s)
+        state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
     )
     return StepOutcome(
         duration_s,
@@ -249,6 +242,8 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         drafts,
         accepted,
         committed,
+        int(_add(drafts)),
+        accepted_total,
         probes,
         float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
         memory,
