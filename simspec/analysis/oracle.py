@@ -214,9 +214,10 @@ def _policy_from_tables(tables: dict[int, RequestTables], kmax: int) -> OraclePo
 def _batch_stats(log: RunLog, num_experts: int) -> tuple[float, float, float, np.ndarray]:
     """Mean batch size, tokens per request, context and others' union from a run."""
     steps = log.steps
-    batch = float(np.mean([s.batch_size for s in steps]))
-    tokens = float(np.mean([s.fed_tokens / s.batch_size for s in steps]))
-    union = float(np.mean([s.unique_experts for s in steps]))
+    sizes = steps.column("batch_size")
+    batch = float(np.mean(sizes))
+    tokens = float(np.mean(steps.column("fed_tokens") / sizes))
+    union = float(np.mean(steps.column("unique_experts")))
     context = float(np.mean([(r.prompt_tokens + r.output_tokens / 2) for r in log.requests]))
     others = max(batch - 1.0, 0.0)
     if num_experts and batch > 0:  # remove one request's share of an independent-union

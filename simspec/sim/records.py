@@ -140,22 +140,25 @@ class StepLog(Sequence[StepRecord]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError("step index out of range")
-        f = {name: column[index] for name, column in self._floats.items()}
-        n = {name: column[index] for name, column in self._ints.items()}
+        f, n = self._floats, self._ints
         verify = PassCost(
-            f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]
+            f["overhead_s"][index],
+            f["moe_s"][index],
+            f["attention_s"][index],
+            f["other_s"][index],
+            n["fallback_terms"][index],
         )
         return StepRecord(
-            f["start_s"],
-            n["batch_size"],
-            n["fed_tokens"],
-            n["drafted"],
-            n["accepted"],
-            f["draft_s"],
+            f["start_s"][index],
+            n["batch_size"][index],
+            n["fed_tokens"][index],
+            n["drafted"][index],
+            n["accepted"][index],
+            f["draft_s"][index],
             verify,
-            f["unique"],
-            n["probes"],
-            f["speculation_overhead_s"],
+            f["unique"][index],
+            n["probes"][index],
+            f["speculation_overhead_s"][index],
         )
 
     def __iter__(self) -> Iterator[StepRecord]:
