@@ -3,7 +3,7 @@ long it takes.
 
 :func:`step` reads an :class:`EngineState` (the admitted requests, the recent steps, the
 policy's memory) and returns a :class:`StepOutcome`; it never touches SimPy, never changes the
-state and draws nothing at random (the text and its routing are fixed by the reference set).
+state and draws nothing of its own (the text and its routing are fixed by the reference set).
 The SimPy process (:func:`simspec.sim.engine.serve`) waits ``StepOutcome.duration_s`` and then
 applies the outcome (:meth:`EngineState.apply`). Per iteration:
 
@@ -161,11 +161,13 @@ class StepOutcome(NamedTuple):
     memory: Any  # the policy's memory after this step
 
 
-def decide(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> np.ndarray:
-    """The drafts each request asks for: the policy's answer to the step's batch view."""
+def decide(
+    state: EngineState, policy: BudgetPolicy, setup: EngineSetup, contexts: np.ndarray
+) -> np.ndarray:
+    """The drafts each request asks for: the policy's answer to the step's batch view
+    (``contexts``: the requests' context tokens)."""
     active, history, costs = state.active, state.history, setup.cost_model
     batch = len(active.request_id)
-    contexts = active.contexts()
     if not history.step_s:  # no history yet: price a token at a plain decode pass / B
         ones = np.ones(batch, dtype=np.int64)
         first = costs.verify_pass(ones, contexts, state.union_model.base(batch))
@@ -205,7 +207,7 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
     """One decode iteration of the admitted batch (module docstring); changes nothing."""
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
-    ks = decide(state, policy, setup)
+    ks = decide(state, policy, setup, contexts)
     probes, run = 0, ks
     if policy.reads_confidence:  # a request stopped below the cap read one more confidence:
         probing = ks < state.cap  # that draft step ran, its token is never verified
