@@ -210,3 +210,29 @@ def test_every_policy_stays_within_its_cap(name):
     log = run_policy(setup, policy)
     assert all(0 <= st.drafted <= cap * st.batch_size for st in log.steps)
     assert sum(r.committed for r in log.requests) == sum(r.output_tokens for r in log.requests)
+
+
+@pytest.mark.parametrize("mode", ["analytic", "monte_carlo"])
+def test_plain_decode_is_each_steps_k0_pass_at_its_batch_and_contexts(mode):
+    """verify_over_decode's denominator: a step in which nobody drafted is its own verify
+    pass; any other is priced as every request of its batch feeding one true token."""
+    s = tiny(f'routing.mode="{mode}"', "workload.concurrency=3", "workload.num_requests=5")
+    setup = build_setup(s)
+    log = run_policy(setup, FixedPolicy(draft_tokens=2))
+    run_zero = run_policy(setup, FixedPolicy(draft_tokens=0))
+    costs, refs = setup.cost_model, setup.references
+    offset, ids, positions = log.steps.members()
+    want = 0.0
+    for s_, step in enumerate(log.steps):
+        rid, pos = ids[offset[s_] : offset[s_ + 1]], positions[offset[s_] : offset[s_ + 1]]
+        assert step.drafted == 2 * len(rid)
+        ones, zeros = np.ones(len(rid), dtype=np.int64), np.zeros(len(rid), dtype=np.int64)
+        if mode == "analytic":
+            unique = refs.expected_unique(ones, ones)
+        else:
+            unique = refs.pass_unique_experts(np.array([rid, pos, zeros]).T, zeros)
+        contexts = np.array([refs.sequence(r).prompt_tokens for r in rid]) + pos
+        want += costs.verify_pass(ones, contexts, unique).total_s
+    assert plain_decode_s(log, setup) == pytest.approx(want, rel=1e-12)
+    verify_zero = sum(st.verify.total_s for st in run_zero.steps)
+    assert plain_decode_s(run_zero, setup) == pytest.approx(verify_zero, rel=1e-12)
