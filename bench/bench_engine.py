@@ -71,7 +71,7 @@ class _ConstantCosts:
     def draft_step(self, contexts):
         return 1e-4
 
-    def prefill_pass(self, prompts):
+    def prefill(self, prompts):
         return PassCost(overhead_s=1e-2, moe_s=0.0, attention_s=0.0, other_s=0.0)
 
     def speculation_overhead_s(self, accepted, contexts):

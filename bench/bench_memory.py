@@ -6,6 +6,7 @@ Runs the embedded default scenario (five fixed-k policies, 256-token outputs on 
 Target (issue 12): <= 500 MB.
 
     python bench/bench_memory.py [--requests 800] [--modes analytic monte_carlo]
+                                 [--concurrency B]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=800)
     parser.add_argument("--modes", nargs="+", default=["analytic", "monte_carlo"])
+    parser.add_argument("--concurrency", type=int, help="batch size (default: the scenario's)")
     args = parser.parse_args()
     machine = f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     print(f"machine: {machine}")
@@ -58,11 +60,14 @@ def main() -> None:
             "--set",
             f'routing.mode="{mode}"',
         ]
+        if args.concurrency is not None:
+            command += ["--set", f"workload.concurrency={args.concurrency}"]
         start = time.perf_counter()
         rss, cpu = peak_rss_mb(command)
         print(
-            f"{mode}: {args.requests} requests (~{args.requests * 256 * 5 / 1e6:.2f} M simulated "
-            f"tokens): peak RSS {rss:.0f} MB, {cpu:.1f} CPU s, "
+            f"{mode}, concurrency {args.concurrency or 'default'}: {args.requests} requests "
+            f"(~{args.requests * 256 * 5 / 1e6:.2f} M simulated tokens): "
+            f"peak RSS {rss:.0f} MB, {cpu:.1f} CPU s, "
             f"{time.perf_counter() - start:.1f} s wall"
         )
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec._version import __version__
-from simspec.analysis.metrics import summarize
+from simspec.analysis.metrics import plain_decode_s, summarize
 from simspec.analysis.results import OracleSummary, RunResult
 from simspec.config.scenario import Scenario
 from simspec.policies.fixed import BASELINE_LABEL, FixedPolicy, is_plain_decoding
 from simspec.rng import stream
-from simspec.sim.engine import RunLog, run_policy
+from simspec.sim.engine import run_policy
+from simspec.sim.records import RunLog
 from simspec.sim.setup import build_setup
 
 #: ``progress(done, total)`` is called after each simulated policy.
@@ -125,6 +126,7 @@ def run_experiment(
             is_baseline=r.is_baseline,
             is_oracle=r.is_oracle,
             slo=scenario.slo,
+            decode_s=plain_decode_s(r.log, setup),
         )
         for r in runs
     )

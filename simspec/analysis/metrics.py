@@ -18,8 +18,9 @@ import numpy as np
 
 from simspec.analysis.results import GpuTime, PolicyResult, RunResult
 from simspec.config.slo import SloConfig
-from simspec.sim.engine import RunLog
-from simspec.sim.records import RequestRecord
+from simspec.costs.batch import verify_totals
+from simspec.sim.records import RequestRecord, RunLog
+from simspec.sim.setup import EngineSetup
 
 #: The latency percentiles every run reports (``tpot_p50_ms``, ..., ``ttft_p99_ms``).
 PERCENTILES = (50, 90, 99)
@@ -73,6 +74,58 @@ def _slo_metrics(
     }
 
 
+_PLAIN_CHUNK = 2048  # plain passes priced per call
+
+
+def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
+    """Seconds the run's steps would have taken as plain decode passes (k = 0): the
+    denominator of ``verify_over_decode``.
+
+    Each step's plain pass feeds one token per request of its batch at the step's contexts,
+    with the experts of those requests' true tokens alone; a step in which nobody drafted was
+    that pass. The passes of each batch size are priced together, as rows of
+    :func:`~simspec.costs.batch.verify_totals` (each row is ``verify_pass``'s
+    total), and summed in step order.
+    """
+    steps, refs = log.steps, setup.references
+    if not len(steps):
+        return 0.0
+    totals = (
+        steps.column("overhead_s")
+        + steps.column("moe_s")
+        + steps.column("attention_s")
+        + steps.column("other_s")
+    )  # PassCost.total_s's order: the verify pass of a step in which nobody drafted
+    offset, ids, positions = steps.members()
+    prompts = np.array([refs.sequence(r).prompt_tokens for r in range(int(ids.max()) + 1)])
+    analytic = refs.routing.mode == "analytic"
+    by_batch: dict[int, list[int]] = {}
+    for s in np.flatnonzero(steps.column("drafted")).tolist():
+        by_batch.setdefault(int(offset[s + 1] - offset[s]), []).append(s)
+    for batch, steps_of_batch in by_batch.items():
+        ones = np.ones(batch, dtype=np.int64)
+        zeros = ones - 1
+        # Analytic: an expectation over B one-token sequences, which depends on B alone.
+        expected = refs.expected_unique(ones, ones) if analytic else None
+        for start in range(0, len(steps_of_batch), _PLAIN_CHUNK):  # bounded memory
+            rows = steps_of_batch[start : start + _PLAIN_CHUNK]
+            members = offset[rows][:, None] + np.arange(batch)  # (N, B) indices into ids
+            rid, pos = ids[members], positions[members]
+            if expected is not None:
+                plain = np.tile(expected, (len(rows), 1))
+            else:
+                plain = np.array(
+                    [
+                        refs.pass_unique_experts(np.array([r, p, zeros]).T, zeros)
+                        for r, p in zip(rid, pos, strict=True)
+                    ],
+                    dtype=float,
+                )
+            contexts = prompts[rid] + pos
+            totals[rows] = verify_totals(setup.cost_model, np.ones_like(rid), contexts, plain)
+    return float(sum(totals.tolist()))
+
+
 def summarize(
     log: RunLog,
     baseline_tpot_s: float,
@@ -84,17 +137,27 @@ def summarize(
     is_baseline: bool = False,
     is_oracle: bool = False,
     slo: SloConfig | None = None,
+    decode_s: float = 0.0,
 ) -> PolicyResult:
-    """The metrics and GPU-time breakdown of one run of one policy (SLO metrics with ``slo``)."""
+    """The metrics and GPU-time breakdown of one run of one policy (SLO metrics with ``slo``;
+    ``verify_over_decode`` with ``decode_s``, the run's :func:`plain_decode_s`)."""
     reqs, steps = log.requests, log.steps
     tokens = sum(r.output_tokens for r in reqs)
     start = min((r.arrival_s for r in reqs), default=0.0)
     makespan = max((r.finish_s for r in reqs), default=0.0) - start
-    request_steps = sum(s.batch_size for s in steps)
-    drafted = sum(s.drafted for s in steps)
-    accepted = sum(s.accepted for s in steps)
-    verify_s = sum(s.verify.total_s for s in steps)
-    decode_s = sum(s.decode_s for s in steps)
+    column = steps.column
+
+    def total(name: str) -> float:  # summed in step order
+        return sum(column(name).tolist(), 0.0)
+
+    request_steps = int(column("batch_size").sum())
+    drafted = int(column("drafted").sum())
+    accepted = int(column("accepted").sum())
+    verify_s = sum(
+        (
+            column("overhead_s") + column("moe_s") + column("attention_s") + column("other_s")
+        ).tolist()
+    )
     tpot = log.mean_tpot_s()
     prefill = [p.cost for p in log.prefills]
     tpot_p = percentiles_ms(request_tpot_s(reqs))
@@ -115,22 +178,20 @@ def summarize(
         acceptance_rate=accepted / drafted if drafted else 0.0,
         mean_k=drafted / request_steps if request_steps else 0.0,
         verify_over_decode=verify_s / decode_s if decode_s else 0.0,
-        unique_experts_per_layer=float(np.mean([s.unique_experts for s in steps]))
-        if steps
-        else 0.0,
+        unique_experts_per_layer=float(np.mean(column("unique_experts"))) if len(steps) else 0.0,
         speedup_vs_no_spec=baseline_tpot_s / tpot if tpot > 0 else 0.0,
         gpu_time_s=GpuTime(
-            draft=sum((s.draft_s for s in steps), 0.0),
-            verify_moe=sum((s.verify.moe_s for s in steps), 0.0),
-            verify_attention=sum((s.verify.attention_s for s in steps), 0.0),
-            verify_other=sum((s.verify.other_s for s in steps), 0.0),
-            overhead=sum((s.verify.overhead_s for s in steps), 0.0),
+            draft=total("draft_s"),
+            verify_moe=total("moe_s"),
+            verify_attention=total("attention_s"),
+            verify_other=total("other_s"),
+            overhead=total("overhead_s"),
             prefill=sum((c.total_s for c in prefill), 0.0),
         ),
         requests=len(reqs),
         tokens=tokens,
         # Passes (verify and prefill) with a term outside the calibrated profile's tables.
-        cost_fallbacks=sum(1 for s in steps if s.verify.fallback_terms)
+        cost_fallbacks=int(np.count_nonzero(column("fallback_terms")))
         + sum(1 for c in prefill if c.fallback_terms),
         gap_to_oracle_pct=gap,
         is_baseline=is_baseline,

@@ -24,7 +24,7 @@ so the approximate oracle is never worse than the best fixed k on the same refer
 
 Each request's cost(i, k) table is one array expression over (state, k)
 (:mod:`simspec.analysis.oracle_costs`, every pass priced by the cost model's vectorised
-``verify_pass_many``), and the DPs of all requests run side by side (:func:`solve_many`).
+``verify_totals``), and the DPs of all requests run side by side (:func:`solve_many`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from simspec.analysis.oracle_costs import (
     unique_experts_table,
 )
 from simspec.physics.experts import independent_union
-from simspec.policies.base import BudgetPolicy, DecodeState
+from simspec.policies.base import BatchView, BudgetPolicy, Policy
 from simspec.policies.fixed import FixedPolicy
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 
@@ -85,15 +85,17 @@ class RequestTables:
 
 
 @dataclass(frozen=True, slots=True)
-class OraclePolicy:
+class OraclePolicy(Policy):
     """Replays a precomputed plan: k for each (request, state). Not a registered policy."""
 
     plan: Mapping[tuple[int, int], int] = field(hash=False)
     cap: int
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Draft until the planned k for this request and state."""
-        return state.drafted < self.plan.get((state.request_id, state.position), 0)
+    def decide(self, view: BatchView) -> np.ndarray:
+        """The planned k of each request at its state (within the step's cap)."""
+        plan, cap = self.plan, view.cap
+        keys = zip(view.request_id.tolist(), view.position.tolist(), strict=True)
+        return np.array([min(plan.get(key, 0), cap) for key in keys], dtype=np.int64)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """The plan's largest k."""
@@ -212,9 +214,10 @@ def _policy_from_tables(tables: dict[int, RequestTables], kmax: int) -> OraclePo
 def _batch_stats(log: RunLog, num_experts: int) -> tuple[float, float, float, np.ndarray]:
     """Mean batch size, tokens per request, context and others' union from a run."""
     steps = log.steps
-    batch = float(np.mean([s.batch_size for s in steps]))
-    tokens = float(np.mean([s.fed_tokens / s.batch_size for s in steps]))
-    union = float(np.mean([s.unique_experts for s in steps]))
+    sizes = steps.column("batch_size")
+    batch = float(np.mean(sizes))
+    tokens = float(np.mean(steps.column("fed_tokens") / sizes))
+    union = float(np.mean(steps.column("unique_experts")))
     context = float(np.mean([(r.prompt_tokens + r.output_tokens / 2) for r in log.requests]))
     others = max(batch - 1.0, 0.0)
     if num_experts and batch > 0:  # remove one request's share of an independent-union

@@ -3,8 +3,8 @@
 At batch size 1 a state's cost is its k draft steps plus the (k + 1)-token verify pass
 (:func:`alone_costs`); at B > 1 it is the request's marginal-cost attribution inside a typical
 batch (:class:`StepCost`). Both price every (state, k) of a request as one array expression:
-one :meth:`~simspec.costs.base.CostModel.verify_pass_many` call and one
-:meth:`~simspec.costs.base.CostModel.draft_step_many` call, which give bit for bit what the
+one :func:`~simspec.costs.batch.verify_totals` call and one
+:func:`~simspec.costs.batch.draft_step_totals` call, which give bit for bit what the
 scalar ``verify_pass`` and ``draft_step`` give pass by pass. The expert unions come from
 :func:`unique_experts_table`. The DP over these tables is :mod:`simspec.analysis.oracle`.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simspec.costs.batch import draft_step_totals, verify_totals
 from simspec.routing.sets import to_sets, window_union_sizes
 from simspec.sim.engine import EngineSetup
 
@@ -58,19 +59,19 @@ def alone_costs(setup: EngineSetup, contexts: np.ndarray, unique: np.ndarray) ->
     layers): the k draft steps (a running sum) plus the (k + 1)-token verify pass; (S, K+1).
 
     Every draft step and every pass is priced in one call each
-    (:meth:`~simspec.costs.base.CostModel.draft_step_many`,
-    :meth:`~simspec.costs.base.CostModel.verify_pass_many`).
+    (:func:`~simspec.costs.batch.draft_step_totals`,
+    :func:`~simspec.costs.batch.verify_totals`).
     """
     costs = setup.cost_model
     states, width = unique.shape[:2]
     kmax = width - 1
     ctx = np.asarray(contexts, dtype=np.int64)
-    steps = costs.draft_step_many((ctx[:, None] + np.arange(kmax)).reshape(-1, 1))
+    steps = draft_step_totals(costs, (ctx[:, None] + np.arange(kmax)).reshape(-1, 1))
     draft = np.cumsum(np.hstack([np.zeros((states, 1)), steps.reshape(states, kmax)]), axis=1)
     tokens = np.tile(np.arange(1, width + 1), states).reshape(-1, 1)
     union, index = _union_table(0.0, unique.reshape(states * width, -1), 1.0)
-    verify = costs.verify_pass_many(
-        tokens, np.repeat(ctx, width).reshape(-1, 1), union, None, index
+    verify = verify_totals(
+        costs, tokens, np.repeat(ctx, width).reshape(-1, 1), union, unique_index=index
     )
     return draft + verify.reshape(states, width)
 
@@ -126,12 +127,12 @@ class StepCost:
         with_me = np.empty((len(contexts), kmax, 2), dtype=np.int64)  # the others, this one
         with_me[..., 0] = self.context + depths
         with_me[..., 1] = contexts[:, None] + depths
-        extra = costs.draft_step_many(with_me.reshape(-1, 2), np.array([drafting, 1]))
+        extra = draft_step_totals(costs, with_me.reshape(-1, 2), counts=np.array([drafting, 1]))
         extra = extra.reshape(len(contexts), kmax)
         if drafting:
             if kmax not in self._others_only:
                 others = np.repeat(self.context + depths, drafting).reshape(kmax, drafting)
-                self._others_only[kmax] = costs.draft_step_many(others)
+                self._others_only[kmax] = draft_step_totals(costs, others)
             shared = depths + 1 <= self.tokens_each - 1  # depths where the others draft too
             extra[:, shared] -= self._others_only[kmax][shared]
         return extra
@@ -140,7 +141,7 @@ class StepCost:
         """cost(i, k) for states with ``contexts`` (S,) and ``unique`` (S, K+1, layers): (S, K+1).
 
         Every (state, k) pass is one row of a single
-        :meth:`~simspec.costs.base.CostModel.verify_pass_many` call with two columns: the
+        :func:`~simspec.costs.batch.verify_totals` call with two columns: the
         others (``counts`` = their number; their tokens and context) and this request (its
         k + 1 tokens and own context). Tokens and contexts are integers, so this prices each
         pass exactly as the batch written out request by request.
@@ -156,8 +157,13 @@ class StepCost:
         ctxs[..., 1] = np.asarray(contexts, dtype=np.int64)[:, None]
         covered = self.others_union / n if n else 0.0
         union, index = _union_table(self.others_union, unique.reshape(rows, -1), 1.0 - covered)
-        out = costs.verify_pass_many(
-            tokens.reshape(rows, 2), ctxs.reshape(rows, 2), union, np.array([self.others, 1]), index
+        out = verify_totals(
+            costs,
+            tokens.reshape(rows, 2),
+            ctxs.reshape(rows, 2),
+            union,
+            counts=np.array([self.others, 1]),
+            unique_index=index,
         ).reshape(states, width)
         base = out[:, :1]
         out = base / batch + (out - base)

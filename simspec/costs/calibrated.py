@@ -10,12 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.base import (
-    COST_MODELS,
-    draft_phase_by_depth,
-    prefill_unique_experts,
-    verify_pass_loop,
-)
+from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
 from simspec.costs.passes import collectives_s, fixed_overhead_s, pass_constants
@@ -177,7 +172,8 @@ class CalibratedCostModel:
     tensor_parallel: int = 0
     expert_parallel: int = 1
     draft_model: ModelSpec | None = None
-    _drafts: RooflineCostModel = field(init=False, repr=False)
+    #: The drafter's roofline, with the same (fitted) parameters.
+    drafter_costs: RooflineCostModel = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         drafts = RooflineCostModel(
@@ -190,7 +186,7 @@ class CalibratedCostModel:
             expert_parallel=self.expert_parallel,
             draft_model=self.draft_model,
         )
-        object.__setattr__(self, "_drafts", drafts)
+        object.__setattr__(self, "drafter_costs", drafts)
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -209,20 +205,7 @@ class CalibratedCostModel:
             hidden_size=self.target.hidden_size,
         )
 
-    def verify_pass_many(
-        self,
-        tokens_per_request: np.ndarray,
-        context_tokens: np.ndarray,
-        unique_experts: np.ndarray,
-        counts: np.ndarray | None = None,
-        unique_index: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """N passes, one per row: a loop over :meth:`verify_pass` (table lookups per pass)."""
-        return verify_pass_loop(
-            self, tokens_per_request, context_tokens, unique_experts, counts, unique_index
-        )
-
-    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+    def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         unique = prefill_unique_experts(self.target.shape, prompts)
@@ -230,27 +213,10 @@ class CalibratedCostModel:
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""
-        return self._drafts.draft_step(context_tokens)
-
-    def draft_step_many(
-        self, context_tokens: np.ndarray, counts: np.ndarray | None = None
-    ) -> np.ndarray:
-        """See :meth:`RooflineCostModel.draft_step_many`."""
-        if type(self).draft_step is not CalibratedCostModel.draft_step:
-            ctx = np.asarray(context_tokens)
-            if counts is not None:
-                ctx = np.repeat(ctx, counts, axis=1)
-            return np.array([self.draft_step(row) for row in ctx], dtype=float)
-        return self._drafts.draft_step_many(context_tokens, counts)
-
-    def draft_phase_s(self, context_tokens: np.ndarray, draft_tokens: np.ndarray) -> float:
-        """See :meth:`RooflineCostModel.draft_phase_s` (the drafter's roofline)."""
-        if type(self).draft_step is not CalibratedCostModel.draft_step:
-            return draft_phase_by_depth(self, context_tokens, draft_tokens)
-        return self._drafts.draft_phase_s(context_tokens, draft_tokens)
+        return self.drafter_costs.draft_step(context_tokens)
 
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
     ) -> float:
         """See :meth:`RooflineCostModel.speculation_overhead_s` (the drafter's roofline)."""
-        return self._drafts.speculation_overhead_s(accepted_tokens, context_tokens)
+        return self.drafter_costs.speculation_overhead_s(accepted_tokens, context_tokens)

@@ -15,12 +15,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from simspec.costs.base import (
-    COST_MODELS,
-    draft_phase_by_depth,
-    prefill_unique_experts,
-    verify_pass_loop,
-)
+from simspec.costs.base import COST_MODELS, draft_phase_by_depth, prefill_unique_experts
 from simspec.costs.kernels import _batch_sum
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
@@ -29,7 +24,6 @@ from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
-from simspec.profile import CalibrationProfile
 
 
 @COST_MODELS.register("roofline")
@@ -45,7 +39,6 @@ class RooflineCostModel:
     tensor_parallel: int = 0  # 0 = num_gpus
     expert_parallel: int = 1
     draft_model: ModelSpec | None = None  # the dense draft model, when drafter.kind == "dense"
-    profile: CalibrationProfile | None = None  # unused: the roofline needs only its fitted params
     # Per-model constants, derived once here rather than in every pass (no spec hashing there).
     _target: PassConstants = field(init=False, repr=False, compare=False)
     _draft: PassConstants | None = field(init=False, repr=False, compare=False)
@@ -89,7 +82,7 @@ class RooflineCostModel:
         """See :func:`simspec.costs.passes.target_pass_cost`."""
         return pass_cost(self._target, tokens_per_request, context_tokens, unique_experts)
 
-    def verify_pass_many(
+    def verify_totals(
         self,
         tokens_per_request: np.ndarray,
         context_tokens: np.ndarray,
@@ -97,15 +90,8 @@ class RooflineCostModel:
         counts: np.ndarray | None = None,
         unique_index: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Totals of N passes (rows): :func:`simspec.costs.many.pass_cost_many`.
-
-        A subclass that overrides :meth:`verify_pass` gets a loop over its own method instead,
-        so the two never disagree.
-        """
-        if type(self).verify_pass is not RooflineCostModel.verify_pass:
-            return verify_pass_loop(
-                self, tokens_per_request, context_tokens, unique_experts, counts, unique_index
-            )
+        """Totals of N passes (rows) as one array expression: :func:`~simspec.costs.many.
+        pass_cost_many` (the fast form behind :func:`simspec.costs.batch.verify_totals`)."""
         return pass_cost_many(
             self._target,
             tokens_per_request,
@@ -115,7 +101,7 @@ class RooflineCostModel:
             unique_index=unique_index,
         )
 
-    def prefill_pass(self, prompt_tokens: np.ndarray) -> PassCost:
+    def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         unique = prefill_unique_experts(self._target.shape, prompts)
@@ -131,27 +117,23 @@ class RooflineCostModel:
             return 0.0
         return self._drafter_pass(np.ones_like(ctx), ctx)
 
-    def draft_step_many(
+    def draft_step_totals(
         self, context_tokens: np.ndarray, counts: np.ndarray | None = None
     ) -> np.ndarray:
         """:meth:`draft_step` of N steps at once: ``context_tokens`` (N, B), one step per row.
 
-        Entry p equals ``draft_step(context_tokens[p])`` bit for bit (a loop over it when a
-        subclass overrides :meth:`draft_step`); ``counts`` (B,) as in
+        Entry p equals ``draft_step(context_tokens[p])`` bit for bit; ``counts`` (B,) as in
         :func:`simspec.costs.many.pass_cost_many` (exact for integer contexts).
         """
         ctx = np.asarray(context_tokens, dtype=float)
-        if type(self).draft_step is not RooflineCostModel.draft_step:
-            if counts is not None:
-                ctx = np.repeat(ctx, counts, axis=1)
-            return np.array([self.draft_step(row) for row in ctx], dtype=float)
         if ctx.shape[-1] == 0:
             return np.zeros(len(ctx))
         weights = None if counts is None else np.asarray(counts, dtype=float)
         return np.asarray(self._drafter_pass(np.ones_like(ctx), ctx, weights), dtype=float)
 
     def draft_phase_s(self, context_tokens: np.ndarray, draft_tokens: np.ndarray) -> float:
-        """One step's draft phase: :func:`simspec.costs.base.draft_phase_s`, the same number.
+        """One step's draft phase: :func:`simspec.costs.base.draft_phase_by_depth`, the same
+        number (the fast form behind :func:`simspec.costs.batch.draft_phase_s`).
 
         A draft head's step reads its batch through two sums only, the requests n_j still
         drafting at depth j and their KV entries Σ (c_b + j) (:meth:`_head_pass`). On integer
@@ -162,7 +144,7 @@ class RooflineCostModel:
         """
         ks, ctx = np.asarray(draft_tokens), np.asarray(context_tokens)
         general = self._draft is not None or ctx.dtype.kind not in "iu" or ks.dtype.kind not in "iu"
-        if general or type(self).draft_step is not RooflineCostModel.draft_step:
+        if general:
             return draft_phase_by_depth(self, ctx, ks)
         asked = ks.tolist()
         depth = max(asked, default=0)

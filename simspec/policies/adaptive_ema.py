@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import FieldError
-from simspec.policies.base import POLICIES, BatchView, DecodeState, StepOutcome
+from simspec.policies.base import POLICIES, BatchView, Policy, StepFeedback, uniform
 from simspec.schema import param
 
 
@@ -31,7 +31,7 @@ class EmaMemory:
 
 @POLICIES.register("adaptive_ema")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AdaptiveEmaPolicy:
+class AdaptiveEmaPolicy(Policy):
     """Pick a draft-length tier from an EMA of the batch's accepted drafts."""
 
     tiers: tuple[int, ...] = param((1, 3, 7), "allowed draft lengths, ascending", ge=0, le=64)
@@ -57,9 +57,9 @@ class AdaptiveEmaPolicy:
         """No EMA yet; the initial tier."""
         return EmaMemory(None, 0, self.initial_tier)
 
-    def observe(self, memory: EmaMemory, outcome: StepOutcome) -> EmaMemory:
+    def observe(self, memory: EmaMemory, feedback: StepFeedback) -> EmaMemory:
         """Fold one verify pass into the EMA; maybe change tier."""
-        mean_accepted = outcome.accepted / max(outcome.batch_size, 1)
+        mean_accepted = feedback.accepted / max(feedback.batch_size, 1)
         ema = (
             mean_accepted
             if memory.ema is None
@@ -75,16 +75,10 @@ class AdaptiveEmaPolicy:
                 tier = self.tier_for(ema + self.down_hysteresis)
         return EmaMemory(ema, steps, tier)
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Draft up to the current tier."""
-        memory = state.memory if isinstance(state.memory, EmaMemory) else self.initial_memory()
-        return state.drafted < min(memory.tier, state.max_draft_tokens)
-
-    def draft_lengths(self, view: BatchView) -> np.ndarray:
-        """Every request drafts the current tier (batch fast path; within the step's caps)."""
+    def decide(self, view: BatchView) -> np.ndarray:
+        """Every request drafts the current tier."""
         memory = view.memory if isinstance(view.memory, EmaMemory) else self.initial_memory()
-        k = min(memory.tier, view.max_draft_tokens, view.cap)
-        return np.full(view.batch_size, max(k, 0), dtype=np.int64)
+        return uniform(view, memory.tier)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """The largest tier within the drafter's cap."""

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.errors import FieldError
-from simspec.policies.base import POLICIES, BatchView, DecodeState
+from simspec.policies.base import POLICIES, BatchView, Policy, uniform
 from simspec.schema import param
 
 
 @POLICIES.register("batch_table")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BatchTablePolicy:
+class BatchTablePolicy(Policy):
     """Look the draft length up from the current batch size."""
 
     batch_sizes: tuple[int, ...] = param(
@@ -48,14 +48,9 @@ class BatchTablePolicy:
                 chosen = length
         return chosen
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Draft up to the table's length for this batch."""
-        return state.drafted < min(self.draft_length(state.batch_size), state.max_draft_tokens)
-
-    def draft_lengths(self, view: BatchView) -> np.ndarray:
-        """The table's length for this batch, for every request (batch fast path)."""
-        k = min(self.draft_length(view.batch_size), view.max_draft_tokens, view.cap)
-        return np.full(view.batch_size, max(k, 0), dtype=np.int64)
+    def decide(self, view: BatchView) -> np.ndarray:
+        """The table's length for this batch, for every request."""
+        return uniform(view, self.draft_length(view.batch_size))
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """The table's largest entry within the drafter's cap."""

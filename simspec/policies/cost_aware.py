@@ -10,9 +10,10 @@ token (Amankulov & Mamatin, arXiv 2609.22156: the oracle's decisions obey ΔE[co
     extend  iff  c_1·…·c_{k+1} · g  >  Δc(k → k+1)
 
 The confidence product estimates P(all accepted) (calibrated drafter), g is the engine's running
-estimate, and Δc comes from the engine's cost oracle (``DecodeState.marginal_cost_s``). For a dense
-target Δc is about one draft step and the rule is SpecDec++'s cumulative threshold with
-tau = c_d / g. ``margin`` scales the price: > 1 drafts more boldly, < 1 more cautiously.
+estimate, and Δc comes from the engine's cost oracle
+(:meth:`~simspec.policies.base.BatchView.by_depth`). For a dense target Δc is about one draft
+step and the rule is SpecDec++'s cumulative threshold with tau = c_d / g. ``margin`` scales the
+price: > 1 drafts more boldly, < 1 more cautiously.
 
 At batch size B > 1 the draft step at depth k+1 and the verify pass are shared, so Δc is the
 request's share of extending the requests that go on to depth k+1, priced at the step's expected
@@ -28,46 +29,40 @@ extension still pays that step (a probe).
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from simspec.policies.base import POLICIES, DecodeState, DepthView
+from simspec.policies.base import POLICIES, BatchView, Policy
 from simspec.schema import param
 
 
 @POLICIES.register("cost_aware")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CostAwarePolicy:
+class CostAwarePolicy(Policy):
     """Draft while expected extra tokens × time per token exceed the marginal cost."""
 
-    #: It reads ``next_confidence``: declining after reading it costs a probe draft step.
+    #: It reads the confidences: stopping after reading one costs a probe draft step.
     reads_confidence: ClassVar[bool] = True
 
     max_tokens: int = param(8, "most draft tokens per step", ge=0, le=64)
     margin: float = param(1.0, "multiplier on the time per token g", ge=0.01, le=100)
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Apply the Delta-space rule to the next draft token."""
-        if state.drafted >= min(self.max_tokens, state.max_draft_tokens):
-            return False
-        if state.marginal_cost_s is None or state.time_per_token_s <= 0:
-            return False
-        gain = math.prod(state.confidences) * state.next_confidence
-        return gain * state.time_per_token_s * self.margin > state.marginal_cost_s()
+    def decide(self, view: BatchView) -> np.ndarray:
+        """Apply the Delta-space rule depth by depth at the batch's shared prices."""
+        assert view.confidences is not None  # reads_confidence
+        limit = min(self.max_tokens, view.max_draft_tokens, view.cap)
+        g = view.time_per_token_s
+        if g <= 0 or limit <= 0:
+            return np.zeros(view.batch_size, dtype=np.int64)
+        chain = np.cumprod(view.confidences, axis=1)  # c_1·…·c_{k+1}, in slot order
 
-    def continue_drafting_batch(self, view: DepthView) -> np.ndarray:
-        """:meth:`continue_drafting` for every request asked at one depth (per-depth path):
-        they share one price, read once."""
-        n = len(view.next_confidence)
-        if view.drafted >= min(self.max_tokens, view.max_draft_tokens) or not n:
-            return np.zeros(n, dtype=bool)
-        if view.marginal_cost_s is None or view.time_per_token_s <= 0:
-            return np.zeros(n, dtype=bool)
-        gain = view.chain_confidence()
-        return gain * view.time_per_token_s * self.margin > view.marginal_cost_s()
+        def agree(ids: np.ndarray, drafted: int, price: Callable[[], float]) -> np.ndarray:
+            return chain[ids, drafted] * g * self.margin > price()
+
+        return view.by_depth(limit, agree)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``max_tokens`` within the drafter's cap."""

@@ -9,25 +9,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec.policies.base import POLICIES, BatchView, DecodeState
+from simspec.policies.base import POLICIES, BatchView, Policy, uniform
 from simspec.schema import param
 
 
 @POLICIES.register("fixed")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FixedPolicy:
+class FixedPolicy(Policy):
     """Draft the same number of tokens every step."""
 
     draft_tokens: int = param(3, "draft tokens per step (0 = no speculation)", ge=0, le=64)
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Draft until ``draft_tokens`` are made (or the drafter's cap)."""
-        return state.drafted < min(self.draft_tokens, state.max_draft_tokens)
-
-    def draft_lengths(self, view: BatchView) -> np.ndarray:
-        """Every request drafts ``draft_tokens`` (batch fast path; within the step's caps)."""
-        k = min(self.draft_tokens, view.max_draft_tokens, view.cap)
-        return np.full(view.batch_size, max(k, 0), dtype=np.int64)
+    def decide(self, view: BatchView) -> np.ndarray:
+        """Every request drafts ``draft_tokens`` (within the step's caps)."""
+        return uniform(view, self.draft_tokens)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``draft_tokens``, within the drafter's cap."""

@@ -10,43 +10,35 @@ more than the per-token rule at equal tau.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from simspec.policies.base import POLICIES, DecodeState, DepthView
+from simspec.policies.base import POLICIES, BatchView, Policy
 from simspec.schema import param
 
 
 @POLICIES.register("threshold")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ThresholdPolicy:
+class ThresholdPolicy(Policy):
     """Draft while the next token's (or the chain's) confidence is at least ``tau``."""
 
-    #: It reads ``next_confidence``: declining after reading it costs a probe draft step.
+    #: It reads the confidences: stopping after reading one costs a probe draft step.
     reads_confidence: ClassVar[bool] = True
 
     tau: float = param(0.5, "confidence threshold in [0, 1]", ge=0, le=1)
     mode: str = param("per_token", "per_token or cumulative", choices=("per_token", "cumulative"))
     max_tokens: int = param(8, "most draft tokens per step", ge=0, le=64)
 
-    def continue_drafting(self, state: DecodeState) -> bool:
-        """Apply the per-token or cumulative rule to the next draft."""
-        if state.drafted >= min(self.max_tokens, state.max_draft_tokens):
-            return False
-        if self.mode == "per_token":
-            return state.next_confidence >= self.tau
-        return math.prod(state.confidences) * state.next_confidence >= self.tau
-
-    def continue_drafting_batch(self, view: DepthView) -> np.ndarray:
-        """:meth:`continue_drafting` for every request asked at one depth (per-depth path)."""
-        if view.drafted >= min(self.max_tokens, view.max_draft_tokens):
-            return np.zeros(len(view.next_confidence), dtype=bool)
-        if self.mode == "per_token":
-            return view.next_confidence >= self.tau
-        return view.chain_confidence() >= self.tau
+    def decide(self, view: BatchView) -> np.ndarray:
+        """The leading drafts whose confidence (or chain product) is at least ``tau``."""
+        assert view.confidences is not None  # reads_confidence
+        limit = max(min(self.max_tokens, view.max_draft_tokens, view.cap), 0)
+        slots = view.confidences[:, :limit]
+        if self.mode == "cumulative":
+            slots = np.cumprod(slots, axis=1)  # c_1·…·c_j, multiplied in slot order
+        return np.cumprod(slots >= self.tau, axis=1).sum(axis=1, dtype=np.int64)
 
     def budget_cap(self, max_draft_tokens: int) -> int:
         """``max_tokens`` within the drafter's cap."""

@@ -1,4 +1,4 @@
-"""What one more draft token would cost: the cost oracle behind ``DecodeState.marginal_cost_s``.
+"""What one more draft token would cost: the prices behind ``BatchView.by_depth``.
 
 While the engine collects a step's decisions it keeps a :class:`StepPlan`: the tokens each request
 will feed, the requests drafting at each depth, and an *estimate* of the batch's distinct experts
@@ -16,7 +16,7 @@ other experts, of which N − U are not yet loaded. ΔU → 0 as the union cover
 every request drafting at depth j: its fixed part F (weights, launch) is paid once however many
 requests join it. Charging it to whichever request asks first makes that request decline, then
 the next, and at B = 32 nobody drafts. So the engine decides depth by depth for the whole batch
-(:func:`simspec.sim.engine.decide_step`). With S the requests still drafting at depth j − 1 and
+(:mod:`simspec.sim.decide`). With S the requests still drafting at depth j − 1 and
 A a set of them extending to depth j, a request's *share* is
 
     Δc(A) = { [verify(T + e_A, U_n+|A|) − verify(T, U_n)]

@@ -1,8 +1,21 @@
-"""Flat records the engine appends while it runs; the analysis summarises them."""
+"""What a run records: one row per decode step, per prefill pass and per finished request.
+
+Steps are the bulk of a run's records (one per verify pass: ~10^5 in a long batch-1 run), so
+:class:`StepLog` keeps them as typed columns (``array.array``, 8 bytes a value) and hands out a
+:class:`StepRecord` only when one is read. Besides each step's totals it keeps which requests
+took part and at which position (``members``), so the analysis can price what the step would
+have cost without speculation (:func:`simspec.analysis.metrics.plain_decode_s`) without the
+engine doing it while it runs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
 
 from simspec.params import PassCost
 
@@ -18,10 +31,175 @@ class StepRecord:
     accepted: int  # Σ_b min(k_b, m_b)
     draft_s: float
     verify: PassCost
-    decode_s: float  # the k = 0 pass of the same requests at the same contexts
     unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
     probes: int = 0  # draft steps run only to read a confidence the policy declined on
     speculation_overhead_s: float = 0.0  # verify bookkeeping + drafter extend (engine presets)
+
+    @property
+    def end_s(self) -> float:
+        """When the step's verify pass (and its bookkeeping) ended."""
+        return self.start_s + self.draft_s + self.verify.total_s + self.speculation_overhead_s
+
+
+_FLOATS = (
+    *("start_s", "draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "unique"),
+    "speculation_overhead_s",
+)
+_INTS = ("batch_size", "fed_tokens", "drafted", "accepted", "probes", "fallback_terms")
+
+
+class StepLog(Sequence[StepRecord]):
+    """The steps of one run as columns; indexing or iterating gives :class:`StepRecord` rows."""
+
+    #: Steps held as tuples before they are moved into the columns, at most this many.
+    PENDING = 4096
+
+    def __init__(self) -> None:
+        self._floats = {name: array("d") for name in _FLOATS}
+        self._ints = {name: array("q") for name in _INTS}
+        self._request_id = array("q")  # every step's requests, concatenated
+        self._position = array("q")  # their positions (committed output tokens) at the step
+        self._pending: list[tuple[Any, ...]] = []  # appended, not yet in the columns
+
+    def append(
+        self,
+        start_s: float,
+        fed_tokens: int,
+        drafted: int,
+        accepted: int,
+        draft_s: float,
+        verify: PassCost,
+        unique_experts: float,
+        probes: int,
+        speculation_overhead_s: float,
+        request_id: np.ndarray,
+        position: np.ndarray,
+    ) -> None:
+        """Add one step (the fields of :class:`StepRecord`) whose batch was requests
+        ``request_id`` (int64) at ``position`` (int64); its batch size is their number."""
+        self._pending.append(
+            (
+                start_s,
+                draft_s,
+                verify,
+                unique_experts,
+                speculation_overhead_s,
+                len(request_id),
+                fed_tokens,
+                drafted,
+                accepted,
+                probes,
+                request_id.tobytes(),
+                position.tobytes(),
+            )
+        )
+        if len(self._pending) >= self.PENDING:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Move the pending steps into the columns."""
+        pending = self._pending
+        if not pending:
+            return
+        f, n = self._floats, self._ints
+        start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
+            *pending, strict=True
+        )
+        f["start_s"].extend(start)
+        f["draft_s"].extend(draft)
+        f["overhead_s"].extend([v.overhead_s for v in verify])
+        f["moe_s"].extend([v.moe_s for v in verify])
+        f["attention_s"].extend([v.attention_s for v in verify])
+        f["other_s"].extend([v.other_s for v in verify])
+        f["unique"].extend(unique)
+        f["speculation_overhead_s"].extend(extra)
+        n["batch_size"].extend(batch)
+        n["fed_tokens"].extend(fed)
+        n["drafted"].extend(drafted)
+        n["accepted"].extend(accepted)
+        n["probes"].extend(probes)
+        n["fallback_terms"].extend([v.fallback_terms for v in verify])
+        self._request_id.frombytes(b"".join(ids))
+        self._position.frombytes(b"".join(pos))
+        pending.clear()
+
+    def __len__(self) -> int:
+        return len(self._ints["batch_size"]) + len(self._pending)
+
+    @overload
+    def __getitem__(self, index: int) -> StepRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
+        self._flush()
+        if isinstance(index, slice):
+            return [self[j] for j in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("step index out of range")
+        f, n = self._floats, self._ints
+        verify = PassCost(
+            f["overhead_s"][index],
+            f["moe_s"][index],
+            f["attention_s"][index],
+            f["other_s"][index],
+            n["fallback_terms"][index],
+        )
+        return StepRecord(
+            f["start_s"][index],
+            n["batch_size"][index],
+            n["fed_tokens"][index],
+            n["drafted"][index],
+            n["accepted"][index],
+            f["draft_s"][index],
+            verify,
+            f["unique"][index],
+            n["probes"][index],
+            f["speculation_overhead_s"][index],
+        )
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        return (self[j] for j in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StepLog):
+            return NotImplemented
+        self._flush()
+        other._flush()
+        return (
+            self._floats == other._floats
+            and self._ints == other._ints
+            and self._request_id == other._request_id
+            and self._position == other._position
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StepLog({len(self)} steps)"
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every step, in step order: a :class:`StepRecord` field name (or one of
+        ``verify``'s: ``overhead_s``, ``moe_s``, ``attention_s``, ``other_s``,
+        ``fallback_terms``; ``unique_experts``)."""
+        self._flush()
+        key = "unique" if name == "unique_experts" else name
+        if key in self._floats:
+            return np.array(self._floats[key], dtype=float)
+        if key in self._ints:
+            return np.array(self._ints[key], dtype=np.int64)
+        raise KeyError(name)
+
+    def members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(offset, request_id, position)``: step s's batch is requests
+        ``request_id[offset[s]:offset[s + 1]]`` at ``position[...]`` (admission order)."""
+        sizes = self.column("batch_size")  # (flushes)
+        offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        ids = np.array(self._request_id, dtype=np.int64)
+        return offset, ids, np.array(self._position, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +226,17 @@ class RequestRecord:
     steps: int  # verify passes it took part in
     drafted: int
     accepted: int
+
+
+@dataclass
+class RunLog:
+    """Everything one simulation run recorded."""
+
+    steps: StepLog = field(default_factory=StepLog)
+    prefills: list[PrefillRecord] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+
+    def mean_tpot_s(self) -> float:
+        """Mean time per output token after the first, over the finished requests."""
+        tpots = [(r.finish_s - r.first_token_s) / (r.output_tokens - 1) for r in self.requests]
+        return float(np.mean(tpots)) if tpots else 0.0

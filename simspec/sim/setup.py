@@ -1,22 +1,38 @@
 """From a resolved scenario to what the engine needs: reference sequences, cost model, limits.
 
 :func:`build_setup` is pure apart from building the reference sequences' random streams from the
-scenario seed: the same scenario gives the same :class:`~simspec.sim.engine.EngineSetup`.
+scenario seed: the same scenario gives the same :class:`EngineSetup`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from simspec import rng
 from simspec.config.scenario import Scenario
 from simspec.costs.base import COST_MODELS, CostModel
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
-from simspec.sim.engine import EngineSetup
 from simspec.sim.tree import TreeSpeculation
 from simspec.text.reference import ReferenceSet
-from simspec.text.workload import arrival_times
+from simspec.text.workload import WorkloadConfig, arrival_times
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What a run needs besides the policy: the text, the costs and the batching limits."""
+
+    references: ReferenceSet
+    cost_model: CostModel
+    workload: WorkloadConfig
+    arrival_s: np.ndarray  # arrival time of each request (open loop)
+    kv_capacity_bytes: float
+    max_draft_tokens: int
+    mean_draft_overlap: float  # mean lag-1 overlap of a draft with its predecessor (estimates)
+    tree: TreeSpeculation | None = None  # draft trees ([speculation]); None: chains
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -65,7 +81,8 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
     profile = s.profile
     if profile is not None:  # efficiencies are fractions of the peaks the profile was fitted to
         common["gpu"] = profile.peak_gpu(s.gpu)
-        common["profile"] = profile
+        if "profile" in COST_MODELS.parameters(s.costs.model):
+            common["profile"] = profile  # a model that reads the measured tables
     cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
     replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
     references = ReferenceSet(

@@ -18,14 +18,10 @@ Both are pure bookkeeping: every number they hold is what the per-request object
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from simspec.physics.models import kv_bytes_for_context
 from simspec.text.reference import ReferenceSet
-
-HISTORY_STEPS = 32  # past steps of acceptance a policy can see
 
 
 class RequestTable:
@@ -67,13 +63,11 @@ class ActiveBatch:
     INT_FIELDS += ("steps", "drafted", "accepted")
     FLOAT_FIELDS = ("arrival_s", "first_token_s", "kv_bytes")
 
-    def __init__(self, *, histories: bool):
+    def __init__(self) -> None:
         for name in self.INT_FIELDS:
             setattr(self, name, np.zeros(0, dtype=np.int64))
         for name in self.FLOAT_FIELDS:
             setattr(self, name, np.zeros(0, dtype=float))
-        #: Per-request (accepted, drafted) histories, kept only for per-token policies.
-        self.histories: list[tuple[deque[int], deque[int]]] | None = [] if histories else None
         self.request_id: np.ndarray
         self.row: np.ndarray  # offset of the request's state 0 in the table's flat arrays
         self.position: np.ndarray
@@ -108,9 +102,6 @@ class ActiveBatch:
         }
         for name, values in new.items():
             setattr(self, name, np.concatenate([getattr(self, name), values]))
-        if self.histories is not None:
-            for _ in ids:
-                self.histories.append((deque(maxlen=HISTORY_STEPS), deque(maxlen=HISTORY_STEPS)))
 
     def contexts(self) -> np.ndarray:
         """Prompt plus committed output tokens of every request."""
@@ -124,25 +115,15 @@ class ActiveBatch:
         """The first ``width`` draft-slot confidences of every request at its state."""
         return table.confidences[self.row + self.position, :width]
 
-    def advance(
-        self, committed: np.ndarray, accepted: np.ndarray, drafted: np.ndarray, asked: np.ndarray
-    ) -> None:
+    def advance(self, committed: np.ndarray, accepted: np.ndarray, drafted: np.ndarray) -> None:
         """Commit ``committed`` (= ``accepted + 1``) tokens per request after a verify pass of
-        ``drafted`` drafts (``asked``: the draft lengths the policy chose, its history)."""
+        ``drafted`` drafts."""
         self.position += committed
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted
-        if self.histories is not None:
-            for (acc_h, drf_h), a, k in zip(
-                self.histories, accepted.tolist(), asked.tolist(), strict=True
-            ):
-                acc_h.append(a)
-                drf_h.append(k)
 
     def keep(self, mask: np.ndarray) -> None:
         """Drop the requests where ``mask`` is False (the rest keep their order)."""
         for name in (*self.INT_FIELDS, *self.FLOAT_FIELDS):
             setattr(self, name, getattr(self, name)[mask])
-        if self.histories is not None:
-            self.histories = [h for h, k in zip(self.histories, mask.tolist(), strict=True) if k]

@@ -7,7 +7,7 @@ asks :class:`TreeSpeculation` for the rest of the step:
 * **fed tokens**: the root plus the n_b verified nodes of the depth-k_b tree
   (``num_draft_tokens`` when the drafter reaches full depth);
 * **draft phase**: k_b draft steps, one row per request at step 1 and ``topk`` rows per request
-  at each later step (:func:`simspec.costs.base.tree_draft_phase_s`);
+  at each later step (:func:`simspec.costs.batch.tree_draft_phase_s`);
 * **commits**: the longest accepted root path a_b + 1, from the request's rank paths
   (:func:`simspec.text.tree.draw_rank_paths`, stream ``tree_ranks``), capped like the chain's
   match lengths so every request commits exactly its output length;
@@ -29,7 +29,8 @@ import numpy as np
 
 from simspec import rng as rngs
 from simspec.config.speculation import SpeculationConfig
-from simspec.costs.base import CostModel, tree_draft_phase_s
+from simspec.costs.base import CostModel
+from simspec.costs.batch import tree_draft_phase_s
 from simspec.text.acceptance import AcceptanceConfig, slot_alphas
 from simspec.text.reference import ReferenceSet
 from simspec.text.tree import DraftTree, build_tree, draw_rank_paths

@@ -21,7 +21,7 @@ from simspec.calibrate.plan import (
     unique_experts_grid,
 )
 from simspec.cli import main
-from simspec.costs.base import draft_phase_s
+from simspec.costs.batch import draft_phase_s
 from simspec.costs.calibrated import CalibratedCostModel, calibrated_pass_cost
 from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
@@ -141,7 +141,7 @@ def test_calibrated_model_draft_steps_use_the_fitted_roofline(synthetic_profile)
     ks = np.array([3, 1])
     by_depth = roof.draft_step(ctx) + roof.draft_step(ctx[:1] + 1) + roof.draft_step(ctx[:1] + 2)
     assert draft_phase_s(cal, ctx, ks) == draft_phase_s(roof, ctx, ks) == by_depth
-    assert cal.prefill_pass(np.array([300])).fallback_terms > 0
+    assert cal.prefill(np.array([300])).fallback_terms > 0
 
 
 # -- the plan --------------------------------------------------------------------------------------

@@ -151,6 +151,6 @@ def test_prefill_is_compute_heavy_for_long_prompts():
     model = RooflineCostModel(
         target=QWEN_MOE, drafter=catalog.get_drafter("eagle3-qwen3-30b-a3b"), gpu=H100
     )
-    short = model.prefill_pass(np.array([16])).total_s
-    long = model.prefill_pass(np.array([8192])).total_s
+    short = model.prefill(np.array([16])).total_s
+    long = model.prefill(np.array([8192])).total_s
     assert long > 5 * short

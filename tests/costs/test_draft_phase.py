@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.costs.base import draft_phase_s
+from simspec.costs.batch import draft_phase_s
 from simspec.costs.roofline import RooflineCostModel
 from tests.helpers import DRAFTER_CASES, roofline_model
 
@@ -64,28 +64,17 @@ def test_an_overridden_draft_step_prices_the_phase():
     )
 
 
-class CountingCosts:
-    """A cost model that prices a draft row at its context and counts the calls."""
-
-    def __init__(self):
-        self.scalar_calls, self.many_rows = 0, []
+class SumCosts:
+    """A cost model that prices a draft step at the sum of its contexts."""
 
     def draft_step(self, context_tokens):
-        self.scalar_calls += 1
         return float(np.sum(context_tokens))
 
-    def draft_step_many(self, context_tokens, counts=None):
-        self.many_rows.append(len(context_tokens))
-        return np.sum(context_tokens, axis=1).astype(float)
 
-
-def test_shared_depths_take_one_call_and_the_rest_one_call_per_depth():
+def test_each_depth_runs_for_the_requests_still_drafting():
     contexts = np.array([10, 20, 30])
-    fixed = CountingCosts()
     # Depths 1..3 for all: rows (10 20 30), (11 21 31), (12 22 32).
-    assert draft_phase_s(fixed, contexts, np.array([3, 3, 3])) == 60 + 63 + 66
-    assert (fixed.many_rows, fixed.scalar_calls) == ([3], 0)
-    mixed = CountingCosts()
+    assert draft_phase_s(SumCosts(), contexts, np.array([3, 3, 3])) == 60 + 63 + 66
     # Depths 1, 2 shared; depth 3 for two requests (12 + 32), depth 4 for one (13).
-    assert draft_phase_s(mixed, contexts, np.array([4, 2, 3])) == 60 + 63 + 44 + 13
-    assert (mixed.many_rows, mixed.scalar_calls) == ([2], 2)
+    assert draft_phase_s(SumCosts(), contexts, np.array([4, 2, 3])) == 60 + 63 + 44 + 13
+    assert draft_phase_s(SumCosts(), contexts, np.array([0, 0, 0])) == 0

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from simspec import catalog
-from simspec.costs.base import verify_pass_loop
+from simspec.costs.batch import draft_step_totals, verify_totals
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, max_rank_experts
 from simspec.costs.passes import pass_constants, pass_cost
@@ -144,17 +144,16 @@ def test_draft_steps_and_verify_passes_of_the_model(num_gpus, target, drafter, d
     model = roofline_model(target, drafter, draft_model, num_gpus)
     rng = np.random.default_rng(num_gpus)
     ctx = rng.integers(1, 8000, size=(30, 5))
-    steps = model.draft_step_many(ctx)
+    steps = draft_step_totals(model, ctx)
     assert np.array_equal(steps, [model.draft_step(row) for row in ctx])
     counts = np.array([3, 0, 1, 7, 1])
-    counted = model.draft_step_many(ctx, counts)
+    counted = draft_step_totals(model, ctx, counts=counts)
     assert np.array_equal(counted, [model.draft_step(np.repeat(row, counts)) for row in ctx])
-    assert np.array_equal(model.draft_step_many(np.zeros((3, 0))), np.zeros(3))
+    assert np.array_equal(draft_step_totals(model, np.zeros((3, 0))), np.zeros(3))
     tokens = rng.integers(1, 9, size=(30, 5))
     unique = rng.integers(0, 60, size=(30, model.target.shape.num_moe_layers)).astype(float)
-    assert np.array_equal(
-        model.verify_pass_many(tokens, ctx, unique), verify_pass_loop(model, tokens, ctx, unique)
-    )
+    want = [model.verify_pass(t, c, u).total_s for t, c, u in zip(tokens, ctx, unique, strict=True)]
+    assert np.array_equal(verify_totals(model, tokens, ctx, unique), want)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,10 +181,11 @@ def test_a_subclass_overriding_the_scalar_methods_is_not_bypassed():
     tokens, ctx = np.array([[1, 2], [3, 1]]), np.array([[100, 900], [40, 50]])
     unique = np.full((2, 48), 12.0)
     np.testing.assert_array_equal(
-        slower.verify_pass_many(tokens, ctx, unique),
-        plain.verify_pass_many(tokens, ctx, unique) + 1,
+        verify_totals(slower, tokens, ctx, unique), verify_totals(plain, tokens, ctx, unique) + 1
     )
-    np.testing.assert_array_equal(slower.draft_step_many(ctx), plain.draft_step_many(ctx) + 1.0)
+    np.testing.assert_array_equal(
+        draft_step_totals(slower, ctx), draft_step_totals(plain, ctx) + 1.0
+    )
 
 
 def test_many_rejects_mismatched_shapes():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 import simspec
@@ -18,7 +19,7 @@ from simspec.io.perfetto import (
 )
 from simspec.params import PassCost
 from simspec.sim.engine import RunLog
-from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
+from simspec.sim.records import PrefillRecord, RequestRecord
 
 METADATA_NAMES = {"process_name", "process_sort_index", "thread_name", "thread_sort_index"}
 EPS_US = 1e-6
@@ -60,11 +61,15 @@ def _cost(total_s: float) -> PassCost:
     )
 
 
+def _ints(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int64)
+
+
 def _log() -> RunLog:
     log = RunLog()
     log.prefills.append(PrefillRecord(0.0, 2, 1000, _cost(0.02)))
-    log.steps.append(StepRecord(0.02, 2, 6, 4, 3, 0.004, _cost(0.01), 0.006, 40.5, 1))
-    log.steps.append(StepRecord(0.034, 1, 1, 0, 0, 0.0, _cost(0.008), 0.008, 8.0))
+    log.steps.append(0.02, 6, 4, 3, 0.004, _cost(0.01), 40.5, 1, 0.0, _ints(0, 1), _ints(1, 1))
+    log.steps.append(0.034, 1, 0, 0, 0.0, _cost(0.008), 8.0, 0, 0.0, _ints(1), _ints(4))
     log.requests += [
         RequestRecord(0, 0.0, 0.02, 0.034, 500, 5, 5, 1, 2, 2),
         RequestRecord(1, 0.0, 0.02, 0.042, 500, 3, 3, 2, 2, 1),

@@ -15,13 +15,11 @@ from simspec.policies import (
     POLICIES,
     AdaptiveEmaPolicy,
     BatchTablePolicy,
+    BatchView,
     CostAwarePolicy,
-    DecodeState,
-    DepthView,
     FixedPolicy,
-    StepOutcome,
+    StepFeedback,
     ThresholdPolicy,
-    depth_decisions,
 )
 from simspec.sim.engine import run_policy
 from simspec.sim.marginal import StepPlan, UnionModel
@@ -29,31 +27,47 @@ from simspec.sim.setup import build_setup
 from tests.helpers import tiny
 
 
-def _state(confidences, next_confidence, **kw):
-    base = {
-        "request_id": 0,
-        "position": 5,
-        "context_tokens": 100,
-        "drafted": len(confidences),
-        "confidences": tuple(confidences),
-        "next_confidence": next_confidence,
+def _constant_price(price: float):
+    """A depth decider at one price for every share (the batch protocol's two questions)."""
+
+    def decide(batch):
+        def by_depth(limit, agree):
+            ks = np.zeros(batch, dtype=np.int64)
+            drafting = np.arange(batch)
+            for k in range(limit):
+                drafting = drafting[np.asarray(agree(drafting, k, lambda: price), dtype=bool)]
+                ks[drafting] += 1
+            return ks
+
+        return by_depth
+
+    return decide
+
+
+def _view(confidences, *, price: float | None = None, cap: int = 8, **kw) -> BatchView:
+    """A view of requests whose draft-slot confidences are the rows of ``confidences``."""
+    conf = np.atleast_2d(np.asarray(confidences, dtype=float))
+    n = len(conf)
+    pad = np.ones((n, max(cap + 1 - conf.shape[1], 0)))  # slots past the given ones
+    fields = {
+        "batch_size": n,
+        "cap": cap,
         "max_draft_tokens": 8,
-        "batch_size": 1,
-        "accepted_history": (),
-        "drafted_history": (),
+        "request_id": np.arange(n),
+        "position": np.full(n, 5),
+        "context_tokens": np.full(n, 100),
+        "confidences": np.hstack([conf, pad])[:, : cap + 1],
+        "depth_decider": None if price is None else _constant_price(price)(n),
     }
-    base.update(kw)
-    return DecodeState(**base)
+    fields.update(kw)
+    return BatchView(**fields)
 
 
-def _drafts(policy, confidences):
-    """Drafts a policy makes given a request's slot confidences (engine's decision loop)."""
-    k = 0
-    while k < len(confidences) and policy.continue_drafting(
-        _state(confidences[:k], confidences[k])
-    ):
-        k += 1
-    return k
+def _drafts(policy, confidences, **kw) -> int:
+    """Drafts one request makes given its slot confidences (then confidence 0: it stops)."""
+    conf = [*confidences, 0.0]
+    cap = min(policy.budget_cap(8), len(confidences))
+    return int(policy.decide(_view([conf], cap=cap, **kw))[0])
 
 
 def test_per_token_threshold_stops_before_a_low_confidence_draft():
@@ -118,17 +132,16 @@ def test_adaptive_ema_tiers_with_warmup_interval_and_hysteresis():
     assert [p.tier_for(x) for x in (0.0, 0.4, 1.0, 1.6, 2.0, 5.0, 9.0)] == [1, 1, 3, 3, 3, 7, 7]
     mem = p.initial_memory()
     # Every request accepts 6 drafts: EMA 6 -> tier 7, but only at step 2 (warm-up).
-    mem = p.observe(mem, StepOutcome(batch_size=2, drafted=6, accepted=12, step_s=1.0))
+    mem = p.observe(mem, StepFeedback(batch_size=2, drafted=6, accepted=12, step_s=1.0))
     assert (mem.ema, mem.steps, mem.tier) == (6.0, 1, 3)
-    mem = p.observe(mem, StepOutcome(2, 6, 12, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 6, 12, 1.0))
     assert (mem.steps, mem.tier) == (2, 7)
     # Nothing accepted: EMA 3.0 at step 3 (no update allowed), 1.5 at step 4 -> round(1.5)+1 = 3.
-    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 14, 0, 1.0))
     assert (mem.ema, mem.tier) == (3.0, 7)
-    mem = p.observe(mem, StepOutcome(2, 14, 0, 1.0))
+    mem = p.observe(mem, StepFeedback(2, 14, 0, 1.0))
     assert (mem.ema, mem.tier) == (1.5, 3)
-    assert p.continue_drafting(_state([0.5] * 2, 0.5, memory=mem))
-    assert not p.continue_drafting(_state([0.5] * 3, 0.5, memory=mem))
+    assert p.decide(_view([[0.5] * 9, [0.5] * 9], memory=mem)).tolist() == [3, 3]
 
 
 def test_adaptive_ema_hysteresis_blocks_a_marginal_move_down():
@@ -142,9 +155,9 @@ def test_adaptive_ema_hysteresis_blocks_a_marginal_move_down():
     )
     mem = p.initial_memory()
     # EMA 0.4: round(0.4) + 1 = 1 -> tier 1 wanted, but round(0.4 + 0.25) + 1 = 2 -> tier 3 kept.
-    mem = p.observe(mem, StepOutcome(10, 30, 4, 1.0))
+    mem = p.observe(mem, StepFeedback(10, 30, 4, 1.0))
     assert mem.tier == 3
-    mem = p.observe(mem, StepOutcome(10, 30, 1, 1.0))  # EMA 0.1 -> 0.35 rounds to 0 -> tier 1
+    mem = p.observe(mem, StepFeedback(10, 30, 1, 1.0))  # EMA 0.1 -> 0.35 rounds to 0 -> tier 1
     assert mem.tier == 1
 
 
@@ -161,11 +174,11 @@ def test_adaptive_ema_parameters_are_validated():
 
 def test_cost_aware_rule():
     p = CostAwarePolicy()
-    cheap = _state([0.9], 0.9, time_per_token_s=1e-3, marginal_cost_s=lambda: 0.5e-3)
-    dear = _state([0.9], 0.9, time_per_token_s=1e-3, marginal_cost_s=lambda: 0.9e-3)
-    assert p.continue_drafting(cheap)  # 0.81 * 1 ms > 0.5 ms
-    assert not p.continue_drafting(dear)  # 0.81 ms < 0.9 ms
-    assert not p.continue_drafting(_state([], 0.9))  # no cost oracle: never drafts
+    conf = [0.9, 0.9, 0.9, 0.9]  # chain products 0.9, 0.81, 0.729, 0.656
+    assert _drafts(p, conf, price=0.7e-3, time_per_token_s=1e-3) == 3  # 0.729 ms > 0.7 ms
+    assert _drafts(p, conf, price=0.5e-3, time_per_token_s=1e-3) == 4
+    assert _drafts(p, conf, price=0.95e-3, time_per_token_s=1e-3) == 0
+    assert _drafts(p, conf, price=0.0, time_per_token_s=0.0) == 0  # no price of a token yet
 
 
 def test_union_model_closed_forms():
@@ -214,27 +227,19 @@ def test_every_policy_conserves_tokens_and_respects_its_cap(name):
     assert all(0 <= r.accepted <= r.drafted for r in log.requests)
 
 
-def _depth_offering() -> list[str]:
-    return [n for n in POLICIES.names() if depth_decisions(POLICIES.create(n)) is not None]
+def _reference_threshold(policy: ThresholdPolicy, conf: list[float], cap: int) -> int:
+    """The threshold rule for one request, straight from its definition."""
+    k = 0
+    while k < min(cap, policy.max_tokens):
+        value = math.prod(conf[: k + 1]) if policy.mode == "cumulative" else conf[k]
+        if value < policy.tau:
+            break
+        k += 1
+    return k
 
 
-def test_threshold_and_cost_aware_offer_the_per_depth_path():
-    assert {"threshold", "cost_aware"} <= set(_depth_offering())
-
-
-class _Counting:
-    """A shared price that counts how often it is read."""
-
-    def __init__(self, value: float):
-        self.value, self.reads = value, 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return self.value
-
-
-_DEPTH_POLICY = st.one_of(
-    st.sampled_from(_depth_offering()).map(POLICIES.create),
+_POLICY = st.one_of(
+    st.sampled_from(POLICIES.names()).map(POLICIES.create),
     st.builds(
         ThresholdPolicy,
         tau=st.floats(0, 1),
@@ -242,57 +247,32 @@ _DEPTH_POLICY = st.one_of(
         max_tokens=st.integers(0, 8),
     ),
     st.builds(CostAwarePolicy, max_tokens=st.integers(0, 8), margin=st.floats(0.01, 100)),
+    st.builds(FixedPolicy, draft_tokens=st.integers(0, 12)),
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    policy=_DEPTH_POLICY,
-    n=st.integers(0, 12),
-    drafted=st.integers(0, 8),
+    policy=_POLICY,
+    n=st.integers(1, 12),
     max_draft=st.integers(0, 10),
     g=st.sampled_from([0.0, 1e-3, 2e-2]),
-    price=st.one_of(st.none(), st.floats(0, 3e-2)),
+    price=st.floats(0, 3e-2),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_continue_drafting_batch_equals_continue_drafting(
-    policy, n, drafted, max_draft, g, price, seed
+def test_every_decision_is_within_the_caps_and_thresholds_follow_their_definition(
+    policy, n, max_draft, g, price, seed
 ):
-    """Row b of the per-depth answer is continue_drafting of request b's DecodeState, and the
-    shared price is read iff some per-token call would have read it."""
     rng = np.random.default_rng(seed)
-    conf = rng.random((n, drafted + 1))
-    conf[rng.random((n, drafted + 1)) < 0.1] = 1.0  # products of ones
+    cap = min(policy.budget_cap(max_draft), max_draft)
+    conf = rng.random((n, cap + 1))
+    conf[rng.random((n, cap + 1)) < 0.1] = 1.0  # products of ones
     if isinstance(policy, ThresholdPolicy):  # confidences exactly at the threshold
-        conf[rng.random((n, drafted + 1)) < 0.2] = policy.tau
-    shared = None if price is None else _Counting(price)
-    view = DepthView(
-        drafted=drafted,
-        confidences=conf[:, :drafted],
-        next_confidence=conf[:, drafted],
-        request_id=np.arange(n),
-        position=np.full(n, 5),
-        context_tokens=np.full(n, 100),
-        max_draft_tokens=max_draft,
-        batch_size=max(n, 1),
-        time_per_token_s=g,
-        marginal_cost_s=shared,
-    )
-    got = depth_decisions(policy)(view)
-    single = None if price is None else _Counting(price)
-    want = [
-        policy.continue_drafting(
-            _state(
-                [float(c) for c in conf[b, :drafted]],
-                float(conf[b, drafted]),
-                max_draft_tokens=max_draft,
-                batch_size=max(n, 1),
-                time_per_token_s=g,
-                marginal_cost_s=single,
-            )
-        )
-        for b in range(n)
-    ]
-    assert np.asarray(got, dtype=bool).tolist() == want
-    if price is not None:
-        assert (shared.reads > 0) == (single.reads > 0)
+        conf[rng.random((n, cap + 1)) < 0.2] = policy.tau
+    view = _view(conf, price=price, cap=cap, max_draft_tokens=max_draft, time_per_token_s=g)
+    ks = np.asarray(policy.decide(view))
+    assert ks.shape == (n,) and ks.dtype.kind == "i"
+    assert ((ks >= 0) & (ks <= cap)).all()
+    if isinstance(policy, ThresholdPolicy):
+        want = [_reference_threshold(policy, conf[b].tolist(), cap) for b in range(n)]
+        assert ks.tolist() == want

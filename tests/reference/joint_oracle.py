@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simspec.costs.base import draft_phase_s
+from simspec.costs.batch import draft_phase_s
 from simspec.sim.engine import EngineSetup
 
 #: Joint states the exact solver accepts before refusing (time and memory grow with them).

@@ -9,14 +9,7 @@ from hypothesis import strategies as st
 
 from simspec import catalog
 from simspec.costs.roofline import RooflineCostModel
-from simspec.policies import (
-    POLICIES,
-    CostAwarePolicy,
-    DecodeState,
-    FixedPolicy,
-    ThresholdPolicy,
-    reads_confidence,
-)
+from simspec.policies import POLICIES, BatchView, CostAwarePolicy, FixedPolicy, ThresholdPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.marginal import StepPlan, UnionModel
 from simspec.sim.setup import build_setup
@@ -131,37 +124,29 @@ def test_anchor_is_the_best_uniform_draft_length_for_the_acceptance():
     assert plan.anchor_drafts(0.7, 8) == int(np.argmin(per_token))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    name=st.sampled_from(POLICIES.names()),
-    drafted=st.integers(0, 7),
-    a=st.floats(0, 1),
-    b=st.floats(0, 1),
-)
-def test_policies_that_do_not_declare_a_confidence_read_ignore_it(name, drafted, a, b):
-    policy = POLICIES.create(name)
-    if reads_confidence(policy):
-        return
-    state = {
-        "request_id": 0,
-        "position": 5,
-        "context_tokens": 100,
-        "drafted": drafted,
-        "confidences": (0.5,) * drafted,
-        "max_draft_tokens": 8,
-        "batch_size": 4,
-        "accepted_history": (),
-        "drafted_history": (),
-        "time_per_token_s": 1e-3,
-        "marginal_cost_s": lambda: 1e-4,
-    }
-    first = policy.continue_drafting(DecodeState(next_confidence=a, **state))
-    assert first == policy.continue_drafting(DecodeState(next_confidence=b, **state))
+def test_policies_that_do_not_declare_a_confidence_read_are_not_shown_one():
+    for name in POLICIES.names():
+        policy = POLICIES.create(name)
+        view = BatchView(
+            batch_size=3,
+            cap=min(policy.budget_cap(8), 8),
+            max_draft_tokens=8,
+            request_id=np.arange(3),
+            position=np.full(3, 5),
+            context_tokens=np.full(3, 100),
+            time_per_token_s=1e-3,
+        )
+        if policy.reads_confidence:  # it needs them: the engine shows them
+            with pytest.raises((AssertionError, TypeError)):
+                policy.decide(view)
+        else:
+            ks = policy.decide(view)
+            assert ks.shape == (3,) and (ks >= 0).all() and (ks <= view.cap).all()
 
 
 def test_confidence_readers_are_declared():
-    assert reads_confidence(ThresholdPolicy()) and reads_confidence(CostAwarePolicy())
-    assert not reads_confidence(FixedPolicy())
+    assert ThresholdPolicy.reads_confidence and CostAwarePolicy.reads_confidence
+    assert not FixedPolicy.reads_confidence
 
 
 def test_a_declined_confidence_read_is_charged_one_draft_step_and_not_verified():

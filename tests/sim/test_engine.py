@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from simspec.analysis.metrics import summarize
+from simspec.analysis.metrics import plain_decode_s, summarize
 from simspec.policies import POLICIES, FixedPolicy
 from simspec.routing.sets import union_sizes
 from simspec.sim.engine import run_policy
@@ -75,7 +75,7 @@ def test_exact_trace_of_a_tiny_run():
     setup = build_setup(s)
     log = run_policy(setup, FixedPolicy(draft_tokens=2))
     costs, refs = setup.cost_model, setup.references
-    prefill = costs.prefill_pass(np.array([10])).total_s
+    prefill = costs.prefill(np.array([10])).total_s
     t = prefill
     expected, plain = [], []
     for position in (1, 4):  # commits 3 tokens each time: 1 -> 4 -> 7
@@ -85,11 +85,11 @@ def test_exact_trace_of_a_tiny_run():
         verify = costs.verify_pass(np.array([3]), np.array([ctx]), unique).total_s
         expected.append((t, 3, 2))
         t += draft + verify
-        # The k = 0 pass at the same state (priced after the run, to the same number).
+        # The k = 0 pass at the same state (priced by the analysis, to the same number).
         one = union_sizes(refs.fed_routing(0, position, 0), 128)
         plain.append(costs.verify_pass(np.array([1]), np.array([ctx]), one).total_s)
     assert [(st.fed_tokens, st.accepted) for st in log.steps] == [e[1:] for e in expected]
-    assert [st.decode_s for st in log.steps] == plain
+    assert plain_decode_s(log, setup) == sum(plain)
     assert [st.start_s for st in log.steps] == pytest.approx([e[0] for e in expected], rel=1e-12)
     (req,) = log.requests
     assert (req.first_token_s, req.finish_s, req.steps) == pytest.approx((prefill, t, 2))
@@ -210,3 +210,29 @@ def test_every_policy_stays_within_its_cap(name):
     log = run_policy(setup, policy)
     assert all(0 <= st.drafted <= cap * st.batch_size for st in log.steps)
     assert sum(r.committed for r in log.requests) == sum(r.output_tokens for r in log.requests)
+
+
+@pytest.mark.parametrize("mode", ["analytic", "monte_carlo"])
+def test_plain_decode_is_each_steps_k0_pass_at_its_batch_and_contexts(mode):
+    """verify_over_decode's denominator: a step in which nobody drafted is its own verify
+    pass; any other is priced as every request of its batch feeding one true token."""
+    s = tiny(f'routing.mode="{mode}"', "workload.concurrency=3", "workload.num_requests=5")
+    setup = build_setup(s)
+    log = run_policy(setup, FixedPolicy(draft_tokens=2))
+    run_zero = run_policy(setup, FixedPolicy(draft_tokens=0))
+    costs, refs = setup.cost_model, setup.references
+    offset, ids, positions = log.steps.members()
+    want = 0.0
+    for s_, step in enumerate(log.steps):
+        rid, pos = ids[offset[s_] : offset[s_ + 1]], positions[offset[s_] : offset[s_ + 1]]
+        assert step.drafted == 2 * len(rid)
+        ones, zeros = np.ones(len(rid), dtype=np.int64), np.zeros(len(rid), dtype=np.int64)
+        if mode == "analytic":
+            unique = refs.expected_unique(ones, ones)
+        else:
+            unique = refs.pass_unique_experts(np.array([rid, pos, zeros]).T, zeros)
+        contexts = np.array([refs.sequence(r).prompt_tokens for r in rid]) + pos
+        want += costs.verify_pass(ones, contexts, unique).total_s
+    assert plain_decode_s(log, setup) == pytest.approx(want, rel=1e-12)
+    verify_zero = sum(st.verify.total_s for st in run_zero.steps)
+    assert plain_decode_s(run_zero, setup) == pytest.approx(verify_zero, rel=1e-12)

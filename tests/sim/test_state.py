@@ -38,7 +38,7 @@ def test_active_batch_matches_a_list_of_requests():
     """Admit, advance and drop requests at random; every field as per-request bookkeeping."""
     setup = build_setup(tiny(*JITTER))
     table = RequestTable(setup.references, 7, setup.max_draft_tokens)
-    batch = ActiveBatch(histories=True)
+    batch = ActiveBatch()
     plain: list[dict] = []  # the straightforward bookkeeping
     rng = np.random.default_rng(1)
     arrival = rng.random(7)
@@ -63,7 +63,7 @@ def test_active_batch_matches_a_list_of_requests():
         np.testing.assert_array_equal(batch.match_lengths(table), m)
         ks = rng.integers(0, 5, len(plain))
         acc = np.minimum(ks, m)
-        batch.advance(acc + 1, acc, ks, ks)
+        batch.advance(acc + 1, acc, ks)
         for p, a, k in zip(plain, acc.tolist(), ks.tolist(), strict=True):
             p.update(pos=p["pos"] + a + 1, steps=p["steps"] + 1, drafted=p["drafted"] + k)
             p.update(accepted=p["accepted"] + a)
@@ -80,9 +80,6 @@ def test_active_batch_matches_a_list_of_requests():
         assert batch.accepted.tolist() == [p["accepted"] for p in plain]
         assert batch.arrival_s.tolist() == [p["arrival"] for p in plain]
         assert batch.first_token_s.tolist() == [p["first"] for p in plain]
-        assert batch.histories is not None
-        assert [list(h[0]) for h in batch.histories] == [p["acc_h"][-32:] for p in plain]
-        assert [list(h[1]) for h in batch.histories] == [p["drf_h"][-32:] for p in plain]
 
 
 def _walk(seq, decide) -> tuple[int, int, int, int]:

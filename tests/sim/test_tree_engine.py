@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from simspec.cli import main
-from simspec.costs.base import draft_phase_s, tree_draft_phase_s
+from simspec.costs.batch import draft_phase_s, tree_draft_phase_s
 from simspec.errors import ScenarioError
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy

@@ -1,0 +1,109 @@
+"""Many passes priced at once: the free functions every caller uses to price in bulk.
+
+A :class:`~simspec.costs.base.CostModel` prices one pass at a time. The oracle's tables (every
+state and draft count of a request) and the analysis's plain passes price thousands, so these
+functions take N passes as rows of arrays and return their totals. Each entry equals what the
+model's own method gives for that pass, bit for bit: the roofline (and the calibrated model's
+drafter, a roofline) have an array form that runs the same term functions elementwise
+(:mod:`simspec.costs.many`); any other model, or a subclass that overrides the method, is asked
+pass by pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simspec.costs.base import CostModel, draft_phase_by_depth
+from simspec.costs.calibrated import CalibratedCostModel
+from simspec.costs.roofline import RooflineCostModel
+
+
+def verify_totals(
+    cost_model: CostModel,
+    tokens_per_request: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    *,
+    counts: np.ndarray | None = None,
+    unique_index: np.ndarray | None = None,
+) -> np.ndarray:
+    """Total seconds of N target passes: ``tokens_per_request`` and ``context_tokens`` (N, B),
+    ``unique_experts`` (N, layers); returns (N,), entry p = ``verify_pass(tokens[p],
+    contexts[p], unique[p]).total_s``.
+
+    ``counts`` (B,), if given, makes column b stand for ``counts[b]`` identical requests;
+    ``unique_index`` (N, layers), if given, makes ``unique_experts`` a table of values, pass p
+    touching ``unique_experts[unique_index[p, l], l]`` in layer l
+    (:func:`simspec.costs.many.pass_cost_many`).
+    """
+    if (
+        isinstance(cost_model, RooflineCostModel)
+        and type(cost_model).verify_pass is RooflineCostModel.verify_pass
+    ):
+        return cost_model.verify_totals(
+            tokens_per_request, context_tokens, unique_experts, counts, unique_index
+        )
+    tokens, ctx = np.asarray(tokens_per_request), np.asarray(context_tokens)
+    if counts is not None:  # the batch each row stands for
+        tokens, ctx = np.repeat(tokens, counts, axis=1), np.repeat(ctx, counts, axis=1)
+    unique = np.asarray(unique_experts, dtype=float)
+    if unique_index is not None:
+        unique = np.take_along_axis(unique, np.asarray(unique_index), axis=0)
+    rows = zip(tokens, ctx, unique, strict=True)
+    return np.array([cost_model.verify_pass(t, c, u).total_s for t, c, u in rows], dtype=float)
+
+
+def draft_step_totals(
+    cost_model: CostModel, context_tokens: np.ndarray, *, counts: np.ndarray | None = None
+) -> np.ndarray:
+    """:meth:`~simspec.costs.base.CostModel.draft_step` of N steps, one per row of
+    ``context_tokens`` (N, B); (N,). ``counts`` as in :func:`verify_totals`."""
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None:
+        return drafter.draft_step_totals(context_tokens, counts)
+    ctx = np.asarray(context_tokens)
+    if counts is not None:
+        ctx = np.repeat(ctx, counts, axis=1)
+    return np.array([cost_model.draft_step(row) for row in ctx], dtype=float)
+
+
+def draft_phase_s(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray
+) -> float:
+    """Time of one step's draft phase: draft step j runs for every request with k_b ≥ j, at
+    its context plus the j − 1 drafts before it
+    (:func:`~simspec.costs.base.draft_phase_by_depth`; the same number faster for a roofline
+    drafter, :meth:`~simspec.costs.roofline.RooflineCostModel.draft_phase_s`)."""
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None:
+        return float(drafter.draft_phase_s(context_tokens, draft_tokens))
+    return draft_phase_by_depth(cost_model, context_tokens, draft_tokens)
+
+
+def tree_draft_phase_s(
+    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray, topk: int
+) -> float:
+    """Draft phase of a tree (:mod:`simspec.text.tree`): ``draft_tokens`` = depth per request.
+
+    Step 1 forwards one row per request (its root; the top ``topk`` of that one distribution
+    are the depth-1 candidates); each later step forwards the ``topk`` nodes each request
+    expands, i.e. ``topk`` rows per request. ``topk = 1`` is :func:`draft_phase_s`.
+    """
+    ks = np.asarray(draft_tokens)
+    ctx = np.asarray(context_tokens)
+    return float(
+        sum(
+            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else topk))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+    )
+
+
+def _drafter_roofline(cost_model: CostModel) -> RooflineCostModel | None:
+    """The roofline that prices ``cost_model``'s draft steps unchanged, if there is one."""
+    own = type(cost_model).draft_step
+    if isinstance(cost_model, RooflineCostModel) and own is RooflineCostModel.draft_step:
+        return cost_model
+    if isinstance(cost_model, CalibratedCostModel) and own is CalibratedCostModel.draft_step:
+        return cost_model.drafter_costs
+    return None

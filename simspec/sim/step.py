@@ -1,0 +1,252 @@
+"""One decode iteration as a pure function: what the batch drafts, verifies, commits, and how
+long it takes.
+
+:func:`step` reads an :class:`EngineState` (the admitted requests, the recent steps, the
+policy's memory) and returns a :class:`StepOutcome`; it never touches SimPy, never changes the
+state and draws nothing of its own (the text and its routing are fixed by the reference set).
+The SimPy process (:func:`simspec.sim.engine.serve`) waits ``StepOutcome.duration_s`` and then
+applies the outcome (:meth:`EngineState.apply`). Per iteration:
+
+* the policy decides how many drafts k_b each request makes (one call over the batch,
+  :meth:`~simspec.policies.base.BudgetPolicy.decide`; depth by depth at shared prices when it
+  asks, :mod:`simspec.sim.decide`);
+* the draft phase runs draft step j for every request with k_b >= j, plus a *probe* step for a
+  request whose policy read the next confidence and declined (charged, never verified);
+* ONE target pass verifies every request's k_b + 1 tokens; request b commits
+  min(k_b, m_b) + 1, m_b being its match length (draft trees: :mod:`simspec.sim.tree`);
+* a real engine's bookkeeping of a speculative step is added
+  (:meth:`~simspec.costs.base.CostModel.speculation_overhead_s`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from simspec.costs.batch import draft_phase_s
+from simspec.params import PassCost
+from simspec.policies.base import BatchView, BudgetPolicy, StepFeedback
+from simspec.sim.decide import depth_decider
+from simspec.sim.marginal import StepPlan, UnionModel
+from simspec.sim.records import RequestRecord
+from simspec.sim.setup import EngineSetup
+from simspec.sim.state import ActiveBatch, RequestTable
+
+HISTORY_STEPS = 32  # past steps of acceptance a policy can see
+
+_add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
+
+
+@dataclass
+class StepHistory:
+    """The batch's recent steps, as policies see them (the last :data:`HISTORY_STEPS`)."""
+
+    step_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+    tokens: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+    #: Mean accepted drafts per request of each step.
+    batch_accepted: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+    successes: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+    trials: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
+
+
+@dataclass
+class EngineState:
+    """Everything that changes between iterations, and the run's constants derived once."""
+
+    table: RequestTable
+    active: ActiveBatch
+    history: StepHistory
+    memory: Any  # the policy's memory
+    arrival_s: np.ndarray  # per request; closed loop: set when it is queued
+    cap: int  # the most drafts per request a step asks for
+    union_model: UnionModel
+    analytic: bool  # analytic routing: expected unions, not sampled ones
+    reserved_bytes: float = 0.0  # KV reserved by the admitted requests
+    finished: int = 0
+
+    @classmethod
+    def start(cls, setup: EngineSetup, policy: BudgetPolicy) -> EngineState:
+        """The state before the first arrival."""
+        refs, shape = setup.references, setup.references.shape
+        return cls(
+            table=RequestTable(refs, setup.workload.num_requests, setup.max_draft_tokens),
+            active=ActiveBatch(),
+            history=StepHistory(),
+            memory=policy.initial_memory(),
+            arrival_s=np.array(setup.arrival_s, dtype=float),
+            cap=min(policy.budget_cap(setup.max_draft_tokens), setup.max_draft_tokens),
+            union_model=UnionModel(
+                shape.num_experts,
+                shape.experts_per_token,
+                shape.num_moe_layers,
+                setup.mean_draft_overlap,
+            ),
+            analytic=refs.routing.mode == "analytic",
+        )
+
+    def admissible(
+        self, waiting: deque[int], max_batch: int, kv_capacity_bytes: float
+    ) -> list[int]:
+        """Pop from ``waiting`` the requests admitted now: arrival order, batch limit, KV
+        capacity (reserved for the whole output; a request alone is always admitted)."""
+        admitted: list[int] = []
+        while waiting and len(self.active) + len(admitted) < max_batch:
+            need = self.table.kv_bytes[waiting[0]]
+            if self.reserved_bytes + need > kv_capacity_bytes and (len(self.active) or admitted):
+                break
+            admitted.append(waiting.popleft())
+            self.reserved_bytes += need
+        return admitted
+
+    def admit(self, admitted: list[int], now: float) -> None:
+        """Add the requests whose prefill ended at ``now``."""
+        self.active.admit(self.table, admitted, self.arrival_s, now)
+
+    def apply(self, outcome: StepOutcome, now: float) -> list[RequestRecord]:
+        """Commit ``outcome``'s tokens at ``now``; returns the requests it finished."""
+        active, history = self.active, self.history
+        batch = len(active)
+        active.advance(outcome.committed, outcome.accepted, outcome.drafts)
+        done = active.position >= active.output
+        finished: list[RequestRecord] = []
+        if np.count_nonzero(done):
+            for b in np.flatnonzero(done).tolist():
+                finished.append(
+                    RequestRecord(
+                        int(active.request_id[b]),
+                        float(active.arrival_s[b]),
+                        float(active.first_token_s[b]),
+                        now,
+                        int(active.prompt[b]),
+                        int(active.output[b]),
+                        int(active.position[b]),
+                        int(active.steps[b]),
+                        int(active.drafted[b]),
+                        int(active.accepted[b]),
+                    )
+                )
+                self.reserved_bytes -= float(active.kv_bytes[b])
+            self.finished += len(finished)
+            active.keep(~done)
+        accepted_total = outcome.accepted_total
+        history.step_s.append(outcome.duration_s)
+        history.tokens.append(accepted_total + batch)
+        history.batch_accepted.append(accepted_total / batch)
+        judged = accepted_total + int(np.count_nonzero(outcome.accepted < outcome.asked))
+        if judged:
+            history.successes.append(accepted_total)
+            history.trials.append(judged)
+        self.memory = outcome.memory
+        return finished
+
+
+class StepOutcome(NamedTuple):
+    """What one iteration did (row b = request b of the batch, admission order)."""
+
+    duration_s: float  # draft phase + verify pass + speculation overhead
+    draft_s: float
+    verify: PassCost
+    speculation_overhead_s: float
+    asked: np.ndarray  # (B,) drafts the policy asked for
+    drafts: np.ndarray  # (B,) draft tokens verified (a tree's nodes for draft trees)
+    accepted: np.ndarray  # (B,) accepted drafts
+    committed: np.ndarray  # (B,) accepted + 1
+    drafted_total: int  # Σ_b drafts
+    accepted_total: int  # Σ_b accepted
+    probes: int  # draft steps run only to read a declined confidence
+    unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
+    memory: Any  # the policy's memory after this step
+
+
+def decide(
+    state: EngineState, policy: BudgetPolicy, setup: EngineSetup, contexts: np.ndarray
+) -> np.ndarray:
+    """The drafts each request asks for: the policy's answer to the step's batch view
+    (``contexts``: the requests' context tokens)."""
+    active, history, costs = state.active, state.history, setup.cost_model
+    batch = len(active.request_id)
+    if not history.step_s:  # no history yet: price a token at a plain decode pass / B
+        ones = np.ones(batch, dtype=np.int64)
+        first = costs.verify_pass(ones, contexts, state.union_model.base(batch))
+        time_per_token = first.total_s / batch
+    else:
+        time_per_token = sum(history.step_s) / max(sum(history.tokens), 1)
+    cap = state.cap
+
+    def plan() -> StepPlan:
+        # Shares are priced at the step end the batch's measured acceptance makes best
+        # (:meth:`StepPlan.anchor_drafts`); before any verify pass, at every request's cap.
+        trials = history.trials
+        acceptance = sum(history.successes) / sum(trials) if trials else None
+        return StepPlan(
+            costs, state.union_model, contexts, None if trials else cap, acceptance, cap
+        )
+
+    view = BatchView(
+        batch_size=batch,
+        cap=cap,
+        max_draft_tokens=setup.max_draft_tokens,
+        request_id=active.request_id,
+        position=active.position,
+        context_tokens=contexts,
+        batch_accepted_history=tuple(history.batch_accepted),
+        time_per_token_s=time_per_token,
+        memory=state.memory,
+        confidences=(
+            active.confidence_rows(state.table, cap + 1) if policy.reads_confidence else None
+        ),
+        depth_decider=depth_decider(plan),
+    )
+    return np.asarray(policy.decide(view), dtype=np.int64)
+
+
+def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOutcome:
+    """One decode iteration of the admitted batch (module docstring); changes nothing."""
+    active, refs, costs = state.active, setup.references, setup.cost_model
+    contexts = active.contexts()
+    ks = decide(state, policy, setup, contexts)
+    probes, run = 0, ks
+    if policy.reads_confidence:  # a request stopped below the cap read one more confidence:
+        probing = ks < state.cap  # that draft step ran, its token is never verified
+        probes, run = int(np.count_nonzero(probing)), ks + probing
+    matches = active.match_lengths(state.table)
+    if setup.tree is None:
+        draft_s = draft_phase_s(costs, contexts, run)
+        drafts, accepted = ks, np.minimum(ks, matches)
+    else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
+        draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+        states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
+        drafts, accepted = setup.tree.verify_plan(refs, states, ks)
+    fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
+    if state.analytic:  # an expectation over the fed and committed counts
+        unique = refs.expected_unique(fed, committed)
+    else:
+        triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
+        unique = refs.pass_unique_experts(triples, accepted)
+    verify = costs.verify_pass(fed, contexts, unique)
+    # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
+    asked_total = int(_add(ks))
+    extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
+    duration_s = draft_s + verify.total_s + extra_s
+    accepted_total = int(_add(accepted))
+    memory = policy.observe(
+        state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
+    )
+    return StepOutcome(
+        duration_s,
+        draft_s,
+        verify,
+        extra_s,
+        ks,
+        drafts,
+        accepted,
+        committed,
+        int(_add(drafts)),
+        accepted_total,
+        probes,
+        float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
+        memory,
+    )
