@@ -12,6 +12,7 @@ from simspec.commands._checks import (
     add_allow_large_option,
     add_set_option,
     check_folder,
+    check_range,
     check_work,
     check_writable,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "add_trace_option",
     "check_folder",
     "check_format_output",
+    "check_range",
     "check_work",
     "check_writable",
     "emit_rows",

@@ -93,6 +93,15 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     )
 
 
+def check_range(flag: str, value: int, low: int, high: int, why: str = "") -> None:
+    """Fail when the integer option ``flag`` lies outside [low, high] (``why`` explains a bound)."""
+    from simspec.errors import InputError
+
+    if not low <= value <= high:
+        expected = f"an integer in [{low}, {high}]" + (f" ({why})" if why else "")
+        raise InputError("command line", flag, expected, str(value))
+
+
 def check_writable(path: str, flag: str, *, stdout: bool = True) -> None:
     """Fail before a long run, not after it, when the file ``path`` cannot be written.
 

@@ -23,13 +23,13 @@ from simspec.commands import (
     add_set_option,
     add_trace_option,
     check_format_output,
+    check_range,
     check_work,
     check_writable,
     table,
     write_output,
     write_trace_out,
 )
-from simspec.errors import InputError
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
@@ -134,13 +134,7 @@ def write_experiment_outputs(
 
 def check_replication_options(args: argparse.Namespace) -> None:
     """Fail before simulating on a bad ``--replications`` or an unwritable ``--requests-csv``."""
-    if not 1 <= args.replications <= MAX_REPLICATIONS:
-        raise InputError(
-            "command line",
-            "--replications",
-            f"an integer in [1, {MAX_REPLICATIONS}]",
-            str(args.replications),
-        )
+    check_range("--replications", args.replications, 1, MAX_REPLICATIONS)
     if args.requests_csv:
         check_writable(args.requests_csv, "--requests-csv")
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simspec.commands import check_folder
+from simspec.commands import check_folder, check_range
 
 NAME = "fidelity"
 HELP = "Predict published GPU measurements and write the fidelity report (REPORT.md)."
@@ -88,8 +88,7 @@ def _check(args: argparse.Namespace) -> list[str]:
     from simspec.errors import InputError
     from simspec.fit.presets import BOUNDS
 
-    if not 1 <= args.workers <= 256:
-        raise InputError("--workers", str(args.workers), "an integer in [1, 256]", "out of range")
+    check_range("--workers", args.workers, 1, 256)
     for flag in ("catalog", "probes", "without"):
         if getattr(args, flag) and not args.fit_presets:
             raise InputError(f"--{flag}", getattr(args, flag), "--fit-presets as well", "none")
