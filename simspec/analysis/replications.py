@@ -36,30 +36,6 @@ from simspec.config.scenario import Scenario
 from simspec.rng import replication_seed
 
 
-def t_quantile_975(dof: int) -> float:
-    """Student's t_{0.975, dof} (``scipy.special.stdtrit``, the inverse of the t distribution;
-    imported here because ``scipy.stats`` alone takes about a second to import)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.975))
-
-
-def half_width_95(values: Sequence[float] | np.ndarray) -> float:
-    """95 % half-width of the mean of independent values: t_{0.975,n−1}·s/√n (nan for n < 2)."""
-    n = len(values)
-    if n < 2:
-        return math.nan
-    std = float(np.asarray(values, dtype=float).std(ddof=1))
-    return t_quantile_975(n - 1) * std / math.sqrt(n)
-
-
-def paired_ci(diffs: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """Mean and 95 % half-width of paired differences (nan width for one; nan, nan for none)."""
-    if len(diffs) == 0:
-        return math.nan, math.nan
-    return float(np.mean(np.asarray(diffs, dtype=float))), half_width_95(diffs)
-
-
 @dataclass(frozen=True, slots=True)
 class Interval:
     """A mean and the half-width of its 95 % confidence interval (nan: one replication)."""
@@ -69,8 +45,15 @@ class Interval:
 
     @classmethod
     def of(cls, values: Sequence[float] | np.ndarray) -> Interval:
-        """The t interval of the mean of ``values`` (module docstring)."""
-        return cls(*paired_ci(values))
+        """The t interval of the mean of ``values`` (module docstring; nan, nan for none)."""
+        # scipy.special, not scipy.stats: the latter takes about a second to import.
+        from scipy.special import stdtrit
+
+        x = np.asarray(values, dtype=float)
+        if len(x) < 2:
+            return cls(float(x.mean()) if len(x) else math.nan, math.nan)
+        half = float(stdtrit(len(x) - 1, 0.975)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+        return cls(float(x.mean()), half)
 
     @property
     def low(self) -> float:
