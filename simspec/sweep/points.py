@@ -8,17 +8,11 @@ DIR/results.csv            one row per point x policy   (simspec.sweep.tables)
 DIR/summary.csv            means and paired 95 % CIs    (simspec.sweep.tables)
 ```
 
-``<digest>`` is the digest of the point's resolved scenario (seed included), so a point's file
-name says exactly what was simulated and a resumed sweep finds it again. ``"results"`` is the
-point's results JSON (design §4), read back with :meth:`RunResult.from_dict`: the tables and
-every figure of a sweep are views of the :class:`PointResult` objects :func:`read_sweep` returns,
-never of the CSV text. ``sweep.json`` fixes their order (cases × grid × replications, as in
-the tables); the point files alone do not, since they are written in completion order.
-
-A folder being resumed is an input too: :func:`check_folder` refuses one that holds points of
-another sweep (another scenario, other ``--set`` values: it names the keys that differ),
-removes the temporary files a killed writer left, and removes unreadable (truncated, empty)
-point files so that their points are simulated again.
+``<digest>`` is the digest of the point's resolved scenario (seed included), so a resumed sweep
+finds the point again. Tables and figures are views of the :class:`PointResult` objects
+:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses a folder holding
+points of another sweep (naming the keys that differ), and removes orphan temporary files and
+unreadable point files so that those points run again.
 """
 
 from __future__ import annotations

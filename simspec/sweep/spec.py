@@ -1,30 +1,12 @@
 """What a sweep runs: the grid of scenario variants, the cases, and the replications.
 
-A sweep starts from one scenario. Its ``[sweep]`` table names the axes:
-
-```toml
-[sweep]
-replications = 3                       # seeds derived from the scenario seed
-grid = { "workload.concurrency" = [1, 4, 16], "routing.overlap" = [0.1, 0.38] }
-# an axis whose values are tables sets several keys together (a "zipped" axis):
-# grid = { batch = [{ "workload.concurrency" = 1, "workload.num_requests" = 1 }, ...] }
-cases = [                              # optional: variants combined with every grid point
-  { label = "30b", "model.target" = "qwen3-30b-a3b", "model.drafter" = "eagle3-qwen3-30b-a3b" },
-  { label = "235b", "model.target" = "qwen3-235b-a22b", "model.drafter" = "qwen3-0.6b-draft" },
-]
-oracle = false                         # also run the hindsight oracle at every point
-```
-
-The points are the product cases × grid × replications, in that order (the order of every table
-and figure of the sweep). A point is the base scenario with ``key = value`` overrides, resolved
-and validated like a scenario file by :func:`expand` *before* anything runs, so a bad value fails
-in a second, not after an hour.
-
-Replication r runs with seed(r): the point's seed for r = 0 and, otherwise, 63 bits drawn from
-``numpy.random.SeedSequence([seed, r])`` — independent streams, reproducible, and independent of
-the grid, so adding an axis value never changes the other points' results. The point's seed is
-the scenario's, or the value a case or a grid axis gives ``seed`` (``--grid seed=1,2,3`` runs
-three base seeds; the CSV's ``seed`` column is the seed each row actually ran with).
+A scenario's ``[sweep]`` table (README, "Sweeps") names the axes; the points are the product
+cases × grid × replications, in that order (the order of every table and figure). Each point is
+the base scenario with ``key = value`` overrides, resolved and validated by :func:`expand`
+before anything runs, so a bad value fails in a second, not after an hour. Replication r runs
+with :func:`simspec.rng.replication_seed` of the point's seed (the scenario's, or the value a
+case or grid axis gives ``seed``): independent of the grid, so adding an axis value never
+changes the other points' results.
 """
 
 from __future__ import annotations
