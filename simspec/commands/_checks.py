@@ -71,11 +71,11 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     The estimate is ``num_requests x output_tokens x runs`` per scenario (runs = its policies,
     the k = 0 baseline and, with ``oracle``, the oracle), summed over ``scenarios``.
     """
+    from simspec.analysis.experiment import work_tokens
     from simspec.errors import InputError
 
     def work(s: Any) -> int:
-        runs = len(s.policies) + 1 + int(oracle)
-        return int(s.workload.num_requests) * int(s.workload.output_tokens) * runs
+        return work_tokens(s, oracle)
 
     total = sum(work(s) for s in scenarios)
     if allow_large or total <= MAX_WORK_TOKENS:

@@ -13,9 +13,8 @@ a table of latency percentiles, SLO attainment and goodput.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from simspec.commands import (
     add_allow_large_option,
@@ -26,6 +25,7 @@ from simspec.commands import (
     check_range,
     check_work,
     check_writable,
+    notes_stream,
     table,
     write_output,
     write_trace_out,
@@ -72,15 +72,6 @@ def add_experiment_options(
     add_replication_options(parser)
     add_set_option(parser)
     add_allow_large_option(parser)
-
-
-def notes_stream(args: argparse.Namespace) -> TextIO:
-    """Where human notes go: standard error when standard output carries data (``--json -`` or
-    ``--format csv|md|json`` to standard output), else standard output."""
-    data_on_stdout = getattr(args, "json", None) == "-" or (
-        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
-    )
-    return sys.stderr if data_on_stdout else sys.stdout
 
 
 def simulate_replicated(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from simspec.commands import Column, check_folder, emit_rows
+from simspec.commands import Column, check_folder, emit_rows, notes_stream
 from simspec.commands._replications import (
     add_experiment_options,
-    notes_stream,
     simulate_replicated,
     write_experiment_outputs,
 )

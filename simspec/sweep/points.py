@@ -28,6 +28,7 @@ from simspec.analysis.results import RunResult
 from simspec.errors import InputError
 from simspec.inputs import read_input_text
 from simspec.io import results_json, write_atomic
+from simspec.sweep.spec import flatten
 
 if TYPE_CHECKING:
     from simspec.analysis.delta import DeltaPoints
@@ -253,23 +254,14 @@ def _orphans(out: Path) -> list[Path]:
     return found + [p for name in TOP_FILES for p in out.glob(f".{name}.*.tmp*") if p.is_file()]
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, Mapping):
-        flat: dict[str, Any] = {}
-        for key, value in data.items():
-            flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    return {prefix: data}
-
-
 def _difference(record: Any, points: Sequence[Point]) -> str:
     """The scenario keys where a foreign point file differs from this sweep's closest point."""
     try:
-        theirs = _flat(record["results"]["scenario"])
+        theirs = dict(flatten(record["results"]["scenario"]))
         same = [p for p in points if p.values == record.get("values")] or list(points)
     except (KeyError, TypeError, AttributeError):
         return "a point file of another kind"
-    ours = _flat(same[0].scenario.to_dict())
+    ours = dict(flatten(same[0].scenario.to_dict()))
     keys = [k for k in dict.fromkeys([*ours, *theirs]) if ours.get(k) != theirs.get(k)]
     keys = [k for k in keys if k != "seed"] or keys  # replications differ in seed alone
     shown = ", ".join(f"{k} = {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys[:3])

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from simspec.analysis.experiment import run_experiment
+from simspec.analysis.experiment import run_experiment, work_tokens
 from simspec.analysis.results import RunResult
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
@@ -59,18 +59,10 @@ def run_point_files(point: Point, oracle: bool) -> PointFiles:
     return point_files(point, run_point(point.scenario, oracle))
 
 
-def point_work(point: Point, oracle: bool) -> int:
-    """Estimated cost of a point: requests × output tokens × simulations (policies, the k = 0
-    baseline and, with ``oracle``, the oracle)."""
-    workload = point.scenario.workload
-    runs = len(point.scenario.policies) + 1 + int(oracle)
-    return workload.num_requests * workload.output_tokens * runs
-
-
 def heaviest_first(todo: Sequence[Point], oracle: bool) -> list[Point]:
-    """The points by decreasing :func:`point_work` (ties in grid order): started first, the long
-    points do not finish last on one worker while the others idle."""
-    return sorted(todo, key=lambda p: -point_work(p, oracle))
+    """The points by decreasing :func:`~simspec.analysis.experiment.work_tokens` (ties in grid
+    order): started first, the long points do not finish last on one worker while others idle."""
+    return sorted(todo, key=lambda p: -work_tokens(p.scenario, oracle))
 
 
 def run_sweep(

@@ -126,7 +126,7 @@ def read_spec(
     if not isinstance(grid_raw, Mapping):
         raise ScenarioError(source, "sweep.grid", "a table of key = [values]", describe(grid_raw))
     axes: dict[str, list[Any]] = {}
-    for key, values in _flatten(grid_raw):
+    for key, values in flatten(grid_raw):
         if not isinstance(values, list) or not values:
             raise ScenarioError(
                 source, f"sweep.grid.{key}", "a non-empty array of values", describe(values)
@@ -161,15 +161,16 @@ def _read_cases(raw: Any, source: str) -> list[dict[str, Any]]:
                 source, f"sweep.cases[{i}].label", "a label unique among the cases", describe(label)
             )
         labels.append(label)
-        cases.append(dict(_flatten(case)))
+        cases.append(dict(flatten(case)))
     return cases
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+def flatten(table: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """``(dotted key, value)`` of every leaf of nested tables."""
     for key, value in table.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            yield from _flatten(value, f"{path}.")
+            yield from flatten(value, f"{path}.")
         else:
             yield path, value
 
@@ -226,7 +227,7 @@ def expand(
         for combo in itertools.product(*(spec.grid[k] for k in keys)):
             values: dict[str, Any] = {}
             for key, value in zip(keys, combo, strict=True):
-                values.update(dict(_flatten(value)) if isinstance(value, Mapping) else {key: value})
+                values.update(dict(flatten(value)) if isinstance(value, Mapping) else {key: value})
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             where = f"{source} (sweep point {', '.join(overrides) or 'base'})"
             combos.append((label, values, overrides, where))
