@@ -8,8 +8,6 @@ assumed-efficiency profile of a catalog GPU (no torch; with ``--model``, synthet
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import subprocess
 import sys
 import time
@@ -164,14 +162,11 @@ def _torch(device: str) -> Any:
 
 
 def _write_raw(folder: str, raw: dict[str, list[dict[str, Any]]]) -> None:
+    from simspec.sweep.tables import to_csv
+
     for name, rows in raw.items():
-        if not rows:
-            continue
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        write_output(str(Path(folder) / f"{name}.csv"), buffer.getvalue(), "--raw")
+        if rows:
+            write_output(str(Path(folder) / f"{name}.csv"), to_csv(rows), "--raw")
 
 
 def execute(args: argparse.Namespace) -> int:
