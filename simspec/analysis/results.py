@@ -102,13 +102,12 @@ class PolicyResult:
     is_baseline: bool = False  # the k = 0 run every speedup is measured against
     is_oracle: bool = False  # the hindsight oracle
     # Per-request latency percentiles (numpy's linear interpolation between order statistics).
-    # The defaults read results written before these metrics existed.
-    tpot_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TPOT, ms"))
-    tpot_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TPOT, ms"))
-    tpot_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TPOT, ms"))
-    ttft_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TTFT, ms"))
-    ttft_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TTFT, ms"))
-    ttft_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TTFT, ms"))
+    tpot_p50_ms: float = field(kw_only=True, metadata=_metric("median per-request TPOT, ms"))
+    tpot_p90_ms: float = field(kw_only=True, metadata=_metric("90th percentile of TPOT, ms"))
+    tpot_p99_ms: float = field(kw_only=True, metadata=_metric("99th percentile of TPOT, ms"))
+    ttft_p50_ms: float = field(kw_only=True, metadata=_metric("median per-request TTFT, ms"))
+    ttft_p90_ms: float = field(kw_only=True, metadata=_metric("90th percentile of TTFT, ms"))
+    ttft_p99_ms: float = field(kw_only=True, metadata=_metric("99th percentile of TTFT, ms"))
     # Set when the scenario has an [slo] target (see SLO_METRICS).
     slo_attainment: float | None = None
     goodput_requests_per_s: float | None = None

@@ -80,10 +80,7 @@ class PointResult:
         if path is None:
             return None
         with np.load(path) as data:
-            # ``if f.name in data``: points saved before a field with a default was added
-            return DeltaPoints(
-                **{f.name: data[f.name] for f in fields(DeltaPoints) if f.name in data}
-            )
+            return DeltaPoints(**{f.name: data[f.name] for f in fields(DeltaPoints)})
 
 
 def axes(points: Sequence[PointResult]) -> list[str]:

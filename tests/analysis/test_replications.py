@@ -44,6 +44,7 @@ def row(label: str, speedup: float, *, k: int | None = None, **flags: bool) -> P
         requests=1,
         tokens=2,
         cost_fallbacks=0,
+        **{f"{m}_p{q}_ms": 1.0 for m in ("tpot", "ttft") for q in (50, 90, 99)},
         **flags,
     )
 
