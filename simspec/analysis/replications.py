@@ -69,11 +69,10 @@ class Interval:
         """Whether ``value`` lies in the interval; True when there is no interval (R = 1)."""
         return math.isnan(self.half_width) or self.low <= value <= self.high
 
-    def text(self, digits: int = 3) -> str:
-        """``mean ± half`` (``mean`` alone without an interval)."""
-        if math.isnan(self.half_width):
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} ± {self.half_width:.{digits}f}"
+    def text(self, digits: int = 3, sign: str = "") -> str:
+        """``mean ± half`` (``mean`` alone without an interval); ``sign="+"`` signs the mean."""
+        mean = f"{self.mean:{sign}.{digits}f}"
+        return mean if math.isnan(self.half_width) else f"{mean} ± {self.half_width:.{digits}f}"
 
     def to_dict(self, name: str) -> dict[str, float | None]:
         """``{name: mean, name_ci95: half}`` (null half-width without an interval)."""
