@@ -19,12 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.config.load import (
-    apply_overrides,
-    parse_value,
-    read_scenario_data,
-    touches_profile,
-)
+from simspec.config.load import parse_value, read_with_overrides
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.rng import replication_seed  # noqa: F401 - re-exported: the sweep's seeds
@@ -267,11 +262,6 @@ def load_sweep(
     >>> len(points)  # doctest: +SKIP
     4
     """
-    data, source = read_scenario_data(path)
-    base = str(Path(path).parent)
-    if overrides:
-        data = apply_overrides(data, overrides)
-        if touches_profile(overrides):
-            base = ""  # a profile given as an override is relative to the working folder
+    data, source, base = read_with_overrides(path, overrides)
     spec = read_spec(data, source, grid, replications, oracle)
     return spec, expand(data, source, spec, base_dir=base, workers=workers)
