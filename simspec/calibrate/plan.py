@@ -23,6 +23,7 @@ from simspec.physics.models import LayerGroup, ModelSpec, is_linear_attention
 
 BF16_BYTES = 2.0
 
+
 @dataclass(frozen=True, slots=True)
 class StackPlanPoint:
     """Where the plan times the layer stack: ``use`` is "fit" (overhead) or "validation".

@@ -102,6 +102,17 @@ def check_range(flag: str, value: int, low: int, high: int, why: str = "") -> No
         raise InputError("command line", flag, expected, str(value))
 
 
+def catalog_entry(kind: str, name: str, flag: str) -> Any:
+    """The catalog ``kind`` ("model" or "gpu") named ``name`` by the option ``flag``."""
+    from simspec import catalog
+    from simspec.errors import InputError
+
+    names = catalog.model_names() if kind == "model" else catalog.gpu_names()
+    if name not in names:
+        raise InputError("command line", flag, "one of " + ", ".join(names), repr(name))
+    return catalog.get_model(name) if kind == "model" else catalog.get_gpu(name)
+
+
 def check_writable(path: str, flag: str, *, stdout: bool = True) -> None:
     """Fail before a long run, not after it, when the file ``path`` cannot be written.
 

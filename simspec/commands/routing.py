@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.commands import check_range, check_writable, table
+from simspec.commands import catalog_entry, check_range, check_writable, table
 from simspec.errors import InputError
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import MAX_LAGS, RoutingConfig
@@ -260,7 +260,6 @@ def _print_latent(fit: Any, num_experts: int, k: int, triple: float) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from simspec import catalog
     from simspec import rng as rngs
     from simspec.routing.maxent import sampled_unique_curve
     from simspec.routing.popularity import draw_inclusion_probabilities
@@ -269,11 +268,7 @@ def _predict(args: argparse.Namespace) -> int:
     check_range("--batch", args.batch, 1, 4096)
     check_range("--samples", args.samples, 0, 1_000_000)
     check_range("--seed", args.seed, 0, 2**63 - 1)
-    if args.model not in catalog.model_names():
-        raise InputError(
-            "command line", "--model", "one of " + ", ".join(catalog.model_names()), args.model
-        )
-    shape = catalog.get_model(args.model).shape
+    shape = catalog_entry("model", args.model, "--model").shape
     if not shape.num_moe_layers:
         raise InputError("command line", "--model", "a Mixture-of-Experts model", args.model)
     overlaps = np.asarray(args.overlap, dtype=float)
