@@ -158,12 +158,13 @@ def execute(args: argparse.Namespace) -> int:
         }
         write_output(args.json, json.dumps(data, indent=2, allow_nan=False) + "\n", "--json")
     if args.plot:
-        from simspec.plots.recommend import speedup_vs_k
+        from simspec.plots import save
+        from simspec.plots.recommend import speedup_vs_k_figure
 
         written = []
         for rec in recs:
             path = f"{args.plot}/speedup-vs-k-b{rec.batch}.png"
-            written += speedup_vs_k(rec, path, scenario.name)
+            written += save(speedup_vs_k_figure(rec, scenario.name), path)
         print("wrote " + ", ".join(str(p) for p in written), file=report)
     for path in (args.markdown, args.json):
         if path and path != "-":

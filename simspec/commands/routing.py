@@ -135,9 +135,10 @@ def _predictions(
 def _plot(
     path: str, tokens: np.ndarray, predicted: dict[str, np.ndarray], k: int, **kw: Any
 ) -> None:
-    from simspec.plots.routing import plot_unique_experts
+    from simspec.plots import save
+    from simspec.plots.routing import unique_experts_figure
 
-    for written in plot_unique_experts(path, tokens, predicted, k, **kw):
+    for written in save(unique_experts_figure(tokens, predicted, k, **kw), path):
         print(f"wrote {written}")
 
 
