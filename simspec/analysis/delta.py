@@ -55,7 +55,7 @@ class DeltaPoints:
     local_slope_s: np.ndarray  # V(i+k+1) − V(i+k+2) where k+1 ≤ m_i, else 0
     chosen: np.ndarray  # bool
     binding: np.ndarray  # bool: k == k* − 1 or k == k*
-    cost_s: np.ndarray | None = None  # cost(i, k) before the extension (None: saved before it)
+    cost_s: np.ndarray  # cost(i, k) before the extension
 
 
 def delta_points(tables: dict[int, RequestTables]) -> DeltaPoints:
@@ -152,10 +152,9 @@ def oracle_cost_per_token_s(points: DeltaPoints) -> float:
     """The oracle's cost per committed token, Σ cost(i, k*_i) / Σ (min(k*_i, m_i) + 1).
 
     Recovered from the points alone: cost(i, k*) = cost(i, 0) + the chosen Δcost, and the
-    tokens committed at i = 1 + the chosen extensions accepted in hindsight. NaN when the
-    points carry no ``cost_s`` (saved by an older version).
+    tokens committed at i = 1 + the chosen extensions accepted in hindsight. NaN without points.
     """
-    if points.cost_s is None or len(points.k) == 0:
+    if len(points.k) == 0:
         return float("nan")
     first = points.k == 0
     cost = points.cost_s[first].sum() + points.delta_cost_s[points.chosen].sum()

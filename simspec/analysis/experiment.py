@@ -34,6 +34,13 @@ from simspec.sim.setup import build_setup
 Progress = Callable[[int, int], None]
 
 
+def work_tokens(scenario: Scenario, oracle: bool) -> int:
+    """Estimated work of :func:`run_experiment`: requests × output tokens × runs (the policies,
+    the k = 0 baseline and, with ``oracle``, the oracle)."""
+    runs = len(scenario.policies) + 1 + int(oracle)
+    return scenario.workload.num_requests * scenario.workload.output_tokens * runs
+
+
 @dataclass(frozen=True)
 class _Run:
     name: str

@@ -140,15 +140,13 @@ def recommend(replicated: Replicated, batch: int) -> BatchRecommendation:
     return BatchRecommendation(
         batch=batch,
         replications=len(replicated.runs),
-        fixed=tuple(sorted(((fixed[label], candidate(label)) for label in fixed), key=_by_k)),
+        fixed=tuple(
+            sorted(((fixed[label], candidate(label)) for label in fixed), key=lambda kc: kc[0])
+        ),
         best_k=fixed[best_label],
         online=online,
         oracle=mean[oracle_row.label] if oracle_row is not None else None,
     )
-
-
-def _by_k(item: tuple[int, Candidate]) -> int:
-    return item[0]
 
 
 def _ci(interval: Interval) -> str:
@@ -170,19 +168,13 @@ def markdown_table(recommendations: Sequence[BatchRecommendation]) -> str:
         ties = ", ".join(f"k={k}" for k, _ in rec.runners_up) or "none"
         online = rec.best_online
         online_text = f"{online.label}: {_ci(online.speedup)}" if online else "none"
-        diff = _signed(online.diff_vs_best) if online else ""
+        diff = online.diff_vs_best.text(sign="+") if online else ""
         oracle = _ci(rec.oracle) if rec.oracle is not None else ""
         lines.append(
             f"| {rec.batch} | {rec.best_k} | {_ci(rec.expected_speedup)} | {ties} | "
             f"{online_text} | {diff} | {oracle} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _signed(interval: Interval) -> str:
-    if math.isnan(interval.half_width):
-        return f"{interval.mean:+.3f}"
-    return f"{interval.mean:+.3f} ± {interval.half_width:.3f}"
 
 
 def online_policy_data(scenario: Scenario, names: Sequence[str] | None) -> list[dict[str, Any]]:

@@ -36,30 +36,6 @@ from simspec.config.scenario import Scenario
 from simspec.rng import replication_seed
 
 
-def t_quantile_975(dof: int) -> float:
-    """Student's t_{0.975, dof} (``scipy.special.stdtrit``, the inverse of the t distribution;
-    imported here because ``scipy.stats`` alone takes about a second to import)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(dof, 0.975))
-
-
-def half_width_95(values: Sequence[float] | np.ndarray) -> float:
-    """95 % half-width of the mean of independent values: t_{0.975,n−1}·s/√n (nan for n < 2)."""
-    n = len(values)
-    if n < 2:
-        return math.nan
-    std = float(np.asarray(values, dtype=float).std(ddof=1))
-    return t_quantile_975(n - 1) * std / math.sqrt(n)
-
-
-def paired_ci(diffs: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """Mean and 95 % half-width of paired differences (nan width for one; nan, nan for none)."""
-    if len(diffs) == 0:
-        return math.nan, math.nan
-    return float(np.mean(np.asarray(diffs, dtype=float))), half_width_95(diffs)
-
-
 @dataclass(frozen=True, slots=True)
 class Interval:
     """A mean and the half-width of its 95 % confidence interval (nan: one replication)."""
@@ -69,8 +45,15 @@ class Interval:
 
     @classmethod
     def of(cls, values: Sequence[float] | np.ndarray) -> Interval:
-        """The t interval of the mean of ``values`` (module docstring)."""
-        return cls(*paired_ci(values))
+        """The t interval of the mean of ``values`` (module docstring; nan, nan for none)."""
+        # scipy.special, not scipy.stats: the latter takes about a second to import.
+        from scipy.special import stdtrit
+
+        x = np.asarray(values, dtype=float)
+        if len(x) < 2:
+            return cls(float(x.mean()) if len(x) else math.nan, math.nan)
+        half = float(stdtrit(len(x) - 1, 0.975)) * float(x.std(ddof=1)) / math.sqrt(len(x))
+        return cls(float(x.mean()), half)
 
     @property
     def low(self) -> float:
@@ -86,11 +69,10 @@ class Interval:
         """Whether ``value`` lies in the interval; True when there is no interval (R = 1)."""
         return math.isnan(self.half_width) or self.low <= value <= self.high
 
-    def text(self, digits: int = 3) -> str:
-        """``mean ± half`` (``mean`` alone without an interval)."""
-        if math.isnan(self.half_width):
-            return f"{self.mean:.{digits}f}"
-        return f"{self.mean:.{digits}f} ± {self.half_width:.{digits}f}"
+    def text(self, digits: int = 3, sign: str = "") -> str:
+        """``mean ± half`` (``mean`` alone without an interval); ``sign="+"`` signs the mean."""
+        mean = f"{self.mean:{sign}.{digits}f}"
+        return mean if math.isnan(self.half_width) else f"{mean} ± {self.half_width:.{digits}f}"
 
     def to_dict(self, name: str) -> dict[str, float | None]:
         """``{name: mean, name_ci95: half}`` (null half-width without an interval)."""

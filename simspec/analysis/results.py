@@ -1,20 +1,11 @@
 """Typed results: one :class:`PolicyResult` per simulated policy, one :class:`RunResult` per run.
 
-Every view of a run — the results JSON, the table the CLI prints, a sweep's CSV rows, a figure —
-is made from these objects, and a sweep reads its point files back into the same objects, so a
-metric has one name from the engine's records to the figure. The scalar metrics are the fields
-marked ``metric`` below; :data:`METRICS` lists them once.
-
-Definitions are the usual serving ones (design §4): TTFT = first-token time − arrival; TPOT =
-(finish − first-token time) / (output tokens − 1), averaged over requests; tokens/s = committed
-output tokens / makespan; acceptance length = mean tokens committed per request per verify pass
-(accepted drafts + 1); acceptance rate = accepted / drafted; verify_over_decode = total verify
-time / total time the same passes would take with k = 0; speedup_vs_no_spec = TPOT of the k = 0
-run / TPOT of this run on the same reference sequences; cost_fallbacks = passes in which the
-calibrated cost model took a term from its fitted roofline (0 for the roofline model).
-``tpot_pXX_ms`` / ``ttft_pXX_ms`` are percentiles over requests of the same per-request values
-(numpy's default linear interpolation); with an ``[slo]`` table, :data:`SLO_METRICS` score each
-request against its targets (a request meets them when its TPOT and TTFT are at most the targets).
+Every view of a run (the results JSON, the CLI's table, a sweep's CSV rows, a figure) is made
+from these objects, and a sweep reads its point files back into them, so a metric has one name
+from the engine's records to the figure. The scalar metrics are the fields marked ``metric``
+(:data:`METRICS`; each field's help says what it measures, README "Results JSON" gives the
+serving definitions); ``tpot_pXX_ms`` / ``ttft_pXX_ms`` are percentiles over requests, and with
+an ``[slo]`` table :data:`SLO_METRICS` score each request against its targets.
 """
 
 from __future__ import annotations
@@ -102,13 +93,12 @@ class PolicyResult:
     is_baseline: bool = False  # the k = 0 run every speedup is measured against
     is_oracle: bool = False  # the hindsight oracle
     # Per-request latency percentiles (numpy's linear interpolation between order statistics).
-    # The defaults read results written before these metrics existed.
-    tpot_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TPOT, ms"))
-    tpot_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TPOT, ms"))
-    tpot_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TPOT, ms"))
-    ttft_p50_ms: float = field(default=0.0, metadata=_metric("median per-request TTFT, ms"))
-    ttft_p90_ms: float = field(default=0.0, metadata=_metric("90th percentile of TTFT, ms"))
-    ttft_p99_ms: float = field(default=0.0, metadata=_metric("99th percentile of TTFT, ms"))
+    tpot_p50_ms: float = field(kw_only=True, metadata=_metric("median per-request TPOT, ms"))
+    tpot_p90_ms: float = field(kw_only=True, metadata=_metric("90th percentile of TPOT, ms"))
+    tpot_p99_ms: float = field(kw_only=True, metadata=_metric("99th percentile of TPOT, ms"))
+    ttft_p50_ms: float = field(kw_only=True, metadata=_metric("median per-request TTFT, ms"))
+    ttft_p90_ms: float = field(kw_only=True, metadata=_metric("90th percentile of TTFT, ms"))
+    ttft_p99_ms: float = field(kw_only=True, metadata=_metric("99th percentile of TTFT, ms"))
     # Set when the scenario has an [slo] target (see SLO_METRICS).
     slo_attainment: float | None = None
     goodput_requests_per_s: float | None = None

@@ -1,37 +1,13 @@
 """Calibration: torch microbenchmarks on a GPU -> a profile JSON -> the calibrated cost model.
 
-Users calibrate once on a GPU (minutes) and then simulate on CPUs. ``simspec calibrate`` runs,
-with the model's real shapes and bf16 weights (one module per kernel, run by
-:mod:`simspec.calibrate.run`):
-
-- **MoE layer** (:mod:`.moe`: router GEMM, softmax + top-k, gather, SwiGLU experts, weighted
-  combine) over a grid of tokens in the pass x unique experts touched. The routing is forced,
-  so the unique count is exact; experts run as one grouped kernel that reads each distinct
-  expert once (``torch._grouped_mm`` where the build has it, else one GEMM pair per expert;
-  the profile records which), timed with and without an L2 flush between repetitions, so L2
-  reuse of co-routed experts is measured rather than assumed.
-- **Decode attention** (:mod:`.attention`: ``scaled_dot_product_attention``) over batch x keys
-  per request x query tokens per request (1 .. max draft + 1), GQA shapes; MLA models use
-  their compressed KV (one latent "head" of kv_lora + rope dimensions).
-- **Dense GEMMs** (:mod:`.gemm`): attention projections, shared expert, dense FFN, LM head,
-  over tokens.
-- **Layer stack** (:mod:`.stack`) of the model's depth at one token (eager, and CUDA-graph
-  replay on a GPU) for the fixed per-pass overhead, plus a few (batch, tokens per request)
-  points kept out of the fit to report the calibrated model's per-pass error on them.
-- **Ceilings** (:mod:`.gemm`): device-to-device copy bandwidth and a large bf16 matmul.
-
-Timing (:mod:`simspec.calibrate.timing`): CUDA events around each repetition after warm-up,
-synchronised, median of the repetitions, an L2 flush (writing a buffer twice the L2 size)
-before each flushed repetition; on a CPU the same code with ``time.perf_counter`` at tiny
-shapes, to test the pipeline. :func:`simspec.fit.assemble_profile` fits the roofline's
-efficiencies to the tables and writes everything into one profile (:mod:`simspec.profile`).
-
-Without a GPU at hand, ``simspec fit`` (:mod:`simspec.fit.serving`) fits the overheads and
-efficiencies to serving benchmark numbers instead (vLLM / SGLang TPOT at a few batch sizes, with
-and without speculation), simulating each measured point.
-
-Only :func:`measure_profile` imports torch (lazily, through :mod:`.run`); this module,
-:mod:`.plan` and :mod:`.analytic` are numpy.
+Users calibrate once on a GPU (minutes) and then simulate on CPUs. ``simspec calibrate`` times,
+at the model's real shapes and bf16 weights, the MoE layer over tokens x unique experts
+(:mod:`.moe`), decode attention over batch x keys x query tokens (:mod:`.attention`), the dense
+GEMMs and the device ceilings (:mod:`.gemm`) and the whole layer stack (:mod:`.stack`), with
+:mod:`.timing` (CUDA events, medians, L2 flushes; ``time.perf_counter`` at tiny shapes on a CPU,
+to test the pipeline). :func:`simspec.fit.assemble_profile` fits the roofline to the tables and
+writes one profile (:mod:`simspec.profile`). Only :func:`measure_profile` imports torch (lazily,
+through :mod:`.run`); this module, :mod:`.plan` and :mod:`.analytic` are numpy.
 """
 
 from __future__ import annotations

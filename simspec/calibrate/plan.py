@@ -23,15 +23,6 @@ from simspec.physics.models import LayerGroup, ModelSpec, is_linear_attention
 
 BF16_BYTES = 2.0
 
-#: The dense GEMMs a pass runs, by table name: what they read, per kind of layer.
-GEMM_TABLES = (
-    "attention_projections",
-    "linear_attention_projections",
-    "shared_expert",
-    "dense_ffn",
-    "lm_head",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class StackPlanPoint:

@@ -71,11 +71,11 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     The estimate is ``num_requests x output_tokens x runs`` per scenario (runs = its policies,
     the k = 0 baseline and, with ``oracle``, the oracle), summed over ``scenarios``.
     """
+    from simspec.analysis.experiment import work_tokens
     from simspec.errors import InputError
 
     def work(s: Any) -> int:
-        runs = len(s.policies) + 1 + int(oracle)
-        return int(s.workload.num_requests) * int(s.workload.output_tokens) * runs
+        return work_tokens(s, oracle)
 
     total = sum(work(s) for s in scenarios)
     if allow_large or total <= MAX_WORK_TOKENS:
@@ -91,6 +91,26 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
         f"{w.num_requests} x {w.output_tokens} x {runs}{points} = about {total:,}",
         "Pass --allow-large to run it anyway (progress is shown), or reduce those keys.",
     )
+
+
+def check_range(flag: str, value: int, low: int, high: int, why: str = "") -> None:
+    """Fail when the integer option ``flag`` lies outside [low, high] (``why`` explains a bound)."""
+    from simspec.errors import InputError
+
+    if not low <= value <= high:
+        expected = f"an integer in [{low}, {high}]" + (f" ({why})" if why else "")
+        raise InputError("command line", flag, expected, str(value))
+
+
+def catalog_entry(kind: str, name: str, flag: str) -> Any:
+    """The catalog ``kind`` ("model" or "gpu") named ``name`` by the option ``flag``."""
+    from simspec import catalog
+    from simspec.errors import InputError
+
+    names = catalog.model_names() if kind == "model" else catalog.gpu_names()
+    if name not in names:
+        raise InputError("command line", flag, "one of " + ", ".join(names), repr(name))
+    return catalog.get_model(name) if kind == "model" else catalog.get_gpu(name)
 
 
 def check_writable(path: str, flag: str, *, stdout: bool = True) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from simspec.commands._checks import check_writable
 
@@ -152,6 +153,15 @@ def check_format_output(args: argparse.Namespace) -> None:
     check_writable(args.output, "--output")
 
 
+def notes_stream(args: argparse.Namespace) -> TextIO:
+    """Where human notes go: standard error when standard output carries data (``--json -`` or
+    ``--format csv|md|json`` to standard output), else standard output."""
+    data_on_stdout = getattr(args, "json", None) == "-" or (
+        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
+    )
+    return sys.stderr if data_on_stdout else sys.stdout
+
+
 def emit_rows(
     args: argparse.Namespace,
     columns: Sequence[Column],
@@ -164,13 +174,9 @@ def emit_rows(
     standard output carries data (``--format csv|md|json`` or ``--json -``) they go to
     standard error, so a pipe receives the data alone.
     """
-    import sys
-
     from simspec.io.atomic import STDOUT
 
-    stdout_is_data = args.output == STDOUT and args.format != "table"
-    stdout_is_data = stdout_is_data or getattr(args, "json", None) == STDOUT
-    report = sys.stderr if stdout_is_data else sys.stdout
+    report = notes_stream(args)
     for note in notes:
         print(note, file=report)
     text = render_rows(columns, rows, args.format)

@@ -13,9 +13,8 @@ a table of latency percentiles, SLO attainment and goodput.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from simspec.commands import (
     add_allow_large_option,
@@ -23,13 +22,14 @@ from simspec.commands import (
     add_set_option,
     add_trace_option,
     check_format_output,
+    check_range,
     check_work,
     check_writable,
+    notes_stream,
     table,
     write_output,
     write_trace_out,
 )
-from simspec.errors import InputError
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
@@ -72,15 +72,6 @@ def add_experiment_options(
     add_replication_options(parser)
     add_set_option(parser)
     add_allow_large_option(parser)
-
-
-def notes_stream(args: argparse.Namespace) -> TextIO:
-    """Where human notes go: standard error when standard output carries data (``--json -`` or
-    ``--format csv|md|json`` to standard output), else standard output."""
-    data_on_stdout = getattr(args, "json", None) == "-" or (
-        getattr(args, "output", None) == "-" and getattr(args, "format", "table") != "table"
-    )
-    return sys.stderr if data_on_stdout else sys.stdout
 
 
 def simulate_replicated(
@@ -134,13 +125,7 @@ def write_experiment_outputs(
 
 def check_replication_options(args: argparse.Namespace) -> None:
     """Fail before simulating on a bad ``--replications`` or an unwritable ``--requests-csv``."""
-    if not 1 <= args.replications <= MAX_REPLICATIONS:
-        raise InputError(
-            "command line",
-            "--replications",
-            f"an integer in [1, {MAX_REPLICATIONS}]",
-            str(args.replications),
-        )
+    check_range("--replications", args.replications, 1, MAX_REPLICATIONS)
     if args.requests_csv:
         check_writable(args.requests_csv, "--requests-csv")
 

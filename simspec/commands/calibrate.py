@@ -8,8 +8,6 @@ assumed-efficiency profile of a catalog GPU (no torch; with ``--model``, synthet
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simspec.commands import check_writable, table, write_output
+from simspec.commands import catalog_entry, check_writable, table, write_output
 from simspec.params import MOE_KERNEL_FORMS, RooflineParams
 
 NAME = "calibrate"
@@ -116,16 +114,6 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-def _catalog_entry(kind: str, name: str, flag: str) -> Any:
-    from simspec import catalog
-    from simspec.errors import InputError
-
-    names = catalog.model_names() if kind == "model" else catalog.gpu_names()
-    if name not in names:
-        raise InputError(flag, name, "one of " + ", ".join(names), repr(name))
-    return catalog.get_model(name) if kind == "model" else catalog.get_gpu(name)
-
-
 def detect_gpu(device_name: str) -> str:
     """The catalog GPU a CUDA device name stands for, or "" (see ``--gpu``).
 
@@ -164,14 +152,11 @@ def _torch(device: str) -> Any:
 
 
 def _write_raw(folder: str, raw: dict[str, list[dict[str, Any]]]) -> None:
+    from simspec.sweep.tables import to_csv
+
     for name, rows in raw.items():
-        if not rows:
-            continue
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        write_output(str(Path(folder) / f"{name}.csv"), buffer.getvalue(), "--raw")
+        if rows:
+            write_output(str(Path(folder) / f"{name}.csv"), to_csv(rows), "--raw")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -185,8 +170,8 @@ def execute(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     params = RooflineParams(moe_kernel=args.moe_kernel or DEFAULT_MOE_KERNEL)
     if args.analytic:
-        gpu = _catalog_entry("gpu", args.analytic, "--analytic")
-        model = _catalog_entry("model", args.model, "--model") if args.model else None
+        gpu = catalog_entry("gpu", args.analytic, "--analytic")
+        model = catalog_entry("model", args.model, "--model") if args.model else None
         data = analytic_profile(
             gpu,
             model=model,
@@ -198,14 +183,14 @@ def execute(args: argparse.Namespace) -> int:
         )
         raw: dict[str, list[dict[str, Any]]] = {}
     else:
-        model = _catalog_entry("model", args.model or DEFAULT_MODEL, "--model")
+        model = catalog_entry("model", args.model or DEFAULT_MODEL, "--model")
         torch = _torch(args.device)
         gpu = None
         if args.gpu:
-            gpu = _catalog_entry("gpu", args.gpu, "--gpu")
+            gpu = catalog_entry("gpu", args.gpu, "--gpu")
         elif args.device == "cuda":
             detected = detect_gpu(torch.cuda.get_device_name())
-            gpu = _catalog_entry("gpu", detected, "--gpu") if detected else None
+            gpu = catalog_entry("gpu", detected, "--gpu") if detected else None
         shapes = args.shapes or ("full" if args.device == "cuda" else "tiny")
         data, raw = measure_profile(
             device=args.device,

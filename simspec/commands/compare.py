@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from simspec.commands import Column, check_folder, emit_rows
+from simspec.commands import Column, check_folder, emit_rows, notes_stream
 from simspec.commands._replications import (
     add_experiment_options,
-    notes_stream,
     simulate_replicated,
     write_experiment_outputs,
 )
@@ -70,9 +69,10 @@ def execute(args: argparse.Namespace) -> int:
         print(f"delta space: {describe(d)}", file=report)
     write_experiment_outputs(args, scenario, replicated)
     if args.plot:
-        from simspec.plots.policies import delta_space, policy_bars
+        from simspec.plots import save
+        from simspec.plots.policies import delta_space, policy_bars_figure
 
-        written = policy_bars(result, f"{args.plot}/policies.png")
+        written = save(policy_bars_figure(result), f"{args.plot}/policies.png")
         if d and result.delta_points is not None:
             written += delta_space(result.delta_points, d, f"{args.plot}/delta-space.png")
         print("wrote " + ", ".join(str(p) for p in written), file=report)

@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simspec.commands import check_folder
+from simspec.commands import check_folder, check_range
 
 NAME = "fidelity"
 HELP = "Predict published GPU measurements and write the fidelity report (REPORT.md)."
@@ -72,24 +69,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _progress(what: str) -> Callable[[int, int], None]:
-    started = time.perf_counter()
-
-    def report(done: int, total: int) -> None:
-        if sys.stderr.isatty() or done == total:
-            end = "\n" if done == total else "\r"
-            elapsed = time.perf_counter() - started
-            print(f"{what}: {done}/{total}, {elapsed:.0f} s", end=end, file=sys.stderr)
-
-    return report
-
-
 def _check(args: argparse.Namespace) -> list[str]:
     from simspec.errors import InputError
     from simspec.fit.presets import BOUNDS
 
-    if not 1 <= args.workers <= 256:
-        raise InputError("--workers", str(args.workers), "an integer in [1, 256]", "out of range")
+    check_range("--workers", args.workers, 1, 256)
     for flag in ("catalog", "probes", "without"):
         if getattr(args, flag) and not args.fit_presets:
             raise InputError(f"--{flag}", getattr(args, flag), "--fit-presets as well", "none")
@@ -107,6 +91,7 @@ def execute(args: argparse.Namespace) -> int:
     """Fit what was asked, then predict every row and write the report."""
     from simspec.errors import InputError
     from simspec.io import write_atomic
+    from simspec.io.progress import Progress
     from simspec.validation import CATEGORIES, fidelity_report, load_cases
 
     without = _check(args)
@@ -128,13 +113,10 @@ def execute(args: argparse.Namespace) -> int:
                 probes = json.loads(Path(args.probes).read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
                 raise InputError(args.probes, "", "a probe cache (JSON)", str(err)) from None
-        results = fit_presets(
-            cases.cases,
-            workers=args.workers,
-            probes=probes,
-            without=without,
-            progress=_progress("preset probes"),
-        )
+        with Progress("preset probes") as progress:
+            results = fit_presets(
+                cases.cases, workers=args.workers, probes=probes, without=without, progress=progress
+            )
         if args.probes:
             write_atomic(args.probes, json.dumps(probes, indent=0) + "\n")
         write_atomic(out / "preset_fit.json", json.dumps(results, indent=1) + "\n")
@@ -145,9 +127,8 @@ def execute(args: argparse.Namespace) -> int:
             )
             if args.catalog:
                 write_atomic(Path(args.catalog) / f"{engine}.toml", preset_toml(engine, result))
-    summary = fidelity_report(
-        args.cases, out, workers=args.workers, progress=_progress("fidelity rows")
-    )
+    with Progress("fidelity rows") as progress:
+        summary = fidelity_report(args.cases, out, workers=args.workers, progress=progress)
     for category in CATEGORIES:
         s = summary[category]
         median = s["median_abs_relative_error"]

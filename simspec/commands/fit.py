@@ -14,7 +14,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from simspec.commands import add_set_option, check_writable, table, write_output
+from simspec.commands import add_set_option, check_range, check_writable, table, write_output
 
 NAME = "fit"
 HELP = "Fit overheads and efficiencies to measured serving numbers (vLLM/SGLang bench)."
@@ -79,12 +79,10 @@ def execute(args: argparse.Namespace) -> int:
     """Read, fit, print the table, write the profile."""
     from simspec.commands.calibrate import _git_sha
     from simspec.config.load import load_scenario
-    from simspec.errors import InputError
     from simspec.fit import FitSettings, fit_measurements, fitted_profile, read_measurements
     from simspec.profile import profile_json
 
-    if not 1 <= args.output_cap <= 1_000_000:
-        raise InputError("--output-cap", str(args.output_cap), "an integer >= 1", "out of range")
+    check_range("--output-cap", args.output_cap, 1, 1_000_000)
     check_writable(args.out, "--out", stdout=False)
     measurements = read_measurements(args.measurements)
     scenario = load_scenario(args.scenario, args.set)

@@ -20,6 +20,7 @@ from simspec.commands import (
     add_set_option,
     check_folder,
     check_format_output,
+    check_range,
     check_work,
     check_writable,
     emit_rows,
@@ -108,19 +109,10 @@ def execute(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.set)
     batches = _batches(args.batch)
-    if not 2 <= args.replications <= 10_000:
-        raise InputError(
-            "command line", "--replications", "an integer in [2, 10000]", str(args.replications)
-        )
+    check_range("--replications", args.replications, 2, 10_000)
     cap = scenario.drafter.max_draft_tokens
     max_k = min(DEFAULT_MAX_K, cap) if args.max_k is None else args.max_k
-    if not 1 <= max_k <= cap:
-        raise InputError(
-            "command line",
-            "--max-k",
-            f"an integer in [1, {cap}] (the drafter's max_draft_tokens)",
-            str(args.max_k),
-        )
+    check_range("--max-k", max_k, 1, cap, "the drafter's max_draft_tokens")
     names = [n.strip() for n in args.policies.split(",")] if args.policies else None
     online = online_policy_data(scenario, names)
     runs = [(b, batch_scenario(scenario, b, max_k, online)) for b in batches]
@@ -166,12 +158,13 @@ def execute(args: argparse.Namespace) -> int:
         }
         write_output(args.json, json.dumps(data, indent=2, allow_nan=False) + "\n", "--json")
     if args.plot:
-        from simspec.plots.recommend import speedup_vs_k
+        from simspec.plots import save
+        from simspec.plots.recommend import speedup_vs_k_figure
 
         written = []
         for rec in recs:
             path = f"{args.plot}/speedup-vs-k-b{rec.batch}.png"
-            written += speedup_vs_k(rec, path, scenario.name)
+            written += save(speedup_vs_k_figure(rec, scenario.name), path)
         print("wrote " + ", ".join(str(p) for p in written), file=report)
     for path in (args.markdown, args.json):
         if path and path != "-":

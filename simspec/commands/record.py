@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from simspec.commands import check_writable
+from simspec.commands import check_range, check_writable
 from simspec.errors import InputError
 
 NAME = "record"
@@ -63,31 +63,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tiny.add_argument("--seed", type=int, default=0, help="seed of the weights and prompts")
 
 
-def _need(value: int, flag: str, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise InputError("command line", flag, f"an integer in [{low}, {high}]", str(value))
-
-
 def execute(args: argparse.Namespace) -> int:
     """Record the trace and write it."""
     import time
 
-    _need(args.new_tokens, "--new-tokens", 1, 100_000)
-    _need(args.draft_tokens, "--draft-tokens", 1, 64)
+    check_range("--new-tokens", args.new_tokens, 1, 100_000)
+    check_range("--draft-tokens", args.draft_tokens, 1, 64)
     if args.tiny:
         if args.drafter or args.prompts:
             flag = "--drafter" if args.drafter else "--prompts"
             raise InputError(
                 "command line", flag, "no value with --tiny (see --drafter-layers)", "one"
             )
-        _need(args.layers, "--layers", 1, 256)
-        _need(args.experts, "--experts", 2, 1024)
-        _need(args.top_k, "--top-k", 1, args.experts)
-        _need(args.drafter_layers, "--drafter-layers", 0, args.layers)
+        check_range("--layers", args.layers, 1, 256)
+        check_range("--experts", args.experts, 2, 1024)
+        check_range("--top-k", args.top_k, 1, args.experts)
+        check_range("--drafter-layers", args.drafter_layers, 0, args.layers)
         for flag, value in (("--hidden", args.hidden), ("--vocab", args.vocab)):
-            _need(value, flag, 8, 1_000_000)
-        _need(args.sequences, "--sequences", 1, 100_000)
-        _need(args.prompt_tokens, "--prompt-tokens", 1, 100_000)
+            check_range(flag, value, 8, 1_000_000)
+        check_range("--sequences", args.sequences, 1, 100_000)
+        check_range("--prompt-tokens", args.prompt_tokens, 1, 100_000)
     else:
         _read_prompts(args.prompts)  # fail before loading torch and the model
     check_writable(args.out, "--out", stdout=False)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.commands import check_writable, table
+from simspec.commands import catalog_entry, check_range, check_writable, table
 from simspec.errors import InputError
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import MAX_LAGS, RoutingConfig
@@ -108,11 +108,6 @@ def execute(args: argparse.Namespace) -> int:
     return int(args._routing(args))
 
 
-def _check_range(flag: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise InputError("command line", flag, f"an integer in [{low}, {high}]", str(value))
-
-
 def _pct(value: float) -> str:
     return f"{100.0 * value:+.1f}%"
 
@@ -140,9 +135,10 @@ def _predictions(
 def _plot(
     path: str, tokens: np.ndarray, predicted: dict[str, np.ndarray], k: int, **kw: Any
 ) -> None:
-    from simspec.plots.routing import plot_unique_experts
+    from simspec.plots import save
+    from simspec.plots.routing import unique_experts_figure
 
-    for written in plot_unique_experts(path, tokens, predicted, k, **kw):
+    for written in save(unique_experts_figure(tokens, predicted, k, **kw), path):
         print(f"wrote {written}")
 
 
@@ -151,8 +147,8 @@ def _stats(args: argparse.Namespace) -> int:
     from simspec.routing.predictor import choose_predictor
     from simspec.routing.trace import estimate_statistics, fit_zipf_exponent, load_trace
 
-    _check_range("--lags", args.lags, 1, MAX_LAGS)
-    _check_range("--max-tokens", args.max_tokens, 1, 16)
+    check_range("--lags", args.lags, 1, MAX_LAGS)
+    check_range("--max-tokens", args.max_tokens, 1, 16)
     if args.plot:
         check_writable(args.plot, "--plot", stdout=False)
     trace = load_trace(args.trace)
@@ -265,20 +261,15 @@ def _print_latent(fit: Any, num_experts: int, k: int, triple: float) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from simspec import catalog
     from simspec import rng as rngs
     from simspec.routing.maxent import sampled_unique_curve
     from simspec.routing.popularity import draw_inclusion_probabilities
 
-    _check_range("--tokens", args.tokens, 1, 16)
-    _check_range("--batch", args.batch, 1, 4096)
-    _check_range("--samples", args.samples, 0, 1_000_000)
-    _check_range("--seed", args.seed, 0, 2**63 - 1)
-    if args.model not in catalog.model_names():
-        raise InputError(
-            "command line", "--model", "one of " + ", ".join(catalog.model_names()), args.model
-        )
-    shape = catalog.get_model(args.model).shape
+    check_range("--tokens", args.tokens, 1, 16)
+    check_range("--batch", args.batch, 1, 4096)
+    check_range("--samples", args.samples, 0, 1_000_000)
+    check_range("--seed", args.seed, 0, 2**63 - 1)
+    shape = catalog_entry("model", args.model, "--model").shape
     if not shape.num_moe_layers:
         raise InputError("command line", "--model", "a Mixture-of-Experts model", args.model)
     overlaps = np.asarray(args.overlap, dtype=float)

@@ -6,7 +6,13 @@ import argparse
 import os
 from pathlib import Path
 
-from simspec.commands import add_allow_large_option, add_set_option, check_folder, check_work
+from simspec.commands import (
+    add_allow_large_option,
+    add_set_option,
+    check_folder,
+    check_range,
+    check_work,
+)
 from simspec.errors import InputError
 
 NAME = "sweep"
@@ -66,12 +72,9 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.sweep.run import run_sweep
     from simspec.sweep.spec import load_sweep
 
-    if args.workers < 1:
-        raise InputError("--workers", str(args.workers), "an integer >= 1", str(args.workers))
-    if args.replications is not None and args.replications < 1:
-        raise InputError(
-            "--replications", str(args.replications), "an integer >= 1", str(args.replications)
-        )
+    check_range("--workers", args.workers, 1, 4096)
+    if args.replications is not None:
+        check_range("--replications", args.replications, 1, 10_000)
     check_folder(args.out, "--out")
     if args.scheduler is not None:
         from simspec.sweep.run import check_scheduler

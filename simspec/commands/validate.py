@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from simspec.commands import add_set_option, check_work
 from simspec.errors import InputError
@@ -21,13 +20,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
-    from simspec.config.load import apply_overrides, read_scenario_data, scenario_from_dict
+    from simspec.config.load import read_with_overrides, scenario_from_dict
     from simspec.sweep.spec import expand, read_spec
 
-    data, source = read_scenario_data(args.scenario)
-    base = str(Path(args.scenario).parent)
+    data, source, base = read_with_overrides(args.scenario, args.set)
     if args.set:
-        data = apply_overrides(data, args.set)
         source += " (with --set overrides)"
     s = scenario_from_dict(data, source, base_dir=base)
     points = (

@@ -7,24 +7,9 @@ overrides=...)``) and rewrites each into simspec's own keys before they are appl
 key). Dashes and underscores are interchangeable in an alias
 (``num-speculative-tokens`` = ``num_speculative_tokens``).
 
-====================================  ======  ===============================================
-alias                                 engine  scenario keys
-====================================  ======  ===============================================
-``num_speculative_tokens = k``        vLLM    ``policies = [{name="fixed", draft_tokens=k}]``
-``speculative_num_steps = k``         SGLang  ``policies = [{name="fixed", draft_tokens=k}]``
-``speculative_eagle_topk = t``        SGLang  ``speculation.topk = t``
-``speculative_num_draft_tokens = n``  SGLang  ``speculation.num_draft_tokens = n``
-``max_num_seqs = b``                  vLLM    ``workload.max_batch_size = b``
-``gpu_memory_utilization = f``        vLLM    ``hardware.memory_utilization = f``
-``tensor_parallel_size = n``          vLLM    ``hardware.num_gpus = n``,
-                                              ``hardware.tensor_parallel = n``
-====================================  ======  ===============================================
-
-Sources: vLLM engine arguments (docs.vllm.ai/en/latest/configuration/engine_args.html:
-``--max-num-seqs``, ``--gpu-memory-utilization``, ``--tensor-parallel-size``,
-``speculative_config.num_speculative_tokens``) and SGLang server arguments
-(docs.sglang.ai/advanced_features/server_arguments.html: ``--speculative-num-steps``,
-``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``).
+The aliases are :data:`ALIASES` (README, "Command line", lists them); sources: vLLM engine
+arguments (docs.vllm.ai/en/latest/configuration/engine_args.html) and SGLang server arguments
+(docs.sglang.ai/advanced_features/server_arguments.html).
 
 Two mappings are choices worth knowing. An engine runs one speculation length, so
 ``num_speculative_tokens`` / ``speculative_num_steps`` replace the scenario's policies with the
@@ -51,7 +36,7 @@ def _key(*keys: str) -> _Expand:
     return lambda value: [(key, value) for key in keys]
 
 
-#: Every alias, its engine, and what it becomes (the module docstring's table).
+#: Every alias, its engine, and what it becomes.
 ALIASES: dict[str, tuple[str, str, _Expand]] = {
     "num_speculative_tokens": ("vLLM", "policies = [fixed, draft_tokens = k]", _fixed_policy),
     "speculative_num_steps": ("SGLang", "policies = [fixed, draft_tokens = k]", _fixed_policy),

@@ -27,6 +27,7 @@ from typing import Any
 
 from simspec import catalog
 from simspec.config.checks import check_drafter
+from simspec.config.profiles import profile_path
 from simspec.config.scenario import HardwareConfig, ModelConfig
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.inputs import read_input_text
@@ -125,7 +126,7 @@ def _catalog_name(path: str, value: str, names: list[str], source: str) -> None:
 
 
 def _read_config(path: str, source: str, base: str) -> dict[str, Any]:
-    full = Path(base) / path if base and not Path(path).is_absolute() else Path(path)
+    full = profile_path(path, base)
     text = read_input_text(full, str(full), "Hugging Face config.json", ScenarioError)
     try:
         data = json.loads(text)
@@ -143,7 +144,7 @@ def _target(model: ModelConfig, source: str, base: str) -> ModelSpec:
         from simspec.physics.hf_config import model_spec_from_hf  # only `model.config` needs it
 
         data = _read_config(model.config, source, base)
-        where = str(Path(base) / model.config) if base else model.config
+        where = str(profile_path(model.config, base))
         try:
             return model_spec_from_hf(data, model.target, where)
         except InputError as err:

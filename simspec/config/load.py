@@ -278,15 +278,25 @@ def _check_fits(s: Scenario, source: str) -> None:
 
 
 # -- public entry points -------------------------------------------------------------------------
-def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> Scenario:
-    """Load and validate a scenario file (None = the embedded default), applying overrides."""
+def read_with_overrides(
+    path: str | Path | None, overrides: Overrides
+) -> tuple[dict[str, Any], str, str]:
+    """A scenario file's data with ``overrides`` applied, its source, and the folder a relative
+    ``costs.profile`` is resolved against (the working folder when an override sets it)."""
     data, source = read_scenario_data(path)
     base = str(Path(path).parent) if path is not None else ""
     if overrides:
         data = apply_overrides(data, overrides)
-        source += " (with --set overrides)"
         if touches_profile(overrides):
             base = ""
+    return data, source, base
+
+
+def load_scenario(path: str | Path | None = None, overrides: Overrides = ()) -> Scenario:
+    """Load and validate a scenario file (None = the embedded default), applying overrides."""
+    data, source, base = read_with_overrides(path, overrides)
+    if overrides:
+        source += " (with --set overrides)"
     return scenario_from_dict(data, source, base_dir=base)
 
 

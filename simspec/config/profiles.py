@@ -15,6 +15,17 @@ def profile_path(value: str, base_dir: str) -> Path:
     return path if path.is_absolute() or not base_dir else Path(base_dir) / path
 
 
+def existing_file(value: str, base_dir: str, source: str, key: str, what: str) -> Path:
+    """:func:`profile_path` of the scenario's ``key = value``, which must name a file."""
+    path = profile_path(value, base_dir)
+    if not path.is_file():
+        where = f"the scenario's folder {base_dir}" if base_dir else "the working folder"
+        raise ScenarioError(
+            source, key, f"an existing {what} (relative to {where})", describe(value)
+        )
+    return path
+
+
 def load_scenario_profile(
     costs: Any, gpu: str, target: str, source: str, base_dir: str
 ) -> CalibrationProfile | None:
@@ -38,15 +49,8 @@ def load_scenario_profile(
                 describe(costs.profile),
             )
         return None
-    path = profile_path(costs.profile, base_dir)
-    if not path.is_file():
-        where = f"the scenario's folder {base_dir}" if base_dir else "the working folder"
-        raise ScenarioError(
-            source,
-            "costs.profile",
-            f"an existing calibration profile JSON file (relative to {where})",
-            describe(costs.profile),
-        )
+    what = "calibration profile JSON file"
+    path = existing_file(costs.profile, base_dir, source, "costs.profile", what)
     from simspec.profile.parse import load_profile  # only scenarios with a profile parse one
 
     profile = load_profile(path)

@@ -17,9 +17,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from simspec.config.profiles import profile_path
+from simspec.config.profiles import existing_file
 from simspec.config.scenario import Resolved
-from simspec.errors import InputError, ScenarioError, describe
+from simspec.errors import InputError, ScenarioError
 from simspec.routing.replay import TraceFile, check_coverage
 from simspec.routing.trace import load_trace
 from simspec.text.replay import request_lengths
@@ -27,12 +27,7 @@ from simspec.text.replay import request_lengths
 
 def read_trace(value: str, key: str, source: str, base_dir: str) -> TraceFile:
     """The trace file ``value`` (a scenario's ``key``), read and validated."""
-    path = profile_path(value, base_dir)
-    if not path.is_file():
-        where = f"the scenario's folder {base_dir}" if base_dir else "the working folder"
-        raise ScenarioError(
-            source, key, f"an existing trace file (.npz) (relative to {where})", describe(value)
-        )
+    path = existing_file(value, base_dir, source, key, "trace file (.npz)")
     trace = load_trace(path)  # InputError naming the trace file and the key inside it
     return TraceFile(str(path), hashlib.sha256(Path(path).read_bytes()).hexdigest(), trace)
 

@@ -46,9 +46,9 @@ row (and its line) and column, what was expected and what was found.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,6 +57,7 @@ from typing import Any
 
 from simspec.errors import InputError, describe
 from simspec.inputs import read_input_bytes
+from simspec.schema import build, param
 
 #: What a row's ``value`` may measure (module docstring).
 QUANTITIES = ("tpot_ms", "itl_ms", "tokens_per_s", "tokens_per_s_per_user", "e2e_latency_s")
@@ -74,16 +75,16 @@ MAX_TOKENS = 10_000_000
 class MeasurementRow:
     """One measured number and the benchmark settings it was measured at."""
 
-    batch: int
-    quantity: str
-    value: float
-    prompt_tokens: int
-    output_tokens: int
-    draft_tokens: int = 0
-    acceptance_length: float | None = None
-    topk: int = 1
-    num_draft_tokens: int | None = None
-    note: str = ""
+    batch: int = param(help="requests in flight", ge=1, le=MAX_BATCH)
+    quantity: str = param(help="what value is", choices=QUANTITIES)
+    value: float = param(help="the measured number", gt=0)
+    prompt_tokens: int = param(help="input length", ge=1, le=MAX_TOKENS)
+    output_tokens: int = param(help="output length", ge=2, le=MAX_TOKENS)
+    draft_tokens: int = param(0, "speculative steps per iteration", ge=0, le=64)
+    acceptance_length: float | None = param(None, "mean tokens committed per verify pass")
+    topk: int = param(1, "draft tree width", ge=1, le=64)
+    num_draft_tokens: int | None = param(None, "draft tree size", ge=0, le=4096)
+    note: str = param("", "free text")
     where: str = ""  # "row 3 (line 5)" or "measurements[2]": how error messages name the row
 
     @property
@@ -101,98 +102,49 @@ class Measurements:
     sha256: str
 
 
-class _Row:
-    """Typed access to one raw row; every failure names the file, the row and the column."""
-
-    def __init__(self, source: str, where: str, raw: Mapping[str, Any], separator: str):
-        # a column's key path: "row 3 (line 5), column value" or "measurements[2].value"
-        self.source, self.where, self.raw, self.separator = source, where, raw, separator
-
-    def fail(self, key: str, expected: str, found: Any) -> InputError:
-        return InputError(self.source, f"{self.where}{self.separator}{key}", expected, found)
-
-    def present(self, key: str) -> bool:
-        value = self.raw.get(key)
-        return value is not None and not (isinstance(value, str) and not value.strip())
-
-    def number(self, key: str, expected: str, *, integer: bool) -> float:
-        value = self.raw.get(key)
-        if isinstance(value, str):
-            text = value.strip()
-            try:
-                value = int(text) if integer else float(text)
-            except ValueError:
-                raise self.fail(key, expected, describe(text)) from None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(key, expected, describe(value))
-        if integer and not isinstance(value, int):
-            raise self.fail(key, expected, describe(value))
-        if not math.isfinite(value):
-            raise self.fail(key, expected, describe(value))
-        return value
-
-    def integer(self, key: str, low: int, high: int, default: int | None = None) -> int:
-        if default is not None and not self.present(key):
-            return default
-        if not self.present(key):
-            raise self.fail(key, f"an integer in [{low}, {high}]", "an empty cell")
-        value = int(self.number(key, f"an integer in [{low}, {high}]", integer=True))
-        if not low <= value <= high:
-            raise self.fail(key, f"an integer in [{low}, {high}]", describe(value))
-        return value
+_INTEGERS = ("batch", "prompt_tokens", "output_tokens", "draft_tokens", "topk", "num_draft_tokens")
 
 
-def _row(r: _Row) -> MeasurementRow:
-    quantity = str(r.raw.get("quantity") or "").strip()
-    if quantity not in QUANTITIES:
-        raise r.fail("quantity", "one of " + ", ".join(QUANTITIES), describe(r.raw.get("quantity")))
-    if not r.present("value"):
-        raise r.fail("value", "a finite number > 0", "an empty cell")
-    value = float(r.number("value", "a finite number > 0", integer=False))
-    if not value > 0:
-        raise r.fail("value", "a finite number > 0", describe(value))
-    draft = r.integer("draft_tokens", 0, 64, default=0)
-    acceptance = None
-    if r.present("acceptance_length"):
-        if not draft:
-            raise r.fail(
-                "acceptance_length",
-                "an empty cell on a plain-decoding row (draft_tokens = 0)",
-                describe(r.raw["acceptance_length"]),
-            )
+def _cell(key: str, value: Any) -> Any:
+    """A CSV cell (text) as the number its column holds; text that is none stays text."""
+    if not isinstance(value, str) or key not in (*_INTEGERS, "value", "acceptance_length"):
+        return value.strip() if isinstance(value, str) else value
+    try:
+        return int(value) if key in _INTEGERS else float(value)
+    except ValueError:
+        return value.strip()
+
+
+def _row(raw: Mapping[str, Any], source: str, where: str, separator: str) -> MeasurementRow:
+    """One raw row (CSV cells or a TOML table) read by :func:`simspec.schema.build`, then the
+    checks between its columns; an empty cell is a missing one."""
+
+    def fail(key: str, expected: str, found: str) -> InputError:
+        return InputError(source, f"{where}{separator}{key}", expected, found)
+
+    given = {k: _cell(k, v) for k, v in raw.items() if v is not None and str(v).strip()}
+    try:
+        row: MeasurementRow = build(MeasurementRow, given)
+    except InputError as err:
+        found = "an empty cell" if err.found == "nothing" else err.found
+        raise fail(err.key_path, err.expected, found) from None
+    draft, acceptance = row.draft_tokens, row.acceptance_length
+    if acceptance is not None and not draft:
+        plain = "an empty cell on a plain-decoding row (draft_tokens = 0)"
+        raise fail("acceptance_length", plain, describe(acceptance))
+    if acceptance is None and draft:
+        speculative = "the measured acceptance length on a speculative row (draft_tokens > 0)"
+        raise fail("acceptance_length", speculative, "an empty cell")
+    if acceptance is not None and not 1 <= acceptance <= draft + 1:
         expected = f"a number in [1, {draft + 1}] (draft_tokens + 1)"
-        acceptance = float(r.number("acceptance_length", expected, integer=False))
-        if not 1 <= acceptance <= draft + 1:
-            raise r.fail("acceptance_length", expected, describe(acceptance))
-    elif draft:
-        raise r.fail(
-            "acceptance_length",
-            "the measured acceptance length on a speculative row (draft_tokens > 0)",
-            "an empty cell",
-        )
+        raise fail("acceptance_length", expected, describe(acceptance))
     for key in ("topk", "num_draft_tokens"):
-        if r.present(key) and not draft:
-            raise r.fail(key, "an empty cell on a plain-decoding row", describe(r.raw[key]))
-    topk = r.integer("topk", 1, 64, default=1)
-    tree = None
-    if r.present("num_draft_tokens"):
-        tree = r.integer("num_draft_tokens", draft, 4096)
-    note = r.raw.get("note") or ""
-    if not isinstance(note, str):
-        raise r.fail("note", "text", describe(note))
-    return MeasurementRow(
-        batch=r.integer("batch", 1, MAX_BATCH),
-        quantity=quantity,
-        value=value,
-        prompt_tokens=r.integer("prompt_tokens", 1, MAX_TOKENS),
-        output_tokens=r.integer("output_tokens", 2, MAX_TOKENS),
-        draft_tokens=draft,
-        acceptance_length=acceptance,
-        topk=topk,
-        num_draft_tokens=tree,
-        note=note.strip(),
-        where=r.where,
-    )
+        if key in given and not draft:
+            raise fail(key, "an empty cell on a plain-decoding row", describe(given[key]))
+    if row.num_draft_tokens is not None and row.num_draft_tokens < draft:
+        expected = f"an integer in [{draft}, 4096]"
+        raise fail("num_draft_tokens", expected, describe(row.num_draft_tokens))
+    return dataclasses.replace(row, where=where)
 
 
 def _check_keys(source: str, where: str, keys: list[str], what: str) -> None:
@@ -229,7 +181,7 @@ def _csv_rows(text: str, source: str) -> list[MeasurementRow]:
                 source, where, f"{len(header)} cells (one per header column)", f"{len(cells)}"
             )
         raw = dict(zip(header, cells, strict=True))
-        rows.append(_row(_Row(source, where, raw, ", column ")))
+        rows.append(_row(raw, source, where, ", column "))
     return rows
 
 
@@ -248,7 +200,7 @@ def _toml_rows(text: str, source: str) -> list[MeasurementRow]:
     for n, raw in enumerate(tables):
         where = f"measurements[{n}]"
         _check_keys(source, where, list(raw), "key")
-        rows.append(_row(_Row(source, where, raw, ".")))
+        rows.append(_row(raw, source, where, "."))
     return rows
 
 

@@ -1,22 +1,15 @@
 """The engine presets' overheads, fitted on each engine's published rows.
 
-For every engine with rows in ``validation/cases.toml``
-(:func:`~simspec.validation.cases.engine_preset`) the fixed overheads of its preset
+For every engine with rows in ``validation/cases.toml`` the fixed overheads of its preset
 (``simspec/catalog/engines/<engine>.toml``) are fitted by ``scipy.optimize.least_squares`` on
-the relative errors of its decode and speculative rows, with physical bounds
-(:func:`fit_presets`). ``simspec fidelity --fit-presets`` writes the result as
-``validation/preset_fit.json`` (values, every row's prediction, leave-one-source-out errors)
+the relative errors of its decode and speculative rows, within physical bounds
+(:func:`fit_presets`); ``simspec fidelity --fit-presets`` writes ``validation/preset_fit.json``
 and, with ``--catalog DIR``, the presets' TOML files (:func:`preset_toml`).
 
-Fast and exact: every fixed overhead adds its value once per pass (or draft step, or layer's
-collective) and nothing a fixed-k run decides depends on time, so each run's times
-(:data:`~simspec.validation.predictions.TIMES`) are affine in the overheads. Each row is simulated
-at zero overheads and once more per overhead that can touch it (one unit each), with the real
-simulator (:func:`~simspec.validation.predictions.run_times`); the fit then interpolates those
-affine times, and the fidelity report checks the fitted presets' predictions against fresh
-simulations.
-
-Rows in :data:`INCONSISTENT` are predicted and reported but not fitted.
+Every fixed overhead adds its value once per pass (or draft step, or collective) and nothing a
+fixed-k run decides depends on time, so a run's times are affine in the overheads: each row is
+simulated at zero overheads and once per overhead that can touch it, and the fit interpolates
+those affine times exactly. Rows in :data:`INCONSISTENT` are predicted and reported, not fitted.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """Fits written as calibration profiles: measured tables, or serving measurements.
 
-:func:`assemble_profile` turns the tables ``simspec calibrate`` measured (or synthetic ones)
-into a profile: the efficiencies and MoE constants fitted to them (:mod:`.tables`), the fixed
-overhead from the layer-stack points, and the calibrated model's error on every stack point.
+:func:`assemble_profile` turns the tables ``simspec calibrate`` measured (or synthetic ones) into
+a profile: the efficiencies and MoE constants fitted to them (:mod:`.tables`), the fixed overhead
+from the layer-stack points, and the calibrated model's error on every stack point.
 
-``simspec calibrate`` times kernels with torch; most teams already have something simpler: the
-output of ``vllm bench serve`` or SGLang's ``bench_serving`` at a few batch sizes, with and
-without speculative decoding. ``simspec fit`` turns 4-6 such numbers into a calibration profile:
-
-1. :mod:`.measurements` reads and validates the measurements (CSV or TOML; the format and an
-   example are in its docstring);
-2. :mod:`.serving` predicts every row with the simulator on the user's scenario and fits
-   the per-pass and per-draft-step overheads and the efficiencies by
-   ``scipy.optimize.least_squares`` on log residuals, with one-sigma uncertainties from the
-   Jacobian and a warning for any parameter the rows cannot identify;
-3. :func:`fitted_profile` (here) writes the result as a profile (``metadata.kind = "fitted"``)
-   whose ``fitted`` table is the scenario's resolved cost parameters with the fitted ones
-   replaced, so ``[costs] profile = "that.json"`` reproduces the measurements, and whose
-   ``fit_details`` records the measurements file's SHA-256, the scenario, each parameter's
-   start, value, bounds and uncertainty, and every row's prediction and residual.
-
-A profile the scenario already used (measured tables, peaks, ceilings) is carried over, so a
-fit on top of a torch-measured profile keeps its tables.
+:func:`fitted_profile` writes a :mod:`.serving` fit (``simspec fit``) as a profile with
+``metadata.kind = "fitted"``: its ``fitted`` table is the scenario's resolved cost parameters
+with the fitted ones replaced, so ``[costs] profile = "that.json"`` reproduces the measurements;
+``fit_details`` records the measurements' SHA-256, the scenario, each parameter's start, value,
+bounds and uncertainty, and every row's prediction and residual. Tables, peaks and ceilings of a
+profile the scenario already used are carried over.
 """
 
 from __future__ import annotations

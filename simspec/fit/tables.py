@@ -4,33 +4,19 @@ Every table cell is one kernel (or one MoE layer) whose bytes and FLOPs are know
 shapes, so the roofline predicts it from the efficiencies (:mod:`simspec.costs.kernels`):
 
     GEMM cell        max(bytes / (eta_w·BW), flops / (eta_c·F))
-    MoE cell (n, U)  moe_layer_s(U, rows = n·k_e) + router GEMM, in the form ``moe_kernel``:
-                     launch      t0 + max(U·(c_e + bytes_e / (eta_bw·BW)), 2·rows·P / (eta_c·F))
-                     saturation  max(U·bytes_e / (eta_moe(U)·BW), 2·rows·P / (eta_c·F)),
-                                 eta_moe(U) = eta_max·(1 − exp(−U·bytes_e / S))
+    MoE cell (n, U)  moe_layer_s(U, rows = n·k_e) + router GEMM          (:mod:`.moe`)
     attention cell   max(kv_bytes / (eta_kv·BW), pair_flops / (eta_c·F))
 
-BW and F are the profile's peaks (spec sheet for a catalog GPU). The fit minimises the sum of
-squared log errors (relative errors, so a 10 µs kernel counts as much as a 10 ms one), one
-parameter at a time with the others fixed (coordinate descent, a few rounds): eta_w on the GEMM
-cells, the MoE form's constants on the MoE cells (:mod:`.moe`: (t0, eta_bw) for launch,
-(eta_max, S) for saturation), eta_kv on the attention cells, eta_c on all cells. Each
-one-dimensional search is a coarse grid in log space refined by Brent's bounded method
-(:mod:`._search`), so it cannot get stuck in a far local minimum; the MoE prediction is
-:func:`simspec.costs.moe_kernel.moe_layer_s`, the cost model's own definition. The form is the
-assumed parameters' ``moe_kernel`` (the default, ``launch``, unless a caller asks for
-``saturation``); the other form's constants are fitted afterwards with the same efficiencies, so
-a scenario that switches forms on this profile still gets fitted constants, and ``fit_details``
-compares the two forms' errors. eta_c is identified only when some cell is compute-bound;
-otherwise it is taken from the measured matmul ceiling (or kept as assumed), and the provenance
-says so.
+BW and F are the profile's peaks. The fit minimises the sum of squared log errors (a 10 µs kernel
+counts as much as a 10 ms one) by coordinate descent: eta_w on the GEMM cells, the MoE form's
+constants on the MoE cells, eta_kv on the attention cells, eta_c on all cells, each a coarse
+log-space grid refined by Brent's method (:mod:`._search`). The other MoE form's constants are
+fitted afterwards with the same efficiencies, so a scenario that switches forms still gets
+fitted constants. eta_c is identified only when some cell is compute-bound; otherwise it comes
+from the measured matmul ceiling (or stays assumed), and the provenance says so.
 
 The fixed per-pass overhead is what the tables do not explain: the median, over the layer-stack
-points marked "fit" (one token: CUDA-graph replay when available, else eager), of the measured
-stack time minus the calibrated cost model's prediction without overhead.
-
-A synthetic profile generated from known parameters (:mod:`simspec.calibrate.analytic`) is
-fitted back to them; the tests check it.
+points marked "fit", of the measured stack time minus the prediction without overhead.
 """
 
 from __future__ import annotations

@@ -11,12 +11,11 @@ that, evenly spaced points are drawn and the panel's title says how many of how 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simspec.plots import pyplot, save
+from simspec.plots import pyplot
 from simspec.plots.layout import BATCH, Style, cases, describe, free_keys, grid_shape, policy_styles
 from simspec.sweep.summary import PolicySummary
 
@@ -167,10 +166,3 @@ def _grouped(
         ax.set_xlabel(name, fontsize=8)
     else:
         ax.set_xticks(range(len(shown)), shown, rotation=25, ha="right", fontsize=7)
-
-
-def policy_comparison(
-    rows: Sequence[PolicySummary], path: Path, max_points: int = MAX_POINTS
-) -> list[Path]:
-    """Write :func:`policy_comparison_figure` to ``path`` (PNG and SVG)."""
-    return save(policy_comparison_figure(rows, max_points), path, svg=True)

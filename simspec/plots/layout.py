@@ -17,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from simspec.plots import PALETTE
+
 BATCH = "workload.concurrency"
 BASELINE_COLOR = "#999999"
 ORACLE_COLOR = "#000000"
 #: Policy colours: the Okabe-Ito palette without its black (reserved for the oracle).
-POLICY_COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+POLICY_COLORS = PALETTE[:-1]
 _HATCHES = ("", "//", "..", "xx")
 
 

@@ -12,11 +12,6 @@ from simspec.analysis.results import RunResult
 from simspec.plots import PALETTE, new_figure, save
 
 
-def policy_bars(result: RunResult, path: str | Path, *, svg: bool = False) -> list[Path]:
-    """Write :func:`policy_bars_figure` to ``path`` (PNG, plus SVG when ``svg``)."""
-    return save(policy_bars_figure(result), path, svg=svg)
-
-
 def policy_bars_figure(result: RunResult) -> Any:
     """Speedup over plain decoding per policy: the baseline grey, the oracle black."""
     from simspec.plots.layout import BASELINE_COLOR, ORACLE_COLOR

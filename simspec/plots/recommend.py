@@ -10,12 +10,11 @@ project: :mod:`simspec.plots.layout`), so the figure says both "which k" and "ho
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from simspec.analysis.recommend import BatchRecommendation
 from simspec.analysis.replications import Interval
-from simspec.plots import new_figure, save
+from simspec.plots import new_figure
 from simspec.plots.layout import BASELINE_COLOR, ORACLE_COLOR, POLICY_COLORS
 
 
@@ -75,10 +74,3 @@ def speedup_vs_k_figure(rec: BatchRecommendation, scenario_name: str = "") -> An
     ax.set_title(f"{scenario_name} · {title}" if scenario_name else title, fontsize=9)
     ax.legend(fontsize=8, loc="best")
     return fig
-
-
-def speedup_vs_k(
-    rec: BatchRecommendation, path: str | Path, scenario_name: str = "", *, svg: bool = False
-) -> list[Path]:
-    """Write :func:`speedup_vs_k_figure` to ``path`` (PNG, plus SVG when ``svg``)."""
-    return save(speedup_vs_k_figure(rec, scenario_name), path, svg=svg)

@@ -76,29 +76,6 @@ def unique_experts_figure(
     return fig
 
 
-def plot_unique_experts(
-    path: str | Path,
-    tokens: np.ndarray,
-    predicted: Mapping[str, np.ndarray],
-    experts_per_token: int,
-    *,
-    measured: Mapping[str, np.ndarray] | None = None,
-    title: str = "",
-    num_experts: int = 0,
-    svg: bool = False,
-) -> list[Path]:
-    """Write :func:`unique_experts_figure` to ``path`` (PNG, plus SVG when ``svg``)."""
-    fig = unique_experts_figure(
-        tokens,
-        predicted,
-        experts_per_token,
-        measured=measured,
-        title=title,
-        num_experts=num_experts,
-    )
-    return save(fig, path, svg=svg)
-
-
 def describe_routing(routing: Any) -> str:
     """The routing statistics a U(T) figure shows, in words: popularity and overlap profile.
 

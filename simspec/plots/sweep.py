@@ -28,7 +28,7 @@ import numpy as np
 
 from simspec.errors import InputError
 from simspec.plots import pyplot, save
-from simspec.plots.comparison import policy_comparison, policy_comparison_figure
+from simspec.plots.comparison import policy_comparison_figure
 from simspec.plots.layout import (
     BATCH,
     POLICY_COLORS,
@@ -45,11 +45,9 @@ __all__ = [
     "BATCH",
     "MAX_LINES",
     "plot_folder",
-    "policy_comparison",
     "policy_comparison_figure",
     "speedup_by_case",
     "speedup_by_case_figure",
-    "speedup_vs_batch",
     "speedup_vs_batch_figure",
     "unique_experts_of_sweep",
 ]
@@ -74,9 +72,9 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     rows = summarize(points)
     written: list[Path] = []
     if rows and BATCH in axes(points):
-        written += speedup_vs_batch(rows, out / "speedup-vs-batch.png")
+        written += save(speedup_vs_batch_figure(rows), out / "speedup-vs-batch.png", svg=True)
     if rows:
-        written += policy_comparison(rows, out / "policies.png")
+        written += save(policy_comparison_figure(rows), out / "policies.png", svg=True)
     written += unique_experts_of_sweep(points, out / "unique-experts.png")
     with_delta = sorted(
         (p for p in points if p.delta_path is not None), key=lambda p: p.result.scenario_digest
@@ -185,11 +183,6 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary]) -> Any:
             handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4
         )
     return fig
-
-
-def speedup_vs_batch(rows: Sequence[PolicySummary], path: Path) -> list[Path]:
-    """Write :func:`speedup_vs_batch_figure` to ``path`` (PNG and SVG)."""
-    return save(speedup_vs_batch_figure(rows), path, svg=True)
 
 
 def speedup_by_case_figure(tables: Sequence[Sequence[PolicySummary]], labels: list[str]) -> Any:

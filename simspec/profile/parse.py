@@ -32,8 +32,6 @@ from .tables import (
     SCHEMA,
     SCHEMA_VERSION,
     SHAPES,
-    STACK_MODES,
-    STACK_USES,
     AttentionTable,
     CalibrationProfile,
     GemmTable,
@@ -104,11 +102,11 @@ class _Reader:
             raise self.fail(where, "one of " + ", ".join(repr(c) for c in choices), value)
         return value
 
-    def number(self, value: Any, path: str, *, positive: bool = True) -> float:
+    def number(self, value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(path, "a number", value)
-        if not math.isfinite(value) or (positive and not value > 0):
-            raise self.fail(path, "a finite number > 0" if positive else "a finite number", value)
+        if not math.isfinite(value) or not value > 0:
+            raise self.fail(path, "a finite number > 0", value)
         return float(value)
 
     def integer(self, data: Mapping[str, Any], key: str, path: str, minimum: int) -> int:
@@ -173,15 +171,20 @@ def _peak(r: _Reader, peak: Mapping[str, Any], key: str) -> float:
     return value
 
 
+def _built(cls: type, data: Any, source: str, path: str) -> Any:
+    """:func:`simspec.schema.build` of a table, its errors re-branded as profile errors."""
+    try:
+        return build(cls, data, source=source, path=path)
+    except InputError as err:
+        raise ProfileError(err.source, err.key_path, err.expected, err.found) from None
+
+
 def _fitted(r: _Reader, top: Mapping[str, Any]) -> RooflineParams:
     fitted_raw = r.table(r.get(top, "fitted", ""), "fitted")
     for f in dataclasses.fields(RooflineParams):
         if f.name not in PROFILE_OPTIONAL_KEYS:  # newer keys: a missing one takes its default
             r.get(fitted_raw, f.name, "fitted")
-    try:
-        params: RooflineParams = build(RooflineParams, fitted_raw, source=r.source, path="fitted")
-    except InputError as err:  # a ScenarioError from schema.build: re-brand it as a profile error
-        raise ProfileError(err.source, err.key_path, err.expected, err.found) from None
+    params: RooflineParams = _built(RooflineParams, fitted_raw, r.source, "fitted")
     return params
 
 
@@ -219,27 +222,11 @@ def _gemm(r: _Reader, raw: Any) -> dict[str, GemmTable]:
 def _stack(r: _Reader, raw: Any) -> tuple[StackMeasurement, ...]:
     if not isinstance(raw, list):
         raise r.fail("tables.stack", "an array of objects", raw)
-    stack = []
-    for i, row in enumerate(raw):
-        path = f"tables.stack[{i}]"
-        t = r.table(row, path)
-        batch, per_request, context = (
-            r.integer(t, key, path, 0) for key in ("batch", "tokens_per_request", "context_tokens")
-        )
-        stack.append(
-            StackMeasurement(
-                batch=batch,
-                tokens_per_request=per_request,
-                context_tokens=context,
-                unique_experts=r.number(
-                    r.get(t, "unique_experts", path), f"{path}.unique_experts", positive=False
-                ),
-                mode=r.string(t, "mode", path, STACK_MODES),
-                use=r.string(t, "use", path, STACK_USES),
-                time_s=r.number(r.get(t, "time_s", path), f"{path}.time_s"),
-            )
-        )
-    return tuple(stack)
+    paths = [f"tables.stack[{i}]" for i in range(len(raw))]
+    return tuple(
+        _built(StackMeasurement, r.table(row, path), r.source, path)
+        for row, path in zip(raw, paths, strict=True)
+    )
 
 
 def canonical_sha256(data: Any) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 
 from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
+from simspec.schema import param
 
 SCHEMA = "simspec-calibration-profile"
 SCHEMA_VERSION = 1
@@ -188,13 +189,13 @@ class StackMeasurement:
     of the fit, to report the calibrated model's error on it).
     """
 
-    batch: int
-    tokens_per_request: int
-    context_tokens: int
-    unique_experts: float
-    mode: str
-    use: str
-    time_s: float
+    batch: int = param(help="requests", ge=0)
+    tokens_per_request: int = param(help="tokens per request in the pass", ge=0)
+    context_tokens: int = param(help="keys per request", ge=0)
+    unique_experts: float = param(help="distinct experts per MoE layer", ge=0)
+    mode: str = param(help="eager, or CUDA-graph replay", choices=STACK_MODES)
+    use: str = param(help="fit, or validation (kept out of the fit)", choices=STACK_USES)
+    time_s: float = param(help="median time of the stack", gt=0)
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,8 +13,6 @@ summary     means over replications and paired 95 % confidence intervals (Studen
 tables      ``results.csv`` and ``summary.csv``, views of the result objects
 ==========  ===================================================================================
 
-Every point runs :func:`simspec.analysis.experiment.run_experiment`, so its policies, its k = 0
-baseline and its oracle share one set of reference sequences, and differences between them are
-paired. The figures of a sweep folder are in :mod:`simspec.plots.sweep`. Import from the
-submodules; this package module imports none of them.
+Policies, the k = 0 baseline and the oracle of a point share its reference sequences, so their
+differences are paired. Import from the submodules; this package module imports none of them.
 """

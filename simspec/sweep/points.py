@@ -8,17 +8,11 @@ DIR/results.csv            one row per point x policy   (simspec.sweep.tables)
 DIR/summary.csv            means and paired 95 % CIs    (simspec.sweep.tables)
 ```
 
-``<digest>`` is the digest of the point's resolved scenario (seed included), so a point's file
-name says exactly what was simulated and a resumed sweep finds it again. ``"results"`` is the
-point's results JSON (design §4), read back with :meth:`RunResult.from_dict`: the tables and
-every figure of a sweep are views of the :class:`PointResult` objects :func:`read_sweep` returns,
-never of the CSV text. ``sweep.json`` fixes their order (cases × grid × replications, as in
-the tables); the point files alone do not, since they are written in completion order.
-
-A folder being resumed is an input too: :func:`check_folder` refuses one that holds points of
-another sweep (another scenario, other ``--set`` values: it names the keys that differ),
-removes the temporary files a killed writer left, and removes unreadable (truncated, empty)
-point files so that their points are simulated again.
+``<digest>`` is the digest of the point's resolved scenario (seed included), so a resumed sweep
+finds the point again. Tables and figures are views of the :class:`PointResult` objects
+:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses a folder holding
+points of another sweep (naming the keys that differ), and removes orphan temporary files and
+unreadable point files so that those points run again.
 """
 
 from __future__ import annotations
@@ -34,6 +28,7 @@ from simspec.analysis.results import RunResult
 from simspec.errors import InputError
 from simspec.inputs import read_input_text
 from simspec.io import results_json, write_atomic
+from simspec.sweep.spec import flatten
 
 if TYPE_CHECKING:
     from simspec.analysis.delta import DeltaPoints
@@ -85,10 +80,7 @@ class PointResult:
         if path is None:
             return None
         with np.load(path) as data:
-            # ``if f.name in data``: points saved before a field with a default was added
-            return DeltaPoints(
-                **{f.name: data[f.name] for f in fields(DeltaPoints) if f.name in data}
-            )
+            return DeltaPoints(**{f.name: data[f.name] for f in fields(DeltaPoints)})
 
 
 def axes(points: Sequence[PointResult]) -> list[str]:
@@ -259,23 +251,14 @@ def _orphans(out: Path) -> list[Path]:
     return found + [p for name in TOP_FILES for p in out.glob(f".{name}.*.tmp*") if p.is_file()]
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, Mapping):
-        flat: dict[str, Any] = {}
-        for key, value in data.items():
-            flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    return {prefix: data}
-
-
 def _difference(record: Any, points: Sequence[Point]) -> str:
     """The scenario keys where a foreign point file differs from this sweep's closest point."""
     try:
-        theirs = _flat(record["results"]["scenario"])
+        theirs = dict(flatten(record["results"]["scenario"]))
         same = [p for p in points if p.values == record.get("values")] or list(points)
     except (KeyError, TypeError, AttributeError):
         return "a point file of another kind"
-    ours = _flat(same[0].scenario.to_dict())
+    ours = dict(flatten(same[0].scenario.to_dict()))
     keys = [k for k in dict.fromkeys([*ours, *theirs]) if ours.get(k) != theirs.get(k)]
     keys = [k for k in keys if k != "seed"] or keys  # replications differ in seed alone
     shown = ", ".join(f"{k} = {theirs.get(k)!r} there, {ours.get(k)!r} here" for k in keys[:3])

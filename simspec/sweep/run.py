@@ -1,32 +1,12 @@
 """Running a sweep: every point in parallel, each saved atomically, resumable after a kill.
 
-:func:`run_sweep` simulates each point with :func:`simspec.analysis.experiment.run_experiment`
-(its policies, the k = 0 baseline and, with ``oracle``, the hindsight oracle, all on the point's
-reference sequences) on one of two executors:
-
-* ``process`` — local worker processes: forked on Linux
-  (:func:`~simspec.sweep.workers.worker_context`), so they start with everything the parent has
-  imported (a spawned worker spends seconds importing simspec and numpy again), spawned
-  elsewhere; a worker also serialises its point's JSON, so the parent only writes files;
-* ``dask`` — a ``dask.distributed`` cluster: a local one, or the scheduler at ``scheduler``.
-
-Workers receive the resolved :class:`~simspec.config.scenario.Scenario` (it pickles; nothing is
-validated twice) and return the :class:`~simspec.analysis.results.RunResult`. The parent saves
-each finished point at once, atomically (:mod:`simspec.sweep.points` describes the folder), so a
-sweep killed at any moment loses only the points in flight, and ``resume`` skips the points
-whose file exists. The parent parses each point's text as it saves it (what reading the file
-back gives: the workers are still busy meanwhile, so little is left for the end), reads the points
-an earlier run saved, and when every point is done writes the tables
-(:mod:`simspec.sweep.tables`) and ``sweep.json``: a resumed sweep writes the same bytes as an
-uninterrupted one, because rows follow the grid, never completion order.
-
-Example (the Python form of ``simspec sweep FILE --out DIR --grid ... --workers 2``):
-
->>> from simspec.sweep.spec import load_sweep
->>> spec, points = load_sweep("scenarios/qwen3-30b-h100-batch32.toml",
-...                           grid={"workload.concurrency": [1, 4]})  # doctest: +SKIP
->>> finished = run_sweep(points, "runs/b", oracle=spec.oracle, workers=2)  # doctest: +SKIP
->>> finished[0].result.baseline.tpot_ms  # doctest: +SKIP
+Each point is :func:`simspec.analysis.experiment.run_experiment` of its resolved scenario, on
+local worker processes (forked on Linux, so they start with the parent's imports; a worker also
+serialises its point's JSON) or on a ``dask.distributed`` cluster. The parent saves each finished
+point at once (:mod:`simspec.sweep.points`), so a kill loses only the points in flight and
+``resume`` skips the saved ones; when every point is done it writes the tables and
+``sweep.json``. Rows follow the grid, never completion order, so a resumed sweep writes the same
+bytes as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -39,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from simspec.analysis.experiment import run_experiment
+from simspec.analysis.experiment import run_experiment, work_tokens
 from simspec.analysis.results import RunResult
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
@@ -79,18 +59,10 @@ def run_point_files(point: Point, oracle: bool) -> PointFiles:
     return point_files(point, run_point(point.scenario, oracle))
 
 
-def point_work(point: Point, oracle: bool) -> int:
-    """Estimated cost of a point: requests × output tokens × simulations (policies, the k = 0
-    baseline and, with ``oracle``, the oracle)."""
-    workload = point.scenario.workload
-    runs = len(point.scenario.policies) + 1 + int(oracle)
-    return workload.num_requests * workload.output_tokens * runs
-
-
 def heaviest_first(todo: Sequence[Point], oracle: bool) -> list[Point]:
-    """The points by decreasing :func:`point_work` (ties in grid order): started first, the long
-    points do not finish last on one worker while the others idle."""
-    return sorted(todo, key=lambda p: -point_work(p, oracle))
+    """The points by decreasing :func:`~simspec.analysis.experiment.work_tokens` (ties in grid
+    order): started first, the long points do not finish last on one worker while others idle."""
+    return sorted(todo, key=lambda p: -work_tokens(p.scenario, oracle))
 
 
 def run_sweep(

@@ -1,30 +1,12 @@
 """What a sweep runs: the grid of scenario variants, the cases, and the replications.
 
-A sweep starts from one scenario. Its ``[sweep]`` table names the axes:
-
-```toml
-[sweep]
-replications = 3                       # seeds derived from the scenario seed
-grid = { "workload.concurrency" = [1, 4, 16], "routing.overlap" = [0.1, 0.38] }
-# an axis whose values are tables sets several keys together (a "zipped" axis):
-# grid = { batch = [{ "workload.concurrency" = 1, "workload.num_requests" = 1 }, ...] }
-cases = [                              # optional: variants combined with every grid point
-  { label = "30b", "model.target" = "qwen3-30b-a3b", "model.drafter" = "eagle3-qwen3-30b-a3b" },
-  { label = "235b", "model.target" = "qwen3-235b-a22b", "model.drafter" = "qwen3-0.6b-draft" },
-]
-oracle = false                         # also run the hindsight oracle at every point
-```
-
-The points are the product cases × grid × replications, in that order (the order of every table
-and figure of the sweep). A point is the base scenario with ``key = value`` overrides, resolved
-and validated like a scenario file by :func:`expand` *before* anything runs, so a bad value fails
-in a second, not after an hour.
-
-Replication r runs with seed(r): the point's seed for r = 0 and, otherwise, 63 bits drawn from
-``numpy.random.SeedSequence([seed, r])`` — independent streams, reproducible, and independent of
-the grid, so adding an axis value never changes the other points' results. The point's seed is
-the scenario's, or the value a case or a grid axis gives ``seed`` (``--grid seed=1,2,3`` runs
-three base seeds; the CSV's ``seed`` column is the seed each row actually ran with).
+A scenario's ``[sweep]`` table (README, "Sweeps") names the axes; the points are the product
+cases × grid × replications, in that order (the order of every table and figure). Each point is
+the base scenario with ``key = value`` overrides, resolved and validated by :func:`expand`
+before anything runs, so a bad value fails in a second, not after an hour. Replication r runs
+with :func:`simspec.rng.replication_seed` of the point's seed (the scenario's, or the value a
+case or grid axis gives ``seed``): independent of the grid, so adding an axis value never
+changes the other points' results.
 """
 
 from __future__ import annotations
@@ -37,12 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simspec.config.load import (
-    apply_overrides,
-    parse_value,
-    read_scenario_data,
-    touches_profile,
-)
+from simspec.config.load import parse_value, read_with_overrides
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.rng import replication_seed  # noqa: F401 - re-exported: the sweep's seeds
@@ -144,7 +121,7 @@ def read_spec(
     if not isinstance(grid_raw, Mapping):
         raise ScenarioError(source, "sweep.grid", "a table of key = [values]", describe(grid_raw))
     axes: dict[str, list[Any]] = {}
-    for key, values in _flatten(grid_raw):
+    for key, values in flatten(grid_raw):
         if not isinstance(values, list) or not values:
             raise ScenarioError(
                 source, f"sweep.grid.{key}", "a non-empty array of values", describe(values)
@@ -179,15 +156,16 @@ def _read_cases(raw: Any, source: str) -> list[dict[str, Any]]:
                 source, f"sweep.cases[{i}].label", "a label unique among the cases", describe(label)
             )
         labels.append(label)
-        cases.append(dict(_flatten(case)))
+        cases.append(dict(flatten(case)))
     return cases
 
 
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+def flatten(table: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """``(dotted key, value)`` of every leaf of nested tables."""
     for key, value in table.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            yield from _flatten(value, f"{path}.")
+            yield from flatten(value, f"{path}.")
         else:
             yield path, value
 
@@ -244,7 +222,7 @@ def expand(
         for combo in itertools.product(*(spec.grid[k] for k in keys)):
             values: dict[str, Any] = {}
             for key, value in zip(keys, combo, strict=True):
-                values.update(dict(_flatten(value)) if isinstance(value, Mapping) else {key: value})
+                values.update(dict(flatten(value)) if isinstance(value, Mapping) else {key: value})
             overrides = case_overrides + [_override(k, v) for k, v in values.items()]
             where = f"{source} (sweep point {', '.join(overrides) or 'base'})"
             combos.append((label, values, overrides, where))
@@ -284,11 +262,6 @@ def load_sweep(
     >>> len(points)  # doctest: +SKIP
     4
     """
-    data, source = read_scenario_data(path)
-    base = str(Path(path).parent)
-    if overrides:
-        data = apply_overrides(data, overrides)
-        if touches_profile(overrides):
-            base = ""  # a profile given as an override is relative to the working folder
+    data, source, base = read_with_overrides(path, overrides)
     spec = read_spec(data, source, grid, replications, oracle)
     return spec, expand(data, source, spec, base_dir=base, workers=workers)

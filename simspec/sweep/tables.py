@@ -1,19 +1,10 @@
 """The two CSV tables of a sweep, views of its :class:`~simspec.sweep.points.PointResult` objects.
 
-``results.csv``: one row per point × policy — ``case``, the grid keys, ``replication``,
-``seed``, ``policy`` (label), ``policy_name`` (registry name), the scalar metrics
-(:data:`simspec.analysis.results.METRICS`, in that order), ``gap_to_oracle_pct`` (empty without
-the oracle), ``requests``, ``tokens`` and ``gpu_time_s.<component>``.
-
-``summary.csv``: one row per (case, grid values, policy) — ``case``, the grid keys, ``policy``,
-``replications``, then the statistics of :class:`~simspec.sweep.summary.PolicySummary` (means
-over replications, paired 95 % CIs of the TPOT difference to the k = 0 baseline and to the
-oracle).
-
-Both are a contract (design §4): readable by pandas, rows in the sweep's order (cases × grid ×
-replications, never completion order), so a resumed sweep writes the same bytes as an
-uninterrupted one. A point that sets no value for a grid key (cases may differ) leaves its cell
-empty.
+``results.csv``: one row per point × policy (case, grid keys, replication, seed, policy label
+and name, :data:`simspec.analysis.results.METRICS`, gap to the oracle, requests, tokens, GPU
+time per component). ``summary.csv``: one row per (case, grid values, policy) with the
+statistics of :class:`~simspec.sweep.summary.PolicySummary`. Rows follow the sweep's order,
+never completion order; a point that sets no value for a grid key leaves its cell empty.
 """
 
 from __future__ import annotations

@@ -14,11 +14,9 @@ from typing import Any
 
 
 def worker_context() -> Any:
-    """The multiprocessing context of local workers: ``fork`` on Linux while this process runs
-    a single thread (a forked child starts with the imported modules, no seconds of imports;
-    forking a threaded process can leave a child blocked on a lock another thread held),
-    ``spawn`` otherwise (macOS system frameworks are not fork-safe). Buffered output is flushed
-    first, so that no forked child writes it again."""
+    """``fork`` on Linux while this process runs a single thread (forking a threaded process can
+    leave a child blocked on a lock), ``spawn`` otherwise (macOS frameworks are not fork-safe).
+    Buffered output is flushed first, so that no forked child writes it again."""
     import multiprocessing
     import sys
     import threading
@@ -31,15 +29,9 @@ def worker_context() -> Any:
 
 @contextlib.contextmanager
 def frozen_heap() -> Iterator[None]:
-    """Fork workers inside: the collector ignores the objects that exist meanwhile (``gc.freeze``)
-    and takes them back after.
-
-    A forked worker shares this process's memory until it writes a page. A full collection in a
-    worker writes into every object it walks, so it would copy every page of the inherited
-    heap; frozen before the fork, the inherited objects are never walked there (what Python's
-    ``gc.freeze`` documentation advises for fork without exec). Measured on the prior study's
-    2-worker sweep: ~10 % fewer page faults in the workers.
-    """
+    """Fork workers inside: ``gc.freeze`` keeps a worker's collections from walking (and so
+    copying) every page of the heap it inherited, as Python's documentation advises for fork
+    without exec."""
     gc.freeze()
     try:
         yield

@@ -2,13 +2,15 @@
 
 The file's header documents the format. A ``[[cases]]`` table is one published series; a field
 given as a list makes one row per element (all lists of a table have the same length) and a
-scalar applies to every row. :func:`load_cases` checks every key, type, category, catalog name
-and length and raises :class:`simspec.InputError` naming the file, the key path (e.g.
-``cases[3].value``), what was expected and what was found.
+scalar applies to every row. Each row is read by :func:`simspec.schema.build` into a
+:class:`Case`; :func:`load_cases` also checks catalog names, units and the keys a category
+needs, and raises :class:`simspec.InputError` naming the file, the key path (e.g.
+``cases[3].value[2]``), what was expected and what was found.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 from simspec import catalog
 from simspec.errors import InputError, describe
 from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
+from simspec.schema import build, param
 
 #: Where the shipped cases live in a checkout of the repository (relative to its root).
 CASES_PATH = Path("validation") / "cases.toml"
@@ -36,35 +39,35 @@ QUANTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
 class Case:
     """One measured number and everything needed to predict it (see the file header)."""
 
-    id: str
-    category: str
-    model: str
-    gpu: str
-    num_gpus: int
-    tp: int
-    ep: int
-    engine: str
-    precision: str
-    quantity: str
-    unit: str
-    value: float
-    source: str
-    expert_precision: str = ""
-    batch: int = 1
-    tokens: int = 0
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    method: str = ""
-    steps: int = 0
-    topk: int = 1
-    draft_tokens: int = 0
-    acceptance_length: float = 0.0
-    per_position: tuple[float, ...] = ()
-    baseline_value: float = 0.0
-    num_requests: int = 0
-    length_jitter: float = 0.0
-    notes: str = ""
-    assumed: str = ""
+    id: str = param(help="unique name")
+    category: str = param(help="what was measured", choices=CATEGORIES)
+    model: str = param(help="catalog model")
+    gpu: str = param(help="catalog GPU")
+    num_gpus: int = param(help="GPUs", ge=1)
+    tp: int = param(help="tensor-parallel degree", ge=1)
+    ep: int = param(help="expert-parallel degree", ge=1)
+    engine: str = param(help="serving engine or benchmark script")
+    precision: str = param(help="weight format", choices=PRECISIONS[1:])
+    quantity: str = param(help="measured quantity", choices=tuple(QUANTITIES))
+    unit: str = param(help="its unit")
+    value: float = param(help="the measurement", gt=0)
+    source: str = param(help="a key of [sources]")
+    expert_precision: str = param("", "routed experts' weight format", choices=PART_PRECISIONS)
+    batch: int = param(1, "batch size / concurrency", ge=1)
+    tokens: int = param(0, "kernel rows' M", ge=0)
+    prompt_tokens: int = param(0, "prompt length", ge=0)
+    output_tokens: int = param(0, "output length", ge=0)
+    method: str = param("", "speculative method")
+    steps: int = param(0, "draft steps", ge=0)
+    topk: int = param(1, "draft tree width", ge=0)
+    draft_tokens: int = param(0, "tokens verified", ge=0)
+    acceptance_length: float = param(0.0, "measured AL", gt=0)
+    per_position: tuple[float, ...] = param((), "acceptance per draft position", ge=0, le=1)
+    baseline_value: float = param(0.0, "the quantity without speculation", gt=0)
+    num_requests: int = param(0, "the benchmark's finite number of requests", ge=0)
+    length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
+    notes: str = param("", "notes")
+    assumed: str = param("", "what stands in for unstated values")
 
     @property
     def measured_speedup(self) -> float:
@@ -114,70 +117,20 @@ class CaseFile:
     unexpressed: list[Unexpressed] = field(default_factory=list)
 
 
-_INT: tuple[str, ...] = ("num_gpus", "tp", "ep", "batch", "tokens", "prompt_tokens")
-_INT += ("output_tokens", "steps", "topk", "draft_tokens", "num_requests")
-_FLOAT = ("value", "acceptance_length", "baseline_value")
-#: Fractions in [0, 1): the spread of the output lengths (``[workload] length_jitter``).
-_FRACTION = ("length_jitter",)
-_STR: tuple[str, ...] = (
-    "id",
-    "category",
-    "model",
-    "gpu",
-    "engine",
-    "precision",
-    "expert_precision",
-    "quantity",
-)
-_STR += ("unit", "source", "notes", "assumed", "method")
-_REQUIRED: tuple[str, ...] = (
-    "id",
-    "category",
-    "model",
-    "gpu",
-    "num_gpus",
-    "tp",
-    "ep",
-    "engine",
-    "precision",
-)
-_REQUIRED += ("quantity", "unit", "value", "source")
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
 
 
-def _check_scalar(value: Any, key: str, where: str, source: str) -> Any:
-    if key in _INT:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InputError(source, where, "a non-negative integer", describe(value))
-    elif key in _FLOAT:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise InputError(source, where, "a positive number", describe(value))
-        value = float(value)
-    elif key in _FRACTION:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-            raise InputError(source, where, "a number in [0, 1)", describe(value))
-        value = float(value)
-    elif key in _STR and not isinstance(value, str):
-        raise InputError(source, where, "a string", describe(value))
-    return value
-
-
-def _expand(table: Any, index: int, source: str) -> list[dict[str, Any]]:
+def _expand(table: Any, index: int, source: str) -> list[Case]:
+    """The rows of one ``[[cases]]`` table: one per element of its list-valued keys."""
     path = f"cases[{index}]"
     if not isinstance(table, dict):
         raise InputError(source, path, "a table", describe(table))
-    known = set(_INT + _FLOAT + _FRACTION + _STR + ("per_position",))
     lengths: dict[str, int] = {}
     for key, value in table.items():
-        if key not in known:
-            raise InputError(source, f"{path}.{key}", "one of " + ", ".join(sorted(known)), key)
         if isinstance(value, list) and key != "per_position":
             if not value:
                 raise InputError(source, f"{path}.{key}", "a non-empty list", "[]")
             lengths[key] = len(value)
-    for key in _REQUIRED:
-        if key not in table:
-            raise InputError(source, f"{path}.{key}", "a value (required key)", "nothing")
     sizes = set(lengths.values())
     if len(sizes) > 1:
         text = ", ".join(f"{k} has {n}" for k, n in sorted(lengths.items()))
@@ -185,69 +138,53 @@ def _expand(table: Any, index: int, source: str) -> list[dict[str, Any]]:
     count = sizes.pop() if sizes else 1
     rows = []
     for i in range(count):
-        row: dict[str, Any] = {}
-        for key, value in table.items():
-            item = value[i] if key in lengths else value
-            where = f"{path}.{key}" + (f"[{i}]" if key in lengths else "")
-            if key == "per_position":
-                if not isinstance(item, list) or not all(
-                    isinstance(x, int | float) and 0 <= x <= 1 for x in item
-                ):
-                    raise InputError(source, where, "a list of probabilities", describe(item))
-                item = tuple(float(x) for x in item)
-            else:
-                item = _check_scalar(item, key, where, source)
-            row[key] = item
-        if count > 1:
-            row["id"] = f"{row['id']}[{i}]"
-        rows.append(row)
+        row = {key: value[i] if key in lengths else value for key, value in table.items()}
+        try:
+            case = build(Case, row, source=source, path=path)
+        except InputError as err:  # name the list element
+            key = err.key_path.removeprefix(f"{path}.")
+            if key in lengths:
+                err = InputError(source, f"{path}.{key}[{i}]", err.expected, err.found)
+            raise err from None
+        _check_case(case, set(table), path, source)
+        rows.append(dataclasses.replace(case, id=f"{case.id}[{i}]") if count > 1 else case)
     return rows
 
 
-def _check_case(row: dict[str, Any], path: str, source: str, sources: dict[str, Any]) -> Case:
+def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
+    """What no single key can say: catalog names, the quantity's category and unit, the
+    parallel degrees, and the keys a kernel or speculative row needs."""
     checks = (
-        ("category", row["category"] in CATEGORIES, "one of " + ", ".join(CATEGORIES)),
-        ("model", row["model"] in catalog.model_names(), "a model from `simspec models`"),
-        ("gpu", row["gpu"] in catalog.gpu_names(), "a GPU from `simspec gpus`"),
-        ("precision", row["precision"] in PRECISIONS[1:], "one of bf16, fp8, mxfp4, nvfp4"),
-        ("source", row["source"] in sources, "a key of [sources]"),
-        ("quantity", row["quantity"] in QUANTITIES, "one of " + ", ".join(QUANTITIES)),
+        ("model", case.model in catalog.model_names(), "a model from `simspec models`"),
+        ("gpu", case.gpu in catalog.gpu_names(), "a GPU from `simspec gpus`"),
     )
     for key, ok, expected in checks:
         if not ok:
-            raise InputError(source, f"{path}.{key}", expected, describe(row[key]))
-    if row.get("expert_precision", "") not in PART_PRECISIONS:
+            raise InputError(source, f"{path}.{key}", expected, describe(getattr(case, key)))
+    unit, categories = QUANTITIES[case.quantity]
+    if case.category not in categories:
         raise InputError(
-            source, f"{path}.expert_precision", "bf16, fp8, mxfp4 or nvfp4", row["expert_precision"]
+            source, f"{path}.quantity", f"a quantity of a {case.category} row", case.quantity
         )
-    unit, categories = QUANTITIES[row["quantity"]]
-    if row["category"] not in categories:
-        raise InputError(
-            source, f"{path}.quantity", f"a quantity of a {row['category']} row", row["quantity"]
-        )
-    if row["unit"] != unit:
-        raise InputError(source, f"{path}.unit", repr(unit), describe(row["unit"]))
-    for key in ("num_gpus", "tp", "ep", "batch"):
-        if key in row and row[key] < 1:
-            raise InputError(source, f"{path}.{key}", "an integer >= 1", describe(row[key]))
-    if row["tp"] > row["num_gpus"] or row["ep"] > row["num_gpus"]:
-        raise InputError(source, f"{path}.tp", "tp and ep at most num_gpus", f"{row}")
-    if row["category"] == "kernel" and row.get("tokens", 0) < 1:
+    if case.unit != unit:
+        raise InputError(source, f"{path}.unit", repr(unit), describe(case.unit))
+    if case.tp > case.num_gpus or case.ep > case.num_gpus:
+        raise InputError(source, f"{path}.tp", "tp and ep at most num_gpus", f"{case}")
+    if case.category == "kernel" and case.tokens < 1:
         raise InputError(source, f"{path}.tokens", "the kernel's M >= 1", "nothing")
-    if row["category"] != "kernel" and row.get("output_tokens", 0) < 2:
+    if case.category != "kernel" and case.output_tokens < 2:
         raise InputError(source, f"{path}.output_tokens", "an integer >= 2", "less or nothing")
-    if row["category"] == "speculative":
+    if case.category == "speculative":
         for key in _SPECULATIVE:
-            if key not in row:
+            if key not in given:
                 raise InputError(source, f"{path}.{key}", "a value (speculative row)", "nothing")
-        if row["steps"] < 1 or not 1 <= row["acceptance_length"] <= row["steps"] + 1:
+        if case.steps < 1 or not 1 <= case.acceptance_length <= case.steps + 1:
             raise InputError(
                 source,
                 f"{path}.acceptance_length",
                 "1 <= acceptance_length <= steps + 1",
-                f"{row['acceptance_length']} with steps = {row['steps']}",
+                f"{case.acceptance_length} with steps = {case.steps}",
             )
-    return Case(**row)
 
 
 def load_cases(path: str | Path) -> CaseFile:
@@ -267,8 +204,10 @@ def load_cases(path: str | Path) -> CaseFile:
     cases: list[Case] = []
     seen: set[str] = set()
     for index, table in enumerate(data.get("cases", [])):
-        for row in _expand(table, index, source):
-            case = _check_case(row, f"cases[{index}]", source, sources)
+        for case in _expand(table, index, source):
+            if case.source not in sources:
+                where = f"cases[{index}].source"
+                raise InputError(source, where, "a key of [sources]", describe(case.source))
             if case.id in seen:
                 raise InputError(source, f"cases[{index}].id", "a unique id", repr(case.id))
             seen.add(case.id)

@@ -33,7 +33,7 @@ def _points(ratio, chosen, a=None) -> delta.DeltaPoints:
     a = np.full(len(ratio), 0.5) if a is None else np.asarray(a, dtype=float)
     z = np.zeros(len(ratio))
     return delta.DeltaPoints(
-        z, z, z, z, a, ratio * a, z, np.asarray(chosen, dtype=bool), np.zeros(len(ratio), bool)
+        z, z, z, z, a, ratio * a, z, np.asarray(chosen, dtype=bool), np.zeros(len(ratio), bool), z
     )
 
 
@@ -44,7 +44,7 @@ def test_points_are_labelled_from_the_oracle_choice(analysed):
         i, k = pts.state[n], pts.k[n]
         assert pts.chosen[n] == (k + 1 <= t.choice[i])
         assert pts.delta_cost_s[n] == pytest.approx(t.cost_s[i, k + 1] - t.cost_s[i, k])
-        assert pts.cost_s is not None and pts.cost_s[n] == t.cost_s[i, k]
+        assert pts.cost_s[n] == t.cost_s[i, k]
         assert pts.delta_a[n] == float(t.match_lengths[i] >= k + 1)
         assert pts.delta_a_expected[n] == pytest.approx(np.prod(t.confidences[i, : k + 1]))
 
@@ -67,8 +67,6 @@ def test_a_summary_with_only_the_slope_is_completed_from_the_points(analysed):
     assert full["oracle_time_per_token_s"] == pytest.approx(summary["oracle_time_per_token_s"])
     assert full["oracle_time_per_token_s"] > 0
     assert full["auc"] == pytest.approx(summary["auc"])
-    old = delta.DeltaPoints(**{**pts.__dict__, "cost_s": None})  # saved before cost_s existed
-    assert np.isnan(delta.completed(old, {})["oracle_time_per_token_s"])
 
 
 def test_binding_decisions_reproduce_the_dp_argmin(analysed):

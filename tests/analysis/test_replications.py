@@ -7,13 +7,20 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from simspec.analysis.experiment import run_experiment
-from simspec.analysis.replications import Interval, Replicated, half_width_95, replicate
+from simspec.analysis.replications import Interval, Replicated, replicate
 from simspec.analysis.results import GpuTime, PolicyResult, RunResult
 from simspec.rng import replication_seed
 from simspec.sweep import spec as sweep_spec
 from tests.helpers import tiny
+
+
+def _t_half_width(values: list[float]) -> float:
+    """The reference 95 % Student t half-width of the mean (scipy.stats)."""
+    return float(stats.sem(values) * stats.t.ppf(0.975, len(values) - 1))
+
 
 T_975_2 = 4.302652729911275  # Student t quantile 0.975 with 2 degrees of freedom
 
@@ -37,6 +44,7 @@ def row(label: str, speedup: float, *, k: int | None = None, **flags: bool) -> P
         requests=1,
         tokens=2,
         cost_fallbacks=0,
+        **{f"{m}_p{q}_ms": 1.0 for m in ("tpot", "ttft") for q in (50, 90, 99)},
         **flags,
     )
 
@@ -67,7 +75,7 @@ def test_t_interval_matches_the_closed_form():
     assert interval.half_width == pytest.approx(T_975_2 * 1.0 / math.sqrt(3))
     assert interval.contains(2.0 + 0.99 * interval.half_width)
     assert not interval.contains(2.0 + 1.01 * interval.half_width)
-    assert math.isnan(half_width_95([1.0]))
+    assert math.isnan(Interval.of([1.0]).half_width)
     assert Interval.of([1.0]).contains(123.0)  # one replication: no interval, no claim
 
 
@@ -119,7 +127,7 @@ def test_replications_use_the_sweep_seeds_and_replication_zero_is_the_plain_run(
     speedups = [run.get("fixed-3").speedup_vs_no_spec for run in rep.runs]
     (fixed3,) = [p for p in data["replications"]["policies"] if p["policy"] == "fixed-3"]
     assert fixed3["speedup_vs_no_spec"] == pytest.approx(np.mean(speedups))
-    assert fixed3["speedup_vs_no_spec_ci95"] == pytest.approx(half_width_95(speedups))
+    assert fixed3["speedup_vs_no_spec_ci95"] == pytest.approx(_t_half_width(speedups))
 
 
 def test_one_replication_writes_the_plain_results_json():

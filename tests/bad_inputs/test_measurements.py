@@ -18,7 +18,7 @@ BAD = {
     "value not a number": (
         f"{HEADER}\n{GOOD}\n4,tpot_ms,fast,64,8,,\n",
         [],
-        ["row 2 (line 3), column value", "a finite number > 0", "'fast'"],
+        ["row 2 (line 3), column value", "a number", "'fast'"],
     ),
     "unknown column": (
         "batch,quantity,value,prompt_tokens,output_tokens,ttft\n1,tpot_ms,5,64,8,3\n",

@@ -229,6 +229,7 @@ def _row(**changes: float) -> dict:
             "verify_over_decode",
             "unique_experts_per_layer",
             "speedup_vs_no_spec",
+            *(f"{m}_p{q}_ms" for m in ("tpot", "ttft") for q in (50, 90, 99)),
         ),
         1.0,
     )

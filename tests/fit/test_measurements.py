@@ -123,18 +123,18 @@ BAD_CSV = {
     ),
     "bad quantity": (
         f"{HEADER}\n1,tpot,5,512,256,,\n",
-        ["row 1 (line 2), column quantity", "one of tpot_ms", "'tpot'"],
+        ["row 1 (line 2), column quantity", "one of 'tpot_ms'", "'tpot'"],
     ),
     "value not a number": (
         f"{HEADER}\n1,tpot_ms,fast,512,256,,\n",
-        ["row 1 (line 2), column value", "> 0", "'fast'"],
+        ["row 1 (line 2), column value", "a number", "'fast'"],
     ),
     "value negative": (f"{HEADER}\n1,tpot_ms,-5,512,256,,\n", ["column value", "-5.0"]),
     "value nan": (f"{HEADER}\n1,tpot_ms,nan,512,256,,\n", ["column value", "nan"]),
     "value empty": (f"{HEADER}\n1,tpot_ms,,512,256,,\n", ["column value", "an empty cell"]),
-    "batch zero": (f"{HEADER}\n0,tpot_ms,5,512,256,,\n", ["column batch", "[1, 65536]", "0"]),
+    "batch zero": (f"{HEADER}\n0,tpot_ms,5,512,256,,\n", ["column batch", "<= 65536", "0"]),
     "batch fractional": (f"{HEADER}\n1.5,tpot_ms,5,512,256,,\n", ["column batch", "'1.5'"]),
-    "output one token": (f"{HEADER}\n1,tpot_ms,5,512,1,,\n", ["column output_tokens", "[2,"]),
+    "output one token": (f"{HEADER}\n1,tpot_ms,5,512,1,,\n", ["column output_tokens", ">= 2"]),
     "acceptance on plain row": (
         f"{HEADER}\n1,tpot_ms,5,512,256,,2.5\n",
         ["column acceptance_length", "plain-decoding row"],

@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import tomllib
 
+from simspec.analysis.experiment import work_tokens
 from simspec.sweep.points import read_sweep
-from simspec.sweep.run import heaviest_first, point_work, run_sweep
+from simspec.sweep.run import heaviest_first, run_sweep
 from simspec.sweep.spec import expand, read_spec
 
 BASE = """
@@ -35,18 +36,21 @@ def _points():
 def test_work_counts_requests_tokens_and_simulations():
     point = _points()[0]
     assert point.scenario.workload.num_requests == 1
-    assert point_work(point, oracle=False) == 1 * 20 * 2  # the policy and the k = 0 baseline
-    assert point_work(point, oracle=True) == 1 * 20 * 3
+    # runs: the policy and the k = 0 baseline (and the oracle)
+    assert (
+        work_tokens(point.scenario, oracle=False) == 1 * 20 * 2
+    )  # the policy and the k = 0 baseline
+    assert work_tokens(point.scenario, oracle=True) == 1 * 20 * 3
 
 
 def test_heaviest_first_with_ties_in_grid_order():
     points = _points()
     ordered = heaviest_first(points, oracle=False)
-    works = [point_work(p, False) for p in ordered]
+    works = [work_tokens(p.scenario, False) for p in ordered]
     assert works == sorted(works, reverse=True) and works[0] > works[-1]
     assert sorted(ordered, key=points.index) == list(points)  # a permutation
     for a, b in itertools.pairwise(ordered):
-        if point_work(a, False) == point_work(b, False):
+        if work_tokens(a.scenario, False) == work_tokens(b.scenario, False):
             assert points.index(a) < points.index(b)
 
 

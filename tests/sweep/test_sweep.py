@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simspec.analysis.replications import half_width_95, paired_ci
+from simspec.analysis.replications import Interval
 from simspec.cli import main
 from simspec.errors import InputError, ScenarioError
 from simspec.sweep.points import read_sweep
@@ -97,14 +97,19 @@ def test_grid_axes_from_a_mapping_or_strings_agree():
 
 
 def test_student_t_half_widths_and_paired_ci():
-    mean, half = paired_ci([1.0, 2.0, 3.0])
-    assert mean == pytest.approx(2.0)
-    assert half == pytest.approx(4.302652729749464 * 1.0 / np.sqrt(3))  # t_{0.975, 2}
-    assert half_width_95([0.0, 1.0]) == pytest.approx(12.706204736174694 * np.sqrt(0.5 / 2))
+    interval = Interval.of([1.0, 2.0, 3.0])
+    assert interval.mean == pytest.approx(2.0)
+    # 4.30...: t_{0.975, 2}
+    assert interval.half_width == pytest.approx(
+        4.302652729749464 * 1.0 / np.sqrt(3)
+    )  # t_{0.975, 2}
+    assert Interval.of([0.0, 1.0]).half_width == pytest.approx(12.706204736174694 * np.sqrt(0.25))
     big = np.tile([0.0, 1.0], 500)  # t_{0.975, 999} is close to the normal quantile
-    assert half_width_95(big) == pytest.approx(1.96 * big.std(ddof=1) / np.sqrt(1000), rel=2e-3)
-    assert np.isnan(paired_ci([1.0])[1])
-    assert all(np.isnan(paired_ci([])))
+    half = Interval.of(big).half_width
+    assert half == pytest.approx(1.96 * big.std(ddof=1) / np.sqrt(1000), rel=2e-3)
+    assert np.isnan(Interval.of([1.0]).half_width)
+    empty = Interval.of([])
+    assert np.isnan(empty.mean) and np.isnan(empty.half_width)
 
 
 def _run(tmp_path: Path, extra: str, name: str, **kw) -> Path:
