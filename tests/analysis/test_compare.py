@@ -34,7 +34,6 @@ def test_compare_adds_baseline_and_oracle_rows():
     assert res["oracle"]["delta"]["dp_consistency_violations"] == 0
 
 
-@pytest.mark.slow
 def test_paper_a_cost_aware_beats_best_fixed_k():
     s = load_scenario(PAPER_A, ["workload.num_requests=3"])
     rows = {p["label"]: p for p in simulate(s, oracle=True)["policies"]}

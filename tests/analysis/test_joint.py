@@ -59,7 +59,6 @@ def test_the_engine_replays_the_joint_plan_at_exactly_its_value(seed):
         assert opt.mean_tpot_s <= run_policy(setup, FixedPolicy(draft_tokens=k)).mean_tpot_s()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 2])
 def test_the_approximate_batched_oracle_is_within_five_percent_of_the_optimum(seed):
     setup = _pair(seed, 14, 'acceptance.process="bursty"')

@@ -87,7 +87,6 @@ def test_oracle_never_drafts_beyond_the_match_length():
         assert (t.choice[states] <= t.match_lengths[states]).all()
 
 
-@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10_000),

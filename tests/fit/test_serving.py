@@ -194,7 +194,6 @@ def test_a_parameter_no_row_depends_on_is_reported():
     assert any("2 rows for 2 parameters" in w for w in result.warnings)
 
 
-@pytest.mark.slow
 def test_fit_with_noise_on_the_default_scenario_is_unbiased_within_its_uncertainty():
     scenario = load_scenario()
     settings = FitSettings(output_cap_tokens=64)

@@ -191,7 +191,6 @@ def test_cost_aware_drafts_at_batch_32():
     assert mean_k > 3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("batch", [8, 32])
 def test_cost_aware_is_within_two_percent_of_the_best_fixed_k(batch):
     from simspec.analysis.experiment import run_experiment

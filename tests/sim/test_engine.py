@@ -18,7 +18,6 @@ from tests.helpers import simulate, tiny
 DENSE = ('model.target="qwen3-8b"', 'model.drafter="eagle3-qwen3-8b"')
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "k"), [(0.5, 1), (0.6, 3), (0.8, 4), (0.9, 6)])
 def test_tokens_per_verify_match_leviathan(alpha, k):
     """Mean committed tokens per verify = (1 - a^(k+1)) / (1 - a), within 3 standard errors."""
