@@ -25,6 +25,7 @@ from typing import Any
 import simpy
 
 from simspec.policies.base import BudgetPolicy
+from simspec.sim.deferred import deferrable, run_deferred
 from simspec.sim.records import PrefillRecord, RunLog
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, step
@@ -84,6 +85,7 @@ def serve(
             log.prefills.append(PrefillRecord(start, len(admitted), int(prompts.sum()), cost))
             state.admit(admitted, env.now)
         outcome = step(state, policy, setup)
+        assert outcome.verify is not None  # priced
         start = env.now
         yield env.timeout(outcome.duration_s)
         active = state.active
@@ -108,8 +110,19 @@ def serve(
                 next_closed += 1
 
 
-def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
-    """Simulate the whole workload under ``policy``; returns the records."""
+def run_policy(setup: EngineSetup, policy: BudgetPolicy, *, timed: bool | None = None) -> RunLog:
+    """Simulate the whole workload under ``policy``; returns the records.
+
+    A closed loop of a policy that reads no costs is decided first and priced after
+    (:mod:`simspec.sim.deferred`, the same records); ``timed=True`` runs it in SimPy anyway,
+    ``timed=False`` insists on the deferred schedule.
+    """
+    if timed is None:
+        timed = not deferrable(setup, policy)
+    if not timed:
+        if not deferrable(setup, policy):
+            raise ValueError("only a closed loop of chains under a policy that reads no costs")
+        return run_deferred(setup, policy)
     env = simpy.Environment()
     queue = simpy.Store(env)
     log = RunLog()

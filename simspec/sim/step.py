@@ -20,6 +20,7 @@ applies the outcome (:meth:`EngineState.apply`). Per iteration:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -146,9 +147,9 @@ class EngineState:
 class StepOutcome(NamedTuple):
     """What one iteration did (row b = request b of the batch, admission order)."""
 
-    duration_s: float  # draft phase + verify pass + speculation overhead
+    duration_s: float  # draft phase + verify pass + speculation overhead (NaN: not priced)
     draft_s: float
-    verify: PassCost
+    verify: PassCost | None  # None: not priced
     speculation_overhead_s: float
     asked: np.ndarray  # (B,) drafts the policy asked for
     drafts: np.ndarray  # (B,) draft tokens verified (a tree's nodes for draft trees)
@@ -159,6 +160,9 @@ class StepOutcome(NamedTuple):
     probes: int  # draft steps run only to read a declined confidence
     unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
     memory: Any  # the policy's memory after this step
+    contexts: np.ndarray  # (B,) context tokens at the step
+    run: np.ndarray  # (B,) draft steps run (drafts + probes)
+    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass
 
 
 def decide(
@@ -168,7 +172,9 @@ def decide(
     (``contexts``: the requests' context tokens)."""
     active, history, costs = state.active, state.history, setup.cost_model
     batch = len(active.request_id)
-    if not history.step_s:  # no history yet: price a token at a plain decode pass / B
+    if not policy.reads_costs:  # the steps may not be priced yet (simspec.sim.deferred)
+        time_per_token = math.nan
+    elif not history.step_s:  # no history yet: price a token at a plain decode pass / B
         ones = np.ones(batch, dtype=np.int64)
         first = costs.verify_pass(ones, contexts, state.union_model.base(batch))
         time_per_token = first.total_s / batch
@@ -203,8 +209,15 @@ def decide(
     return np.asarray(policy.decide(view), dtype=np.int64)
 
 
-def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOutcome:
-    """One decode iteration of the admitted batch (module docstring); changes nothing."""
+def step(
+    state: EngineState, policy: BudgetPolicy, setup: EngineSetup, *, priced: bool = True
+) -> StepOutcome:
+    """One decode iteration of the admitted batch (module docstring); changes nothing.
+
+    ``priced=False`` leaves the times NaN (``verify`` None) for the caller to price later from
+    the outcome's ``contexts``, ``run``, ``drafts``, ``committed`` and ``unique``
+    (:mod:`simspec.sim.deferred`); only for a policy that does not read costs.
+    """
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
     ks = decide(state, policy, setup, contexts)
@@ -214,10 +227,8 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         probes, run = int(np.count_nonzero(probing)), ks + probing
     matches = active.match_lengths(state.table)
     if setup.tree is None:
-        draft_s = draft_phase_s(costs, contexts, run)
         drafts, accepted = ks, np.minimum(ks, matches)
-    else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
-        draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+    else:
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
         drafts, accepted = setup.tree.verify_plan(refs, states, ks)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
@@ -226,11 +237,18 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
         unique = refs.pass_unique_experts(triples, accepted)
-    verify = costs.verify_pass(fed, contexts, unique)
-    # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
     asked_total = int(_add(ks))
-    extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
-    duration_s = draft_s + verify.total_s + extra_s
+    verify: PassCost | None = None
+    draft_s = extra_s = duration_s = math.nan
+    if priced:
+        if setup.tree is None:
+            draft_s = draft_phase_s(costs, contexts, run)
+        else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
+            draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+        verify = costs.verify_pass(fed, contexts, unique)
+        # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
+        extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
+        duration_s = draft_s + verify.total_s + extra_s
     accepted_total = int(_add(accepted))
     memory = policy.observe(
         state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
@@ -249,4 +267,7 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         probes,
         float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
         memory,
+        contexts,
+        run,
+        unique,
     )
