@@ -60,7 +60,8 @@ class BatchView(NamedTuple):
     #: (B, cap + 1): the drafter's confidence for draft slots 1..cap + 1 of each request; None
     #: unless the policy declares ``reads_confidence``.
     confidences: np.ndarray | None = None
-    #: The engine's depth-by-depth batch decision (:meth:`by_depth`); None: nothing is priced.
+    #: The engine's depth-by-depth batch decision (:meth:`by_depth`); None: nothing is priced
+    #: (a policy that does not declare ``reads_costs``).
     depth_decider: Callable[[int, DepthRule], np.ndarray] | None = None
 
     def by_depth(self, limit: int, agree: DepthRule) -> np.ndarray:

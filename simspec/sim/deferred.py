@@ -70,7 +70,8 @@ class _Pending:
             extra_s = costs.speculation_overhead_s.tolist()
             for j, (index, outcome) in enumerate(group):
                 verify = costs.verify[j]
-                extra = extra_s[j] if outcome.asked.any() else 0.0  # as step's: none if no k
+                # As in step: no overhead when nobody drafts (chains: drafts = asks).
+                extra = extra_s[j] if outcome.drafted_total else 0.0
                 self.durations[index] = draft_s[j] + verify.total_s + extra
                 self.priced.append((index, outcome, draft_s[j], verify, extra))
         self.steps.clear()

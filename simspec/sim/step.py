@@ -204,7 +204,7 @@ def decide(
         confidences=(
             active.confidence_rows(state.table, cap + 1) if policy.reads_confidence else None
         ),
-        depth_decider=depth_decider(plan),
+        depth_decider=depth_decider(plan) if policy.reads_costs else None,
     )
     return np.asarray(policy.decide(view), dtype=np.int64)
 
