@@ -37,44 +37,64 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
     return setup.workload.loop == "closed" and setup.tree is None and not policy.reads_costs
 
 
-class _Pending:
-    """Unpriced steps, their durations filled in once priced."""
+class _Steps:
+    """The run's steps in order: what each did, and its prices once they are known."""
 
-    def __init__(self, setup: EngineSetup, durations: list[float]):
+    def __init__(self, setup: EngineSetup):
         self.costs = setup.cost_model
-        self.durations = durations  # every pass of the run, in order
-        self.steps: list[tuple[int, StepOutcome]] = []  # (pass index, outcome) awaiting prices
-        self.priced: list[tuple[int, StepOutcome, float, PassCost, float]] = []
+        self.outcomes: list[StepOutcome] = []  # not priced yet
+        #: Per priced step: (drafted, accepted, probes, unique experts, batch size).
+        self.rows: list[tuple[int, int, int, float, int]] = []
+        self.draft_s: list[float] = []
+        self.verify: list[PassCost] = []
+        self.extra_s: list[float] = []
+        self.duration_s: list[float] = []
 
-    def add(self, index: int, outcome: StepOutcome) -> None:
-        self.steps.append((index, outcome))
-        if len(self.steps) >= CHUNK_STEPS:
-            self.flush()
+    def add(self, outcome: StepOutcome) -> None:
+        self.outcomes.append(outcome)
+        if len(self.outcomes) >= CHUNK_STEPS:
+            self.price()
 
-    def flush(self) -> None:
-        """Price the pending steps, one array call per batch size."""
-        by_size: dict[int, list[tuple[int, StepOutcome]]] = {}
-        for item in self.steps:
-            by_size.setdefault(len(item[1].drafts), []).append(item)
-        for group in by_size.values():
-            outcomes = [o for _, o in group]
+    def price(self) -> None:
+        """Price the steps not priced yet, one array call per batch size, and drop what only
+        pricing needed from their outcomes (a chunk's arrays at most are held at once)."""
+        todo = self.outcomes
+        by_size: dict[int, list[int]] = {}
+        for j, outcome in enumerate(todo):
+            by_size.setdefault(len(outcome.drafts), []).append(j)
+        draft_s, extra_s = [0.0] * len(todo), [0.0] * len(todo)
+        verify: list[PassCost] = [None] * len(todo)  # type: ignore[list-item]
+        for rows in by_size.values():
+            group = [todo[j] for j in rows]
             costs = step_costs(
                 self.costs,
-                np.array([o.drafts for o in outcomes]) + 1,
-                np.array([o.contexts for o in outcomes]),
-                np.array([o.unique for o in outcomes]),
-                np.array([o.run for o in outcomes]),
-                np.array([o.committed for o in outcomes]),
+                np.array([o.drafts for o in group]) + 1,
+                np.array([o.contexts for o in group]),
+                np.array([o.unique for o in group]),
+                np.array([o.run for o in group]),
+                np.array([o.committed for o in group]),
             )
-            draft_s = costs.draft_s.tolist()
-            extra_s = costs.speculation_overhead_s.tolist()
-            for j, (index, outcome) in enumerate(group):
-                verify = costs.verify[j]
-                # As in step: no overhead when nobody drafts (chains: drafts = asks).
-                extra = extra_s[j] if outcome.drafted_total else 0.0
-                self.durations[index] = draft_s[j] + verify.total_s + extra
-                self.priced.append((index, outcome, draft_s[j], verify, extra))
-        self.steps.clear()
+            for j, d, v, e in zip(
+                rows,
+                costs.draft_s.tolist(),
+                costs.verify,
+                costs.speculation_overhead_s.tolist(),
+                strict=True,
+            ):
+                draft_s[j], verify[j] = d, v
+                extra_s[j] = e if todo[j].drafted_total else 0.0  # as step: none if nobody drafts
+        self.draft_s += draft_s
+        self.verify += verify
+        self.extra_s += extra_s
+        # The order of step: draft phase + verify pass + overhead.
+        self.duration_s += [
+            d + v.total_s + e for d, v, e in zip(draft_s, verify, extra_s, strict=True)
+        ]
+        self.rows += [
+            (o.drafted_total, o.accepted_total, o.probes, o.unique_experts, len(o.drafts))
+            for o in todo
+        ]
+        todo.clear()
 
 
 def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
@@ -86,55 +106,61 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     first = min(w.concurrency, total)
     waiting: deque[int] = deque(range(first))
     next_closed = first
-    durations: list[float] = []  # each pass's duration; a pass's index stands for its end
-    members: list[tuple[np.ndarray, np.ndarray]] = []  # each step's requests and positions
-    prefills: list[tuple[int, int, int, PassCost]] = []
+    passes: list[int] = []  # the run's passes in order: -1 - prefill index, or step index
+    ids: list[bytes] = []  # each step's requests
+    positions: list[bytes] = []  # and their positions
+    prefills: list[tuple[int, int, PassCost]] = []
     finished: list[tuple[RequestRecord, int, int]] = []  # record, first token pass, end pass
-    pending = _Pending(setup, durations)
+    steps = _Steps(setup)
     prefill_end: dict[int, int] = {}
     while state.finished < total:
         admitted = state.admissible(waiting, w.concurrency, setup.kv_capacity_bytes)
         if admitted:
             prompts = state.table.prompt[admitted]
-            cost = setup.cost_model.prefill(prompts)
-            prefills.append((len(durations), len(admitted), int(prompts.sum()), cost))
             for rid in admitted:
-                prefill_end[rid] = len(durations)
-            durations.append(cost.total_s)
+                prefill_end[rid] = len(passes)
+            passes.append(-1 - len(prefills))
+            prefills.append((len(admitted), int(prompts.sum()), setup.cost_model.prefill(prompts)))
             state.admit(admitted, 0.0)  # the first-token times are laid out below
         outcome = step(state, policy, setup, priced=False)
-        index = len(durations)
-        durations.append(0.0)
-        members.append((state.active.request_id.copy(), state.active.position.copy()))
-        pending.add(index, outcome)
+        index = len(passes)
+        passes.append(len(ids))
+        ids.append(state.active.request_id.tobytes())
+        positions.append(state.active.position.tobytes())
+        steps.add(outcome)
         for record in state.apply(outcome, 0.0):
             finished.append((record, prefill_end.pop(record.request_id), index))
             if next_closed < total:  # the next request takes the finished one's place
                 state.arrival_s[next_closed] = index  # arrives when this pass ends
                 waiting.append(next_closed)
                 next_closed += 1
-    pending.flush()
+    steps.price()
+    durations = [steps.duration_s[i] if i >= 0 else prefills[-1 - i][2].total_s for i in passes]
     ends = np.cumsum(durations).tolist()  # the clock after each pass, added in order
     starts = [0.0, *ends[:-1]]
     log = RunLog()
-    for index, requests, tokens, cost in prefills:
-        log.prefills.append(PrefillRecord(starts[index], requests, tokens, cost))
-    for (index, outcome, draft_s, verify, extra), (ids, position) in zip(
-        sorted(pending.priced, key=lambda item: item[0]), members, strict=True
-    ):
-        log.steps.append(
-            starts[index],
-            outcome.drafted_total + len(outcome.drafts),
-            outcome.drafted_total,
-            outcome.accepted_total,
-            draft_s,
-            verify,
-            outcome.unique_experts,
-            outcome.probes,
-            extra,
-            ids,
-            position,
-        )
+    step_start: list[float] = []
+    for index, i in enumerate(passes):
+        if i >= 0:
+            step_start.append(starts[index])
+        else:
+            requests, tokens, cost = prefills[-1 - i]
+            log.prefills.append(PrefillRecord(starts[index], requests, tokens, cost))
+    drafted, accepted, probes, unique, batch = zip(*steps.rows, strict=True) if ids else [()] * 5
+    log.steps.extend(
+        step_start,
+        [d + b for d, b in zip(drafted, batch, strict=True)],
+        drafted,
+        accepted,
+        steps.draft_s,
+        steps.verify,
+        unique,
+        probes,
+        steps.extra_s,
+        batch,
+        b"".join(ids),
+        b"".join(positions),
+    )
     for record, first_pass, end_pass in finished:
         arrival = record.arrival_s if record.request_id < first else ends[int(record.arrival_s)]
         log.requests.append(

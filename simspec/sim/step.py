@@ -262,7 +262,7 @@ def step(
         drafts,
         accepted,
         committed,
-        int(_add(drafts)),
+        asked_total if setup.tree is None else int(_add(drafts)),  # chains: drafts = asks
         accepted_total,
         probes,
         float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
