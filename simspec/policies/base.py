@@ -30,6 +30,7 @@ policies keep.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -132,9 +133,18 @@ class Policy:
 
 
 def uniform(view: BatchView, draft_tokens: int) -> np.ndarray:
-    """Every request drafts ``draft_tokens``, within the step's and the drafter's caps."""
+    """Every request drafts ``draft_tokens``, within the step's and the drafter's caps (a
+    read-only array: the same answer is handed out again)."""
     k = min(draft_tokens, view.max_draft_tokens, view.cap)
-    return np.full(view.batch_size, max(k, 0), dtype=np.int64)
+    return _constant(view.batch_size, max(k, 0))
+
+
+@functools.lru_cache(maxsize=1024)
+def _constant(size: int, value: int) -> np.ndarray:
+    """``np.full(size, value)`` of int64, read-only, made once per (size, value)."""
+    array = np.full(size, value, dtype=np.int64)
+    array.flags.writeable = False
+    return array
 
 
 POLICIES: Registry[BudgetPolicy] = Registry("policy", package="simspec.policies")

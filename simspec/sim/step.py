@@ -43,7 +43,8 @@ _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
 @dataclass
 class StepHistory:
-    """The batch's recent steps, as policies see them (the last :data:`HISTORY_STEPS`)."""
+    """The batch's recent steps, as policies see them (the last :data:`HISTORY_STEPS`); the
+    times, tokens and trials only for a policy that reads costs (they price its view)."""
 
     step_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
     tokens: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
@@ -65,6 +66,7 @@ class EngineState:
     cap: int  # the most drafts per request a step asks for
     union_model: UnionModel
     analytic: bool  # analytic routing: expected unions, not sampled ones
+    reads_costs: bool  # the policy's: only then are the step times and trials kept
     reserved_bytes: float = 0.0  # KV reserved by the admitted requests
     finished: int = 0
 
@@ -86,6 +88,7 @@ class EngineState:
                 setup.mean_draft_overlap,
             ),
             analytic=refs.routing.mode == "analytic",
+            reads_costs=policy.reads_costs,
         )
 
     def admissible(
@@ -133,13 +136,14 @@ class EngineState:
             self.finished += len(finished)
             active.keep(~done)
         accepted_total = outcome.accepted_total
-        history.step_s.append(outcome.duration_s)
-        history.tokens.append(accepted_total + batch)
         history.batch_accepted.append(accepted_total / batch)
-        judged = accepted_total + int(np.count_nonzero(outcome.accepted < outcome.asked))
-        if judged:
-            history.successes.append(accepted_total)
-            history.trials.append(judged)
+        if self.reads_costs:  # what its time per token and its prices are estimated from
+            history.step_s.append(outcome.duration_s)
+            history.tokens.append(accepted_total + batch)
+            judged = accepted_total + int(np.count_nonzero(outcome.accepted < outcome.asked))
+            if judged:
+                history.successes.append(accepted_total)
+                history.trials.append(judged)
         self.memory = outcome.memory
         return finished
 
