@@ -16,6 +16,7 @@ timed path (:func:`simspec.sim.engine.run_policy` chooses).
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import replace
 
@@ -37,27 +38,34 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
     return setup.workload.loop == "closed" and setup.tree is None and not policy.reads_costs
 
 
+_FLOATS = (
+    *("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s", "duration_s"),
+    "unique",
+)
+_INTS = ("fallback_terms", "drafted", "accepted", "probes", "batch_size")
+
+
 class _Steps:
-    """The run's steps in order: what each did, and its prices once they are known."""
+    """The run's steps in order as typed columns: what each did and, once priced, its prices
+    (a chunk of :class:`~simspec.sim.step.StepOutcome` at most is held at once)."""
 
     def __init__(self, setup: EngineSetup):
         self.costs = setup.cost_model
         self.outcomes: list[StepOutcome] = []  # not priced yet
-        #: Per priced step: (drafted, accepted, probes, unique experts, batch size).
-        self.rows: list[tuple[int, int, int, float, int]] = []
-        self.draft_s: list[float] = []
-        self.verify: list[PassCost] = []
-        self.extra_s: list[float] = []
-        self.duration_s: list[float] = []
+        self.floats = {name: array("d") for name in _FLOATS}
+        self.ints = {name: array("q") for name in _INTS}
+        self.request_id = bytearray()  # every step's requests, concatenated (int64)
+        self.position = bytearray()  # their positions at the step
 
-    def add(self, outcome: StepOutcome) -> None:
+    def add(self, outcome: StepOutcome, request_id: np.ndarray, position: np.ndarray) -> None:
         self.outcomes.append(outcome)
+        self.request_id += request_id.tobytes()
+        self.position += position.tobytes()
         if len(self.outcomes) >= CHUNK_STEPS:
             self.price()
 
     def price(self) -> None:
-        """Price the steps not priced yet, one array call per batch size, and drop what only
-        pricing needed from their outcomes (a chunk's arrays at most are held at once)."""
+        """Price the steps not priced yet, one array call per batch size."""
         todo = self.outcomes
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
@@ -83,17 +91,23 @@ class _Steps:
             ):
                 draft_s[j], verify[j] = d, v
                 extra_s[j] = e if todo[j].drafted_total else 0.0  # as step: none if nobody drafts
-        self.draft_s += draft_s
-        self.verify += verify
-        self.extra_s += extra_s
+        f, n = self.floats, self.ints
+        f["draft_s"].extend(draft_s)
+        f["extra_s"].extend(extra_s)
         # The order of step: draft phase + verify pass + overhead.
-        self.duration_s += [
-            d + v.total_s + e for d, v, e in zip(draft_s, verify, extra_s, strict=True)
-        ]
-        self.rows += [
-            (o.drafted_total, o.accepted_total, o.probes, o.unique_experts, len(o.drafts))
-            for o in todo
-        ]
+        f["duration_s"].extend(
+            [d + v.total_s + e for d, v, e in zip(draft_s, verify, extra_s, strict=True)]
+        )
+        f["overhead_s"].extend([v.overhead_s for v in verify])
+        f["moe_s"].extend([v.moe_s for v in verify])
+        f["attention_s"].extend([v.attention_s for v in verify])
+        f["other_s"].extend([v.other_s for v in verify])
+        n["fallback_terms"].extend([v.fallback_terms for v in verify])
+        f["unique"].extend([o.unique_experts for o in todo])
+        n["drafted"].extend([o.drafted_total for o in todo])
+        n["accepted"].extend([o.accepted_total for o in todo])
+        n["probes"].extend([o.probes for o in todo])
+        n["batch_size"].extend([len(o.drafts) for o in todo])
         todo.clear()
 
 
@@ -106,13 +120,12 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     first = min(w.concurrency, total)
     waiting: deque[int] = deque(range(first))
     next_closed = first
-    passes: list[int] = []  # the run's passes in order: -1 - prefill index, or step index
-    ids: list[bytes] = []  # each step's requests
-    positions: list[bytes] = []  # and their positions
+    passes = array("q")  # the run's passes in order: step index, or -1 - prefill index
     prefills: list[tuple[int, int, PassCost]] = []
     finished: list[tuple[RequestRecord, int, int]] = []  # record, first token pass, end pass
     steps = _Steps(setup)
     prefill_end: dict[int, int] = {}
+    count = 0  # steps so far
     while state.finished < total:
         admitted = state.admissible(waiting, w.concurrency, setup.kv_capacity_bytes)
         if admitted:
@@ -124,10 +137,9 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
             state.admit(admitted, 0.0)  # the first-token times are laid out below
         outcome = step(state, policy, setup, priced=False)
         index = len(passes)
-        passes.append(len(ids))
-        ids.append(state.active.request_id.tobytes())
-        positions.append(state.active.position.tobytes())
-        steps.add(outcome)
+        passes.append(count)
+        count += 1
+        steps.add(outcome, state.active.request_id, state.active.position)
         for record in state.apply(outcome, 0.0):
             finished.append((record, prefill_end.pop(record.request_id), index))
             if next_closed < total:  # the next request takes the finished one's place
@@ -135,37 +147,41 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
                 waiting.append(next_closed)
                 next_closed += 1
     steps.price()
-    durations = [steps.duration_s[i] if i >= 0 else prefills[-1 - i][2].total_s for i in passes]
-    ends = np.cumsum(durations).tolist()  # the clock after each pass, added in order
-    starts = [0.0, *ends[:-1]]
+    order = np.frombuffer(passes, dtype=np.int64) if passes else np.zeros(0, dtype=np.int64)
+    is_step = order >= 0
+    durations = np.empty(len(order))
+    durations[is_step] = np.frombuffer(steps.floats["duration_s"], dtype=float)[order[is_step]]
+    prefill_s = np.array([cost.total_s for _, _, cost in prefills], dtype=float)
+    durations[~is_step] = prefill_s[-1 - order[~is_step]]
+    ends = np.cumsum(durations)  # the clock after each pass, added in order as SimPy does
+    starts = np.concatenate([[0.0], ends[:-1]])
     log = RunLog()
-    step_start: list[float] = []
-    for index, i in enumerate(passes):
-        if i >= 0:
-            step_start.append(starts[index])
-        else:
-            requests, tokens, cost = prefills[-1 - i]
-            log.prefills.append(PrefillRecord(starts[index], requests, tokens, cost))
-    drafted, accepted, probes, unique, batch = zip(*steps.rows, strict=True) if ids else [()] * 5
+    for index in np.flatnonzero(~is_step).tolist():
+        requests, tokens, cost = prefills[-1 - int(order[index])]
+        log.prefills.append(PrefillRecord(float(starts[index]), requests, tokens, cost))
+    f, n = steps.floats, steps.ints
+    drafted = np.frombuffer(n["drafted"], dtype=np.int64)
+    batch = np.frombuffer(n["batch_size"], dtype=np.int64)
     log.steps.extend(
-        step_start,
-        [d + b for d, b in zip(drafted, batch, strict=True)],
-        drafted,
-        accepted,
-        steps.draft_s,
-        steps.verify,
-        unique,
-        probes,
-        steps.extra_s,
-        batch,
-        b"".join(ids),
-        b"".join(positions),
+        array("d", starts[is_step].tobytes()),
+        array("q", (drafted + batch).tobytes()),
+        n["drafted"],
+        n["accepted"],
+        f["draft_s"],
+        (f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]),
+        f["unique"],
+        n["probes"],
+        f["extra_s"],
+        n["batch_size"],
+        bytes(steps.request_id),
+        bytes(steps.position),
     )
+    end_s = ends.tolist()
     for record, first_pass, end_pass in finished:
-        arrival = record.arrival_s if record.request_id < first else ends[int(record.arrival_s)]
+        arrival = record.arrival_s if record.request_id < first else end_s[int(record.arrival_s)]
         log.requests.append(
             replace(
-                record, arrival_s=arrival, first_token_s=ends[first_pass], finish_s=ends[end_pass]
+                record, arrival_s=arrival, first_token_s=end_s[first_pass], finish_s=end_s[end_pass]
             )
         )
     return log

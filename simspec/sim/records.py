@@ -103,7 +103,9 @@ class StepLog(Sequence[StepRecord]):
         drafted: Sequence[int],
         accepted: Sequence[int],
         draft_s: Sequence[float],
-        verify: Sequence[PassCost],
+        verify: tuple[
+            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
+        ],
         unique_experts: Sequence[float],
         probes: Sequence[int],
         speculation_overhead_s: Sequence[float],
@@ -112,8 +114,9 @@ class StepLog(Sequence[StepRecord]):
         position: bytes,
     ) -> None:
         """Add many steps at once, one entry of each sequence per step (the fields of
-        :func:`append`); ``request_id`` and ``position``: every step's int64 values
-        concatenated, ``batch_size[s]`` of them for step s."""
+        :func:`append`; ``verify`` as its columns ``overhead_s``, ``moe_s``, ``attention_s``,
+        ``other_s``, ``fallback_terms``); ``request_id`` and ``position``: every step's int64
+        values concatenated, ``batch_size[s]`` of them for step s."""
         self._flush()
         self._add_columns(
             start_s,
@@ -138,13 +141,20 @@ class StepLog(Sequence[StepRecord]):
         start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
             *pending, strict=True
         )
+        columns = (
+            [v.overhead_s for v in verify],
+            [v.moe_s for v in verify],
+            [v.attention_s for v in verify],
+            [v.other_s for v in verify],
+            [v.fallback_terms for v in verify],
+        )
         self._add_columns(
             start,
             fed,
             drafted,
             accepted,
             draft,
-            verify,
+            columns,
             unique,
             probes,
             extra,
@@ -161,7 +171,9 @@ class StepLog(Sequence[StepRecord]):
         drafted: Sequence[int],
         accepted: Sequence[int],
         draft_s: Sequence[float],
-        verify: Sequence[PassCost],
+        verify: tuple[
+            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
+        ],
         unique_experts: Sequence[float],
         probes: Sequence[int],
         speculation_overhead_s: Sequence[float],
@@ -172,10 +184,10 @@ class StepLog(Sequence[StepRecord]):
         f, n = self._floats, self._ints
         f["start_s"].extend(start_s)
         f["draft_s"].extend(draft_s)
-        f["overhead_s"].extend([v.overhead_s for v in verify])
-        f["moe_s"].extend([v.moe_s for v in verify])
-        f["attention_s"].extend([v.attention_s for v in verify])
-        f["other_s"].extend([v.other_s for v in verify])
+        for name, column in zip(
+            ("overhead_s", "moe_s", "attention_s", "other_s"), verify[:4], strict=True
+        ):
+            f[name].extend(column)
         f["unique"].extend(unique_experts)
         f["speculation_overhead_s"].extend(speculation_overhead_s)
         n["batch_size"].extend(batch_size)
@@ -183,7 +195,7 @@ class StepLog(Sequence[StepRecord]):
         n["drafted"].extend(drafted)
         n["accepted"].extend(accepted)
         n["probes"].extend(probes)
-        n["fallback_terms"].extend([v.fallback_terms for v in verify])
+        n["fallback_terms"].extend(verify[4])
         self._request_id.frombytes(request_id)
         self._position.frombytes(position)
 
