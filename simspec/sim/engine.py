@@ -14,6 +14,10 @@ Processes only wait: ``yield env.timeout(...)`` the time a pure function returne
 A resource that contends (a host link for offloaded experts, a second GPU stream) is one more
 process and one more wait here; the arithmetic stays in pure functions. Requests are kept in
 admission order and admitted in arrival order, so no set or dict order drives a decision.
+
+A closed loop whose policy reads no costs needs no clock to decide anything, so
+:func:`run_policy` runs it as :mod:`simspec.sim.deferred` (the same loop and step, every step
+decided first and all of them priced together), with the same records.
 """
 
 from __future__ import annotations
