@@ -83,12 +83,35 @@ def draft_phase_s(
     return draft_phase_by_depth(cost_model, context_tokens, draft_tokens)
 
 
-class StepCosts(NamedTuple):
-    """The prices of N decode steps (one per row): draft phase, verify pass, engine overhead."""
+_PASS_FIELDS = ("overhead_s", "moe_s", "attention_s", "other_s", "fallback_terms")
 
-    draft_s: np.ndarray  # (N,)
-    verify: list[PassCost]  # N
-    speculation_overhead_s: np.ndarray  # (N,)
+
+class StepCosts(NamedTuple):
+    """The prices of N decode steps (one entry per step): draft phase, verify pass by
+    component (:class:`~simspec.params.PassCost`'s fields), engine overhead."""
+
+    draft_s: np.ndarray
+    overhead_s: np.ndarray
+    moe_s: np.ndarray
+    attention_s: np.ndarray
+    other_s: np.ndarray
+    fallback_terms: np.ndarray  # int
+    speculation_overhead_s: np.ndarray
+
+    @property
+    def verify_s(self) -> np.ndarray:
+        """Each verify pass's total, summed as :attr:`PassCost.total_s` sums it."""
+        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+
+    def verify(self, step: int) -> PassCost:
+        """Step ``step``'s verify pass."""
+        return PassCost(
+            float(self.overhead_s[step]),
+            float(self.moe_s[step]),
+            float(self.attention_s[step]),
+            float(self.other_s[step]),
+            int(self.fallback_terms[step]),
+        )
 
 
 def step_costs(
@@ -124,12 +147,10 @@ def step_costs(
         and own.verify_pass is RooflineCostModel.verify_pass
     ):
         fixed, moe, attention, other = cost_model.verify_terms(fed, ctx, unique)
-        verify = [
-            PassCost(fixed, m, a, o)
-            for m, a, o in zip(moe.tolist(), attention.tolist(), other.tolist(), strict=True)
-        ]
+        columns = [np.full(len(fed), fixed), moe, attention, other, np.zeros(len(fed), np.int64)]
     else:
-        verify = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
+        passes = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
+        columns = [np.array([getattr(v, name) for v in passes]) for name in _PASS_FIELDS]
     overhead = own.speculation_overhead_s
     if drafter is not None and overhead in (
         RooflineCostModel.speculation_overhead_s,
@@ -138,7 +159,16 @@ def step_costs(
         extra = drafter.speculation_overhead_totals(committed, ctx)
     else:
         extra = np.array([cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in rows])
-    return StepCosts(np.asarray(draft, dtype=float), verify, np.asarray(extra, dtype=float))
+    fixed_s, moe_s, attention_s, other_s = (np.asarray(c, dtype=float) for c in columns[:4])
+    return StepCosts(
+        np.asarray(draft, dtype=float),
+        fixed_s,
+        moe_s,
+        attention_s,
+        other_s,
+        np.asarray(columns[4], dtype=np.int64),
+        np.asarray(extra, dtype=float),
+    )
 
 
 def tree_draft_phase_s(

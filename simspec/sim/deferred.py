@@ -70,8 +70,9 @@ class _Steps:
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
             by_size.setdefault(len(outcome.drafts), []).append(j)
-        draft_s, extra_s = [0.0] * len(todo), [0.0] * len(todo)
-        verify: list[PassCost] = [None] * len(todo)  # type: ignore[list-item]
+        names = ("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s")
+        prices = {name: np.zeros(len(todo)) for name in names}
+        fallback = np.zeros(len(todo), dtype=np.int64)
         for rows in by_size.values():
             group = [todo[j] for j in rows]
             costs = step_costs(
@@ -82,29 +83,22 @@ class _Steps:
                 np.array([o.run for o in group]),
                 np.array([o.committed for o in group]),
             )
-            for j, d, v, e in zip(
-                rows,
-                costs.draft_s.tolist(),
-                costs.verify,
-                costs.speculation_overhead_s.tolist(),
-                strict=True,
-            ):
-                draft_s[j], verify[j] = d, v
-                extra_s[j] = e if todo[j].drafted_total else 0.0  # as step: none if nobody drafts
+            for name, column in zip(names, (*costs[:5], costs.speculation_overhead_s), strict=True):
+                prices[name][rows] = column
+            fallback[rows] = costs.fallback_terms
+        drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
+        prices["extra_s"][drafted == 0] = 0.0  # as in step: no overhead when nobody drafts
         f, n = self.floats, self.ints
-        f["draft_s"].extend(draft_s)
-        f["extra_s"].extend(extra_s)
-        # The order of step: draft phase + verify pass + overhead.
-        f["duration_s"].extend(
-            [d + v.total_s + e for d, v, e in zip(draft_s, verify, extra_s, strict=True)]
+        for name, column in prices.items():
+            f[name].frombytes(column.tobytes())
+        verify_s = (
+            prices["overhead_s"] + prices["moe_s"] + prices["attention_s"] + prices["other_s"]
         )
-        f["overhead_s"].extend([v.overhead_s for v in verify])
-        f["moe_s"].extend([v.moe_s for v in verify])
-        f["attention_s"].extend([v.attention_s for v in verify])
-        f["other_s"].extend([v.other_s for v in verify])
-        n["fallback_terms"].extend([v.fallback_terms for v in verify])
+        # The order of step: draft phase + verify pass + overhead.
+        f["duration_s"].frombytes(((prices["draft_s"] + verify_s) + prices["extra_s"]).tobytes())
+        n["fallback_terms"].frombytes(fallback.tobytes())
         f["unique"].extend([o.unique_experts for o in todo])
-        n["drafted"].extend([o.drafted_total for o in todo])
+        n["drafted"].frombytes(drafted.tobytes())
         n["accepted"].extend([o.accepted_total for o in todo])
         n["probes"].extend([o.probes for o in todo])
         n["batch_size"].extend([len(o.drafts) for o in todo])

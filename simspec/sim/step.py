@@ -241,7 +241,7 @@ def step(
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
         unique = refs.pass_unique_experts(triples, accepted)
-    asked_total = int(_add(ks))
+    asked_total = sum(ks.tolist())  # small int arrays: faster than a numpy reduction
     verify: PassCost | None = None
     draft_s = extra_s = duration_s = math.nan
     if priced:
@@ -253,7 +253,7 @@ def step(
         # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
         extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
         duration_s = draft_s + verify.total_s + extra_s
-    accepted_total = int(_add(accepted))
+    accepted_total = sum(accepted.tolist())
     memory = policy.observe(
         state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
     )
@@ -266,7 +266,7 @@ def step(
         drafts,
         accepted,
         committed,
-        asked_total if setup.tree is None else int(_add(drafts)),  # chains: drafts = asks
+        asked_total if setup.tree is None else sum(drafts.tolist()),  # chains: drafts = asks
         accepted_total,
         probes,
         float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()

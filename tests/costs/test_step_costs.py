@@ -54,8 +54,9 @@ def test_steps_priced_together_cost_what_each_costs_alone(name: str, batch: int)
     costs = step_costs(model, ks + 1, ctx, unique, ks, committed)
     for p in range(n):
         assert costs.draft_s[p] == draft_phase_s(model, ctx[p], ks[p])
-        assert costs.verify[p] == model.verify_pass(ks[p] + 1, ctx[p], unique[p])
+        assert costs.verify(p) == model.verify_pass(ks[p] + 1, ctx[p], unique[p])
         extra = model.speculation_overhead_s(committed[p], ctx[p])
         assert costs.speculation_overhead_s[p] == extra
+        assert costs.verify_s[p] == costs.verify(p).total_s
     assert costs.draft_s[0] == 0.0
     assert (costs.draft_s[ks.max(axis=1) > 0] > 0).all()
