@@ -27,7 +27,7 @@ from simspec.params import PassCost
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
 from simspec.sim.setup import EngineSetup
-from simspec.sim.step import EngineState, StepOutcome, step
+from simspec.sim.step import EngineState, StepOutcome, mean_unique, step
 
 #: Steps held unpriced before they are priced together, at most this many.
 CHUNK_STEPS = 4096
@@ -97,7 +97,9 @@ class _Steps:
         # The order of step: draft phase + verify pass + overhead.
         f["duration_s"].frombytes(((prices["draft_s"] + verify_s) + prices["extra_s"]).tobytes())
         n["fallback_terms"].frombytes(fallback.tobytes())
-        f["unique"].extend([o.unique_experts for o in todo])
+        if todo:
+            unique = np.ascontiguousarray([o.unique for o in todo], dtype=float)
+            f["unique"].frombytes(np.asarray(mean_unique(unique), dtype=float).tobytes())
         n["drafted"].frombytes(drafted.tobytes())
         n["accepted"].extend([o.accepted_total for o in todo])
         n["probes"].extend([o.probes for o in todo])

@@ -148,6 +148,17 @@ class EngineState:
         return finished
 
 
+def mean_unique(unique: np.ndarray) -> float | np.ndarray:
+    """Mean over MoE layers of distinct routed experts: of one pass ``unique`` (layers,) (a
+    float), or of each row of ``unique`` (N, layers); the same pairwise sum either way (a
+    row of a C-ordered array is summed as a contiguous vector)."""
+    layers = unique.shape[-1]
+    if not layers:
+        return 0.0 if unique.ndim == 1 else np.zeros(len(unique))
+    total = _add(unique, axis=-1)
+    return float(total) / layers if unique.ndim == 1 else total / layers
+
+
 class StepOutcome(NamedTuple):
     """What one iteration did (row b = request b of the batch, admission order)."""
 
@@ -162,7 +173,9 @@ class StepOutcome(NamedTuple):
     drafted_total: int  # Σ_b drafts
     accepted_total: int  # Σ_b accepted
     probes: int  # draft steps run only to read a declined confidence
-    unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
+    #: Mean over MoE layers of distinct routed experts in the pass (NaN: not priced; the
+    #: deferred schedule takes the mean of ``unique`` with the prices).
+    unique_experts: float
     memory: Any  # the policy's memory after this step
     contexts: np.ndarray  # (B,) context tokens at the step
     run: np.ndarray  # (B,) draft steps run (drafts + probes)
@@ -269,7 +282,7 @@ def step(
         asked_total if setup.tree is None else sum(drafts.tolist()),  # chains: drafts = asks
         accepted_total,
         probes,
-        float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
+        float(mean_unique(unique)) if priced else math.nan,
         memory,
         contexts,
         run,
