@@ -73,13 +73,17 @@ class _Steps:
         names = ("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s")
         prices = {name: np.zeros(len(todo)) for name in names}
         fallback = np.zeros(len(todo), dtype=np.int64)
+        means = np.zeros(len(todo))  # mean unique experts per layer (0 without MoE layers)
         for rows in by_size.values():
             group = [todo[j] for j in rows]
+            unique = np.array([o.unique for o in group], dtype=float)
+            if unique.shape[1]:
+                means[rows] = mean_unique(unique)
             costs = step_costs(
                 self.costs,
                 np.array([o.drafts for o in group]) + 1,
                 np.array([o.contexts for o in group]),
-                np.array([o.unique for o in group]),
+                unique,
                 np.array([o.run for o in group]),
                 np.array([o.committed for o in group]),
             )
@@ -97,9 +101,7 @@ class _Steps:
         # The order of step: draft phase + verify pass + overhead.
         f["duration_s"].frombytes(((prices["draft_s"] + verify_s) + prices["extra_s"]).tobytes())
         n["fallback_terms"].frombytes(fallback.tobytes())
-        if todo:
-            unique = np.ascontiguousarray([o.unique for o in todo], dtype=float)
-            f["unique"].frombytes(np.asarray(mean_unique(unique), dtype=float).tobytes())
+        f["unique"].frombytes(means.tobytes())
         n["drafted"].frombytes(drafted.tobytes())
         n["accepted"].extend([o.accepted_total for o in todo])
         n["probes"].extend([o.probes for o in todo])
