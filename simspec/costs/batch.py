@@ -11,11 +11,14 @@ pass by pass.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simspec.costs.base import CostModel, draft_phase_by_depth
 from simspec.costs.calibrated import CalibratedCostModel
 from simspec.costs.roofline import RooflineCostModel
+from simspec.params import PassCost
 
 
 def verify_totals(
@@ -78,6 +81,94 @@ def draft_phase_s(
     if drafter is not None:
         return float(drafter.draft_phase_s(context_tokens, draft_tokens))
     return draft_phase_by_depth(cost_model, context_tokens, draft_tokens)
+
+
+_PASS_FIELDS = ("overhead_s", "moe_s", "attention_s", "other_s", "fallback_terms")
+
+
+class StepCosts(NamedTuple):
+    """The prices of N decode steps (one entry per step): draft phase, verify pass by
+    component (:class:`~simspec.params.PassCost`'s fields), engine overhead."""
+
+    draft_s: np.ndarray
+    overhead_s: np.ndarray
+    moe_s: np.ndarray
+    attention_s: np.ndarray
+    other_s: np.ndarray
+    fallback_terms: np.ndarray  # int
+    speculation_overhead_s: np.ndarray
+
+    @property
+    def verify_s(self) -> np.ndarray:
+        """Each verify pass's total, summed as :attr:`PassCost.total_s` sums it."""
+        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+
+    def verify(self, step: int) -> PassCost:
+        """Step ``step``'s verify pass."""
+        return PassCost(
+            float(self.overhead_s[step]),
+            float(self.moe_s[step]),
+            float(self.attention_s[step]),
+            float(self.other_s[step]),
+            int(self.fallback_terms[step]),
+        )
+
+
+def step_costs(
+    cost_model: CostModel,
+    fed_tokens: np.ndarray,
+    context_tokens: np.ndarray,
+    unique_experts: np.ndarray,
+    draft_tokens: np.ndarray,
+    committed_tokens: np.ndarray,
+) -> StepCosts:
+    """Price N decode steps of B requests each: row p is one step whose request b feeds
+    ``fed_tokens[p, b]`` tokens at context ``context_tokens[p, b]`` after running
+    ``draft_tokens[p, b]`` draft steps, and commits ``committed_tokens[p, b]``;
+    ``unique_experts`` (N, layers). Entry p equals, bit for bit, what
+    :func:`draft_phase_s`, :meth:`~simspec.costs.base.CostModel.verify_pass` and
+    :meth:`~simspec.costs.base.CostModel.speculation_overhead_s` give for that step alone
+    (the roofline's array forms run the same term functions; any other model is asked step by
+    step). The overhead is priced for every row; a step where nobody drafted has none (the
+    caller's choice, as in :func:`simspec.sim.step.step`).
+    """
+    fed, ctx = np.asarray(fed_tokens), np.asarray(context_tokens)
+    unique, ks = np.asarray(unique_experts), np.asarray(draft_tokens)
+    committed = np.asarray(committed_tokens)
+    rows = range(len(fed))
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None:
+        draft = drafter.draft_phase_totals(ctx, ks)
+    else:
+        draft = np.array([draft_phase_by_depth(cost_model, ctx[p], ks[p]) for p in rows])
+    own = type(cost_model)
+    if (
+        isinstance(cost_model, RooflineCostModel)
+        and own.verify_pass is RooflineCostModel.verify_pass
+    ):
+        fixed, moe, attention, other = cost_model.verify_terms(fed, ctx, unique)
+        columns = [np.full(len(fed), fixed), moe, attention, other, np.zeros(len(fed), np.int64)]
+    else:
+        passes = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
+        columns = [np.array([getattr(v, name) for v in passes]) for name in _PASS_FIELDS]
+    overhead = own.speculation_overhead_s
+    if drafter is not None and overhead in (
+        RooflineCostModel.speculation_overhead_s,
+        CalibratedCostModel.speculation_overhead_s,
+    ):
+        extra = drafter.speculation_overhead_totals(committed, ctx)
+    else:
+        extra = np.array([cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in rows])
+    fixed_s, moe_s, attention_s, other_s = (np.asarray(c, dtype=float) for c in columns[:4])
+    return StepCosts(
+        np.asarray(draft, dtype=float),
+        fixed_s,
+        moe_s,
+        attention_s,
+        other_s,
+        np.asarray(columns[4], dtype=np.int64),
+        np.asarray(extra, dtype=float),
+    )
 
 
 def tree_draft_phase_s(

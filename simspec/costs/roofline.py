@@ -16,10 +16,16 @@ from itertools import accumulate
 import numpy as np
 
 from simspec.costs.base import COST_MODELS, draft_phase_by_depth, prefill_unique_experts
-from simspec.costs.kernels import _batch_sum
+from simspec.costs.kernels import _add, _batch_sum
 from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
-from simspec.costs.passes import PassConstants, pass_constants, pass_cost
+from simspec.costs.passes import (
+    PassConstants,
+    fixed_overhead_s,
+    pass_constants,
+    pass_cost,
+    pass_terms,
+)
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
@@ -166,6 +172,69 @@ class RooflineCostModel:
             for j, (n, total) in enumerate(zip(drafting, context, strict=True), start=1)
         ]
         return float(sum(steps))
+
+    def draft_phase_totals(
+        self, context_tokens: np.ndarray, draft_tokens: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`draft_phase_s` of N steps at once: ``context_tokens`` and ``draft_tokens``
+        (N, B), one step per row; entry p equals ``draft_phase_s(context_tokens[p],
+        draft_tokens[p])`` bit for bit (the same per-depth sums through :meth:`_head_pass`,
+        added in depth order; a depth a step does not reach adds an exact 0)."""
+        ks, ctx = np.asarray(draft_tokens), np.asarray(context_tokens)
+        general = self._draft is not None or ctx.dtype.kind not in "iu" or ks.dtype.kind not in "iu"
+        if not general:
+            ks = np.maximum(ks, 0)  # a negative k drafts nothing
+            general = bool(
+                _add(ctx, axis=-1).max(initial=0) + ks.shape[-1] * ks.max(initial=0) >= 2**53
+            )  # beyond exact float integers
+        if general:
+            return np.array(
+                [draft_phase_by_depth(self, c, k) for c, k in zip(ctx, ks, strict=True)],
+                dtype=float,
+            )
+        total = np.zeros(len(ks))
+        for j in range(1, int(ks.max(initial=0)) + 1):
+            on = ks >= j
+            drafting = _add(on, axis=-1)
+            seen = _add(np.where(on, ctx, 0), axis=-1) + drafting * j
+            step = self._head_pass(drafting.astype(float), seen.astype(float))
+            total = total + np.where(drafting > 0, step, 0.0)
+        return total
+
+    def speculation_overhead_totals(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`speculation_overhead_s` of N steps at once: (N, B) arguments, one step per
+        row; entry p equals ``speculation_overhead_s(accepted_tokens[p], context_tokens[p])``
+        bit for bit (:meth:`_drafter_pass` sums along the last axis)."""
+        p = self.params
+        tokens = np.asarray(accepted_tokens, dtype=float)
+        verify = p.verify_overhead_s + p.verify_overhead_per_tp_s * (self._split.tensor - 1)
+        if not (p.draft_extend_passes and tokens.shape[-1]):
+            return np.full(len(tokens), verify + 0.0)
+        ctx = np.asarray(context_tokens, dtype=float)
+        return verify + p.draft_extend_passes * self._drafter_pass(tokens, ctx)
+
+    def verify_terms(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`verify_pass` of N passes at once, by component: (overhead_s, moe_s,
+        attention_s, other_s), arrays (N,) but the overhead (one value: every pass has B
+        requests); ``tokens_per_request`` and ``context_tokens`` (N, B), ``unique_experts``
+        (N, layers). Row p equals ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for
+        bit (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
+        tokens = np.asarray(tokens_per_request, dtype=float)
+        ctx = np.asarray(context_tokens, dtype=float)
+        unique = np.asarray(unique_experts, dtype=float)
+        moe, attention, other = pass_terms(self._target, tokens, ctx, unique)
+        n = len(tokens)
+        fixed_s = fixed_overhead_s(self.params, tokens.shape[1], None)
+        return (
+            fixed_s,
+            np.broadcast_to(np.asarray(moe, dtype=float), (n,)),
+            np.broadcast_to(np.asarray(attention, dtype=float), (n,)),
+            np.broadcast_to(np.asarray(other, dtype=float), (n,)),
+        )
 
     def speculation_overhead_s(
         self, accepted_tokens: np.ndarray, context_tokens: np.ndarray

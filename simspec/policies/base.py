@@ -24,11 +24,13 @@ of the step's cost (:mod:`simspec.sim.marginal`).
 needs memory across steps (an EMA, a current tier) threads it functionally: ``initial_memory()``
 gives the starting value, the engine passes the current value in ``BatchView.memory`` and, after
 every verify pass, replaces it with ``observe(memory, feedback)``. No policy object ever mutates.
-:class:`Policy` gives the defaults (no confidence read, no memory) that most policies keep.
+:class:`Policy` gives the defaults (no confidence read, no clock read, no memory) that most
+policies keep.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -53,12 +55,14 @@ class BatchView(NamedTuple):
     position: np.ndarray  # (B,) output tokens committed so far
     context_tokens: np.ndarray  # (B,) prompt + committed output tokens
     batch_accepted_history: tuple[float, ...] = ()  # mean accepted drafts per request, past steps
-    time_per_token_s: float = 0.0  # running GPU time per committed token of the batch, s
+    #: Running GPU time per committed token of the batch, s (NaN unless the policy reads_costs).
+    time_per_token_s: float = 0.0
     memory: Any = None  # the policy's own memory (module docstring)
     #: (B, cap + 1): the drafter's confidence for draft slots 1..cap + 1 of each request; None
     #: unless the policy declares ``reads_confidence``.
     confidences: np.ndarray | None = None
-    #: The engine's depth-by-depth batch decision (:meth:`by_depth`); None: nothing is priced.
+    #: The engine's depth-by-depth batch decision (:meth:`by_depth`); None: nothing is priced
+    #: (a policy that does not declare ``reads_costs``).
     depth_decider: Callable[[int, DepthRule], np.ndarray] | None = None
 
     def by_depth(self, limit: int, agree: DepthRule) -> np.ndarray:
@@ -81,7 +85,7 @@ class StepFeedback(NamedTuple):
     batch_size: int
     drafted: int  # Σ_b k_b
     accepted: int  # Σ_b min(k_b, m_b)
-    step_s: float  # draft + verify time of the step
+    step_s: float  # draft + verify time of the step (NaN unless the policy reads_costs)
 
 
 class BudgetPolicy(Protocol):
@@ -89,6 +93,11 @@ class BudgetPolicy(Protocol):
 
     #: True if the policy reads ``BatchView.confidences`` (and pays a probe to stop early).
     reads_confidence: ClassVar[bool]
+    #: True if the policy reads time while deciding: ``BatchView.time_per_token_s``,
+    #: :meth:`BatchView.by_depth` or ``StepFeedback.step_s``. A run of a policy that does not
+    #: may decide every step before pricing any (:mod:`simspec.sim.deferred`); it then sees
+    #: NaN in those fields.
+    reads_costs: ClassVar[bool]
 
     def decide(self, view: BatchView) -> np.ndarray:
         """Draft tokens of every request of the step, (B,) ints within ``0..view.cap``."""
@@ -112,6 +121,7 @@ class Policy:
 
     __slots__ = ()
     reads_confidence: ClassVar[bool] = False
+    reads_costs: ClassVar[bool] = False
 
     def initial_memory(self) -> Any:
         """No memory."""
@@ -123,9 +133,18 @@ class Policy:
 
 
 def uniform(view: BatchView, draft_tokens: int) -> np.ndarray:
-    """Every request drafts ``draft_tokens``, within the step's and the drafter's caps."""
+    """Every request drafts ``draft_tokens``, within the step's and the drafter's caps (a
+    read-only array: the same answer is handed out again)."""
     k = min(draft_tokens, view.max_draft_tokens, view.cap)
-    return np.full(view.batch_size, max(k, 0), dtype=np.int64)
+    return _constant(view.batch_size, max(k, 0))
+
+
+@functools.lru_cache(maxsize=1024)
+def _constant(size: int, value: int) -> np.ndarray:
+    """``np.full(size, value)`` of int64, read-only, made once per (size, value)."""
+    array = np.full(size, value, dtype=np.int64)
+    array.flags.writeable = False
+    return array
 
 
 POLICIES: Registry[BudgetPolicy] = Registry("policy", package="simspec.policies")

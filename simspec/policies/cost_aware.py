@@ -46,6 +46,8 @@ class CostAwarePolicy(Policy):
 
     #: It reads the confidences: stopping after reading one costs a probe draft step.
     reads_confidence: ClassVar[bool] = True
+    #: It weighs drafts against their price and the time per token.
+    reads_costs: ClassVar[bool] = True
 
     max_tokens: int = param(8, "most draft tokens per step", ge=0, le=64)
     margin: float = param(1.0, "multiplier on the time per token g", ge=0.01, le=100)

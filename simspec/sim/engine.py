@@ -14,6 +14,10 @@ Processes only wait: ``yield env.timeout(...)`` the time a pure function returne
 A resource that contends (a host link for offloaded experts, a second GPU stream) is one more
 process and one more wait here; the arithmetic stays in pure functions. Requests are kept in
 admission order and admitted in arrival order, so no set or dict order drives a decision.
+
+A closed loop whose policy reads no costs needs no clock to decide anything, so
+:func:`run_policy` runs it as :mod:`simspec.sim.deferred` (the same loop and step, every step
+decided first and all of them priced together), with the same records.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import simpy
 
 from simspec.policies.base import BudgetPolicy
+from simspec.sim.deferred import deferrable, run_deferred
 from simspec.sim.records import PrefillRecord, RunLog
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, step
@@ -84,6 +89,7 @@ def serve(
             log.prefills.append(PrefillRecord(start, len(admitted), int(prompts.sum()), cost))
             state.admit(admitted, env.now)
         outcome = step(state, policy, setup)
+        assert outcome.verify is not None  # priced
         start = env.now
         yield env.timeout(outcome.duration_s)
         active = state.active
@@ -108,8 +114,19 @@ def serve(
                 next_closed += 1
 
 
-def run_policy(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
-    """Simulate the whole workload under ``policy``; returns the records."""
+def run_policy(setup: EngineSetup, policy: BudgetPolicy, *, timed: bool | None = None) -> RunLog:
+    """Simulate the whole workload under ``policy``; returns the records.
+
+    A closed loop of a policy that reads no costs is decided first and priced after
+    (:mod:`simspec.sim.deferred`, the same records); ``timed=True`` runs it in SimPy anyway,
+    ``timed=False`` insists on the deferred schedule.
+    """
+    if timed is None:
+        timed = not deferrable(setup, policy)
+    if not timed:
+        if not deferrable(setup, policy):
+            raise ValueError("only a closed loop of chains under a policy that reads no costs")
+        return run_deferred(setup, policy)
     env = simpy.Environment()
     queue = simpy.Store(env)
     log = RunLog()

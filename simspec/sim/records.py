@@ -96,32 +96,108 @@ class StepLog(Sequence[StepRecord]):
         if len(self._pending) >= self.PENDING:
             self._flush()
 
+    def extend(
+        self,
+        start_s: Sequence[float],
+        fed_tokens: Sequence[int],
+        drafted: Sequence[int],
+        accepted: Sequence[int],
+        draft_s: Sequence[float],
+        verify: tuple[
+            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
+        ],
+        unique_experts: Sequence[float],
+        probes: Sequence[int],
+        speculation_overhead_s: Sequence[float],
+        batch_size: Sequence[int],
+        request_id: bytes,
+        position: bytes,
+    ) -> None:
+        """Add many steps at once, one entry of each sequence per step (the fields of
+        :func:`append`; ``verify`` as its columns ``overhead_s``, ``moe_s``, ``attention_s``,
+        ``other_s``, ``fallback_terms``); ``request_id`` and ``position``: every step's int64
+        values concatenated, ``batch_size[s]`` of them for step s."""
+        self._flush()
+        self._add_columns(
+            start_s,
+            fed_tokens,
+            drafted,
+            accepted,
+            draft_s,
+            verify,
+            unique_experts,
+            probes,
+            speculation_overhead_s,
+            batch_size,
+            request_id,
+            position,
+        )
+
     def _flush(self) -> None:
         """Move the pending steps into the columns."""
         pending = self._pending
         if not pending:
             return
-        f, n = self._floats, self._ints
         start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
             *pending, strict=True
         )
-        f["start_s"].extend(start)
-        f["draft_s"].extend(draft)
-        f["overhead_s"].extend([v.overhead_s for v in verify])
-        f["moe_s"].extend([v.moe_s for v in verify])
-        f["attention_s"].extend([v.attention_s for v in verify])
-        f["other_s"].extend([v.other_s for v in verify])
-        f["unique"].extend(unique)
-        f["speculation_overhead_s"].extend(extra)
-        n["batch_size"].extend(batch)
-        n["fed_tokens"].extend(fed)
+        columns = (
+            [v.overhead_s for v in verify],
+            [v.moe_s for v in verify],
+            [v.attention_s for v in verify],
+            [v.other_s for v in verify],
+            [v.fallback_terms for v in verify],
+        )
+        self._add_columns(
+            start,
+            fed,
+            drafted,
+            accepted,
+            draft,
+            columns,
+            unique,
+            probes,
+            extra,
+            batch,
+            b"".join(ids),
+            b"".join(pos),
+        )
+        pending.clear()
+
+    def _add_columns(
+        self,
+        start_s: Sequence[float],
+        fed_tokens: Sequence[int],
+        drafted: Sequence[int],
+        accepted: Sequence[int],
+        draft_s: Sequence[float],
+        verify: tuple[
+            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
+        ],
+        unique_experts: Sequence[float],
+        probes: Sequence[int],
+        speculation_overhead_s: Sequence[float],
+        batch_size: Sequence[int],
+        request_id: bytes,
+        position: bytes,
+    ) -> None:
+        f, n = self._floats, self._ints
+        f["start_s"].extend(start_s)
+        f["draft_s"].extend(draft_s)
+        for name, column in zip(
+            ("overhead_s", "moe_s", "attention_s", "other_s"), verify[:4], strict=True
+        ):
+            f[name].extend(column)
+        f["unique"].extend(unique_experts)
+        f["speculation_overhead_s"].extend(speculation_overhead_s)
+        n["batch_size"].extend(batch_size)
+        n["fed_tokens"].extend(fed_tokens)
         n["drafted"].extend(drafted)
         n["accepted"].extend(accepted)
         n["probes"].extend(probes)
-        n["fallback_terms"].extend([v.fallback_terms for v in verify])
-        self._request_id.frombytes(b"".join(ids))
-        self._position.frombytes(b"".join(pos))
-        pending.clear()
+        n["fallback_terms"].extend(verify[4])
+        self._request_id.frombytes(request_id)
+        self._position.frombytes(position)
 
     def __len__(self) -> int:
         return len(self._ints["batch_size"]) + len(self._pending)

@@ -20,6 +20,7 @@ applies the outcome (:meth:`EngineState.apply`). Per iteration:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -42,7 +43,8 @@ _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
 @dataclass
 class StepHistory:
-    """The batch's recent steps, as policies see them (the last :data:`HISTORY_STEPS`)."""
+    """The batch's recent steps, as policies see them (the last :data:`HISTORY_STEPS`); the
+    times, tokens and trials only for a policy that reads costs (they price its view)."""
 
     step_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
     tokens: deque[int] = field(default_factory=lambda: deque(maxlen=HISTORY_STEPS))
@@ -64,6 +66,7 @@ class EngineState:
     cap: int  # the most drafts per request a step asks for
     union_model: UnionModel
     analytic: bool  # analytic routing: expected unions, not sampled ones
+    reads_costs: bool  # the policy's: only then are the step times and trials kept
     reserved_bytes: float = 0.0  # KV reserved by the admitted requests
     finished: int = 0
 
@@ -85,6 +88,7 @@ class EngineState:
                 setup.mean_draft_overlap,
             ),
             analytic=refs.routing.mode == "analytic",
+            reads_costs=policy.reads_costs,
         )
 
     def admissible(
@@ -132,23 +136,35 @@ class EngineState:
             self.finished += len(finished)
             active.keep(~done)
         accepted_total = outcome.accepted_total
-        history.step_s.append(outcome.duration_s)
-        history.tokens.append(accepted_total + batch)
         history.batch_accepted.append(accepted_total / batch)
-        judged = accepted_total + int(np.count_nonzero(outcome.accepted < outcome.asked))
-        if judged:
-            history.successes.append(accepted_total)
-            history.trials.append(judged)
+        if self.reads_costs:  # what its time per token and its prices are estimated from
+            history.step_s.append(outcome.duration_s)
+            history.tokens.append(accepted_total + batch)
+            judged = accepted_total + int(np.count_nonzero(outcome.accepted < outcome.asked))
+            if judged:
+                history.successes.append(accepted_total)
+                history.trials.append(judged)
         self.memory = outcome.memory
         return finished
+
+
+def mean_unique(unique: np.ndarray) -> float | np.ndarray:
+    """Mean over MoE layers of distinct routed experts: of one pass ``unique`` (layers,) (a
+    float), or of each row of ``unique`` (N, layers); the same pairwise sum either way (a
+    row of a C-ordered array is summed as a contiguous vector)."""
+    layers = unique.shape[-1]
+    if not layers:
+        return 0.0 if unique.ndim == 1 else np.zeros(len(unique))
+    total = _add(unique, axis=-1)
+    return float(total) / layers if unique.ndim == 1 else total / layers
 
 
 class StepOutcome(NamedTuple):
     """What one iteration did (row b = request b of the batch, admission order)."""
 
-    duration_s: float  # draft phase + verify pass + speculation overhead
+    duration_s: float  # draft phase + verify pass + speculation overhead (NaN: not priced)
     draft_s: float
-    verify: PassCost
+    verify: PassCost | None  # None: not priced
     speculation_overhead_s: float
     asked: np.ndarray  # (B,) drafts the policy asked for
     drafts: np.ndarray  # (B,) draft tokens verified (a tree's nodes for draft trees)
@@ -157,8 +173,13 @@ class StepOutcome(NamedTuple):
     drafted_total: int  # Σ_b drafts
     accepted_total: int  # Σ_b accepted
     probes: int  # draft steps run only to read a declined confidence
-    unique_experts: float  # mean over MoE layers of distinct routed experts in the pass
+    #: Mean over MoE layers of distinct routed experts in the pass (NaN: not priced; the
+    #: deferred schedule takes the mean of ``unique`` with the prices).
+    unique_experts: float
     memory: Any  # the policy's memory after this step
+    contexts: np.ndarray  # (B,) context tokens at the step
+    run: np.ndarray  # (B,) draft steps run (drafts + probes)
+    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass
 
 
 def decide(
@@ -168,7 +189,9 @@ def decide(
     (``contexts``: the requests' context tokens)."""
     active, history, costs = state.active, state.history, setup.cost_model
     batch = len(active.request_id)
-    if not history.step_s:  # no history yet: price a token at a plain decode pass / B
+    if not policy.reads_costs:  # the steps may not be priced yet (simspec.sim.deferred)
+        time_per_token = math.nan
+    elif not history.step_s:  # no history yet: price a token at a plain decode pass / B
         ones = np.ones(batch, dtype=np.int64)
         first = costs.verify_pass(ones, contexts, state.union_model.base(batch))
         time_per_token = first.total_s / batch
@@ -198,13 +221,20 @@ def decide(
         confidences=(
             active.confidence_rows(state.table, cap + 1) if policy.reads_confidence else None
         ),
-        depth_decider=depth_decider(plan),
+        depth_decider=depth_decider(plan) if policy.reads_costs else None,
     )
     return np.asarray(policy.decide(view), dtype=np.int64)
 
 
-def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOutcome:
-    """One decode iteration of the admitted batch (module docstring); changes nothing."""
+def step(
+    state: EngineState, policy: BudgetPolicy, setup: EngineSetup, *, priced: bool = True
+) -> StepOutcome:
+    """One decode iteration of the admitted batch (module docstring); changes nothing.
+
+    ``priced=False`` leaves the times NaN (``verify`` None) for the caller to price later from
+    the outcome's ``contexts``, ``run``, ``drafts``, ``committed`` and ``unique``
+    (:mod:`simspec.sim.deferred`); only for a policy that does not read costs.
+    """
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
     ks = decide(state, policy, setup, contexts)
@@ -214,10 +244,8 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         probes, run = int(np.count_nonzero(probing)), ks + probing
     matches = active.match_lengths(state.table)
     if setup.tree is None:
-        draft_s = draft_phase_s(costs, contexts, run)
         drafts, accepted = ks, np.minimum(ks, matches)
-    else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
-        draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+    else:
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
         drafts, accepted = setup.tree.verify_plan(refs, states, ks)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
@@ -226,12 +254,19 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
         unique = refs.pass_unique_experts(triples, accepted)
-    verify = costs.verify_pass(fed, contexts, unique)
-    # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
-    asked_total = int(_add(ks))
-    extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
-    duration_s = draft_s + verify.total_s + extra_s
-    accepted_total = int(_add(accepted))
+    asked_total = sum(ks.tolist())  # small int arrays: faster than a numpy reduction
+    verify: PassCost | None = None
+    draft_s = extra_s = duration_s = math.nan
+    if priced:
+        if setup.tree is None:
+            draft_s = draft_phase_s(costs, contexts, run)
+        else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
+            draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+        verify = costs.verify_pass(fed, contexts, unique)
+        # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
+        extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
+        duration_s = draft_s + verify.total_s + extra_s
+    accepted_total = sum(accepted.tolist())
     memory = policy.observe(
         state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
     )
@@ -244,9 +279,12 @@ def step(state: EngineState, policy: BudgetPolicy, setup: EngineSetup) -> StepOu
         drafts,
         accepted,
         committed,
-        int(_add(drafts)),
+        asked_total if setup.tree is None else sum(drafts.tolist()),  # chains: drafts = asks
         accepted_total,
         probes,
-        float(_add(unique)) / len(unique) if len(unique) else 0.0,  # = unique.mean()
+        float(mean_unique(unique)) if priced else math.nan,
         memory,
+        contexts,
+        run,
+        unique,
     )

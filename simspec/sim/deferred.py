@@ -1,0 +1,185 @@
+"""A closed-loop run decided first and priced after: the same steps, scheduled without a clock.
+
+In a closed loop (every finished request replaced at once by the next) nothing the scheduler
+does depends on time: admission follows the batch limit and the KV reservations, a policy that
+does not read costs (``reads_costs`` False) decides from the text alone, and each step's commits
+follow from its decisions and the match lengths. So :func:`run_deferred` runs the scheduler loop
+of :func:`simspec.sim.engine.serve` with :func:`simspec.sim.step.step` unpriced, records each
+verify pass's tokens, contexts and unique experts, prices every step of a batch size in one
+array call (:func:`simspec.costs.batch.step_costs`, bounded chunks) and lays the times out with
+one cumulative sum over the run's passes in order, which adds each duration to the clock as
+SimPy does. The log equals the SimPy run's (``tests/sim/test_deferred.py``).
+
+An open loop (arrivals at given times), a policy that reads costs and draft trees keep the
+timed path (:func:`simspec.sim.engine.run_policy` chooses).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from dataclasses import replace
+
+import numpy as np
+
+from simspec.costs.batch import step_costs
+from simspec.params import PassCost
+from simspec.policies.base import BudgetPolicy
+from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
+from simspec.sim.setup import EngineSetup
+from simspec.sim.step import EngineState, StepOutcome, mean_unique, step
+
+#: Steps held unpriced before they are priced together, at most this many.
+CHUNK_STEPS = 4096
+
+
+def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
+    """True if a run of ``policy`` may be decided before it is priced (module docstring)."""
+    return setup.workload.loop == "closed" and setup.tree is None and not policy.reads_costs
+
+
+_FLOATS = (
+    *("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s", "duration_s"),
+    "unique",
+)
+_INTS = ("fallback_terms", "drafted", "accepted", "probes", "batch_size")
+
+
+class _Steps:
+    """The run's steps in order as typed columns: what each did and, once priced, its prices
+    (a chunk of :class:`~simspec.sim.step.StepOutcome` at most is held at once)."""
+
+    def __init__(self, setup: EngineSetup):
+        self.costs = setup.cost_model
+        self.outcomes: list[StepOutcome] = []  # not priced yet
+        self.floats = {name: array("d") for name in _FLOATS}
+        self.ints = {name: array("q") for name in _INTS}
+        self.request_id = bytearray()  # every step's requests, concatenated (int64)
+        self.position = bytearray()  # their positions at the step
+
+    def add(self, outcome: StepOutcome, request_id: np.ndarray, position: np.ndarray) -> None:
+        self.outcomes.append(outcome)
+        self.request_id += request_id.tobytes()
+        self.position += position.tobytes()
+        if len(self.outcomes) >= CHUNK_STEPS:
+            self.price()
+
+    def price(self) -> None:
+        """Price the steps not priced yet, one array call per batch size."""
+        todo = self.outcomes
+        by_size: dict[int, list[int]] = {}
+        for j, outcome in enumerate(todo):
+            by_size.setdefault(len(outcome.drafts), []).append(j)
+        names = ("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s")
+        prices = {name: np.zeros(len(todo)) for name in names}
+        fallback = np.zeros(len(todo), dtype=np.int64)
+        means = np.zeros(len(todo))  # mean unique experts per layer (0 without MoE layers)
+        for rows in by_size.values():
+            group = [todo[j] for j in rows]
+            unique = np.array([o.unique for o in group], dtype=float)
+            if unique.shape[1]:
+                means[rows] = mean_unique(unique)
+            costs = step_costs(
+                self.costs,
+                np.array([o.drafts for o in group]) + 1,
+                np.array([o.contexts for o in group]),
+                unique,
+                np.array([o.run for o in group]),
+                np.array([o.committed for o in group]),
+            )
+            for name, column in zip(names, (*costs[:5], costs.speculation_overhead_s), strict=True):
+                prices[name][rows] = column
+            fallback[rows] = costs.fallback_terms
+        drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
+        prices["extra_s"][drafted == 0] = 0.0  # as in step: no overhead when nobody drafts
+        f, n = self.floats, self.ints
+        for name, column in prices.items():
+            f[name].frombytes(column.tobytes())
+        verify_s = (
+            prices["overhead_s"] + prices["moe_s"] + prices["attention_s"] + prices["other_s"]
+        )
+        # The order of step: draft phase + verify pass + overhead.
+        f["duration_s"].frombytes(((prices["draft_s"] + verify_s) + prices["extra_s"]).tobytes())
+        n["fallback_terms"].frombytes(fallback.tobytes())
+        f["unique"].frombytes(means.tobytes())
+        n["drafted"].frombytes(drafted.tobytes())
+        n["accepted"].extend([o.accepted_total for o in todo])
+        n["probes"].extend([o.probes for o in todo])
+        n["batch_size"].extend([len(o.drafts) for o in todo])
+        todo.clear()
+
+
+def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
+    """Simulate a closed-loop workload under ``policy`` (:func:`deferrable`); the records
+    :func:`simspec.sim.engine.run_policy` gives."""
+    w = setup.workload
+    total = w.num_requests
+    state = EngineState.start(setup, policy)
+    first = min(w.concurrency, total)
+    waiting: deque[int] = deque(range(first))
+    next_closed = first
+    passes = array("q")  # the run's passes in order: step index, or -1 - prefill index
+    prefills: list[tuple[int, int, PassCost]] = []
+    finished: list[tuple[RequestRecord, int, int]] = []  # record, first token pass, end pass
+    steps = _Steps(setup)
+    prefill_end: dict[int, int] = {}
+    count = 0  # steps so far
+    while state.finished < total:
+        admitted = state.admissible(waiting, w.concurrency, setup.kv_capacity_bytes)
+        if admitted:
+            prompts = state.table.prompt[admitted]
+            for rid in admitted:
+                prefill_end[rid] = len(passes)
+            passes.append(-1 - len(prefills))
+            prefills.append((len(admitted), int(prompts.sum()), setup.cost_model.prefill(prompts)))
+            state.admit(admitted, 0.0)  # the first-token times are laid out below
+        outcome = step(state, policy, setup, priced=False)
+        index = len(passes)
+        passes.append(count)
+        count += 1
+        steps.add(outcome, state.active.request_id, state.active.position)
+        for record in state.apply(outcome, 0.0):
+            finished.append((record, prefill_end.pop(record.request_id), index))
+            if next_closed < total:  # the next request takes the finished one's place
+                state.arrival_s[next_closed] = index  # arrives when this pass ends
+                waiting.append(next_closed)
+                next_closed += 1
+    steps.price()
+    order = np.frombuffer(passes, dtype=np.int64) if passes else np.zeros(0, dtype=np.int64)
+    is_step = order >= 0
+    durations = np.empty(len(order))
+    durations[is_step] = np.frombuffer(steps.floats["duration_s"], dtype=float)[order[is_step]]
+    prefill_s = np.array([cost.total_s for _, _, cost in prefills], dtype=float)
+    durations[~is_step] = prefill_s[-1 - order[~is_step]]
+    ends = np.cumsum(durations)  # the clock after each pass, added in order as SimPy does
+    starts = np.concatenate([[0.0], ends[:-1]])
+    log = RunLog()
+    for index in np.flatnonzero(~is_step).tolist():
+        requests, tokens, cost = prefills[-1 - int(order[index])]
+        log.prefills.append(PrefillRecord(float(starts[index]), requests, tokens, cost))
+    f, n = steps.floats, steps.ints
+    drafted = np.frombuffer(n["drafted"], dtype=np.int64)
+    batch = np.frombuffer(n["batch_size"], dtype=np.int64)
+    log.steps.extend(
+        array("d", starts[is_step].tobytes()),
+        array("q", (drafted + batch).tobytes()),
+        n["drafted"],
+        n["accepted"],
+        f["draft_s"],
+        (f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]),
+        f["unique"],
+        n["probes"],
+        f["extra_s"],
+        n["batch_size"],
+        bytes(steps.request_id),
+        bytes(steps.position),
+    )
+    end_s = ends.tolist()
+    for record, first_pass, end_pass in finished:
+        arrival = record.arrival_s if record.request_id < first else end_s[int(record.arrival_s)]
+        log.requests.append(
+            replace(
+                record, arrival_s=arrival, first_token_s=end_s[first_pass], finish_s=end_s[end_pass]
+            )
+        )
+    return log
