@@ -2,4 +2,4 @@
 (``[tool.setuptools.dynamic]``), so importing it costs nothing (``importlib.metadata`` would
 read the installed metadata at every CLI start and in every sweep worker)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
