@@ -5,7 +5,7 @@ state and draft count of a request) and the analysis's plain passes price thousa
 functions take N passes as rows of arrays and return their totals. Each entry equals what the
 model's own method gives for that pass, bit for bit: the roofline (and the calibrated model's
 drafter, a roofline) have an array form that runs the same term functions elementwise
-(:mod:`simspec.costs.many`); any other model, or a subclass that overrides the method, is asked
+(:mod:`simspec.costs.passes`); any other model, or a subclass that overrides the method, is asked
 pass by pass.
 """
 
@@ -37,7 +37,7 @@ def verify_totals(
     ``counts`` (B,), if given, makes column b stand for ``counts[b]`` identical requests;
     ``unique_index`` (N, layers), if given, makes ``unique_experts`` a table of values, pass p
     touching ``unique_experts[unique_index[p, l], l]`` in layer l
-    (:func:`simspec.costs.many.pass_cost_many`).
+    (:func:`simspec.costs.passes.pass_cost_many`).
     """
     if (
         isinstance(cost_model, RooflineCostModel)

@@ -47,7 +47,7 @@ Co-routed re-reads and L2 (``[costs] moe_l2_reuse``, launch form only)
 Every form is a pure function of floats and arrays; :func:`moe_layer_s` dispatches by name.
 ``unique_experts`` and ``rows`` may be arrays that broadcast together (many passes at once:
 U of shape (passes, layers), rows of shape (passes, 1)), elementwise the same arithmetic as
-one pass; :func:`simspec.costs.many.pass_cost_many` relies on it, so a new form must
+one pass; :func:`simspec.costs.passes.pass_cost_many` relies on it, so a new form must
 keep to numpy operations (no ``max``/``math`` on its inputs).
 """
 

@@ -23,7 +23,7 @@ per request per pass (``RooflineParams.request_overhead_s``).
 
 All functions are pure. Each takes its token (or expert) count as a float or as an array of
 them, one per pass, with the same arithmetic elementwise, so
-:func:`simspec.costs.many.pass_cost_many` prices many passes with these very functions.
+:func:`simspec.costs.passes.pass_cost_many` prices many passes with these very functions.
 With t = e = 1 nothing is split and no collective runs. Data-parallel replicas (num_gpus larger
 than t) are not modelled: the whole batch runs on one group of t GPUs (while the KV-cache
 capacity counts every GPU's memory).

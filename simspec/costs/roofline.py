@@ -17,13 +17,13 @@ import numpy as np
 
 from simspec.costs.base import COST_MODELS, draft_phase_by_depth, prefill_unique_experts
 from simspec.costs.kernels import _add, _batch_sum
-from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.passes import (
     PassConstants,
     fixed_overhead_s,
     pass_constants,
     pass_cost,
+    pass_cost_many,
     pass_terms,
 )
 from simspec.params import PassCost, RooflineParams
@@ -96,7 +96,7 @@ class RooflineCostModel:
         counts: np.ndarray | None = None,
         unique_index: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Totals of N passes (rows) as one array expression: :func:`~simspec.costs.many.
+        """Totals of N passes (rows) as one array expression: :func:`~simspec.costs.passes.
         pass_cost_many` (the fast form behind :func:`simspec.costs.batch.verify_totals`)."""
         return pass_cost_many(
             self._target,
@@ -129,7 +129,7 @@ class RooflineCostModel:
         """:meth:`draft_step` of N steps at once: ``context_tokens`` (N, B), one step per row.
 
         Entry p equals ``draft_step(context_tokens[p])`` bit for bit; ``counts`` (B,) as in
-        :func:`simspec.costs.many.pass_cost_many` (exact for integer contexts).
+        :func:`simspec.costs.passes.pass_cost_many` (exact for integer contexts).
         """
         ctx = np.asarray(context_tokens, dtype=float)
         if ctx.shape[-1] == 0:

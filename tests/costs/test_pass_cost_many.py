@@ -1,4 +1,4 @@
-"""Many passes at once (simspec.costs.many) against the scalar pass cost, pass by pass.
+"""Many passes at once (simspec.costs.passes) against the scalar pass cost, pass by pass.
 
 The scalar :func:`~simspec.costs.passes.pass_cost` is the source of truth; the vectorised path
 runs the same term functions on arrays, so every row must equal its pass exactly (not merely
@@ -14,9 +14,8 @@ import pytest
 
 from simspec import catalog
 from simspec.costs.batch import draft_step_totals, verify_totals
-from simspec.costs.many import pass_cost_many
 from simspec.costs.parallel import Parallelism, max_rank_experts
-from simspec.costs.passes import pass_constants, pass_cost
+from simspec.costs.passes import pass_constants, pass_cost, pass_cost_many
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 from tests.helpers import DRAFTER_CASES, roofline_model
