@@ -28,7 +28,7 @@ verify pass commits are 1 + the number of accepted nodes, and
     E[AL] = 1 + Σ_{verified nodes v} Π_{u on the root path of v} q_u.
 
 For a chain (``topk = 1``) this is Leviathan et al.'s (1 − α^(k+1)) / (1 − α).
-:func:`fit_alpha` and :func:`fit_rank_decay` invert it by bisection for a measured AL.
+:func:`fit_alpha` and :func:`fit_rank_decay` invert it for a measured AL (scipy's brentq).
 
 **Common random numbers.** :func:`draw_rank_paths` turns a request's chain reference (match
 lengths, calibrated confidences) into the rank of the target's token at every depth: rank 1
