@@ -84,9 +84,12 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     """Expert ids (..., k_e) as bitmasks (..., ceil(N / 64)) of uint64: expert e is bit e % 64
     of word e // 64.
 
-    A set is the OR of its ids' rows in a table of single bits (:func:`_bit_table`, row e: the
-    words of 1 << e): one ``take`` per id slot, ORed in place. A repeated id sets its bit once,
-    as a membership table would.
+    A set is the OR of table rows. Up to 256 experts the ids are bytes, and two neighbouring
+    ids read as one 16-bit number index a table of id pairs (:func:`_pair_table`, row
+    a + 256·b: the words of {a, b}; a pair's row does not depend on byte order, since a union
+    is symmetric), so a set of k_e ids costs ceil(k_e / 2) ``take`` calls, ORed in place;
+    beyond 256 experts each id indexes a table of single bits (:func:`_bit_table`). A
+    repeated id sets its bit once, as a membership table would.
 
     Examples
     --------
@@ -94,14 +97,26 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     [[5, 1]]
     """
     ids = np.asarray(ids)
-    table = _bit_table(num_experts)
-    slots = ids.reshape(int(np.prod(ids.shape[:-1])), ids.shape[-1]).T.astype(np.intp)
-    if not len(slots):
-        return np.zeros((*ids.shape[:-1], table.shape[1]), dtype=np.uint64)
-    out = table.take(slots[0], axis=0)
-    for slot in slots[1:]:
+    words = (num_experts + 63) // 64
+    rows, width = int(np.prod(ids.shape[:-1])), ids.shape[-1]
+    if not rows or not width:
+        return np.zeros((*ids.shape[:-1], words), dtype=np.uint64)
+    flat = ids.reshape(rows, width)
+    slots: list[np.ndarray] = []
+    tables: list[np.ndarray] = []
+    if num_experts <= 256 and width > 1:
+        pairs = np.ascontiguousarray(flat[:, : width - width % 2], dtype=np.uint8)
+        pair_slots = pairs.view(np.uint16).T.astype(np.intp)
+        slots += list(pair_slots)
+        tables += [_pair_table(words)] * len(pair_slots)
+        flat = flat[:, width - width % 2 :]
+    if flat.shape[1]:
+        slots += list(flat.T.astype(np.intp))
+        tables += [_bit_table(num_experts)] * flat.shape[1]
+    out = tables[0].take(slots[0], axis=0)
+    for table, slot in zip(tables[1:], slots[1:], strict=True):
         out |= table.take(slot, axis=0)
-    return out.reshape(*ids.shape[:-1], table.shape[1])
+    return out.reshape(*ids.shape[:-1], words)
 
 
 def popcounts(bits: np.ndarray) -> np.ndarray:
@@ -125,6 +140,20 @@ def _bit_table(num_experts: int) -> np.ndarray:
     experts = np.arange(num_experts)
     table = np.zeros((num_experts, (num_experts + 63) // 64), dtype=np.uint64)
     table[experts, experts // 64] = np.left_shift(np.uint64(1), (experts % 64).astype(np.uint64))
+    table.flags.writeable = False
+    return table
+
+
+@functools.cache
+def _pair_table(words: int) -> np.ndarray:
+    """(65536, words) uint64: row a + 256·b is the bitmask of the expert pair {a, b}, for ids
+    a, b < min(256, 64·words) (other rows are never read)."""
+    single = _bit_table(min(256, 64 * words))
+    pairs = np.arange(65536)
+    low, high = pairs % 256, pairs // 256
+    valid = (low < len(single)) & (high < len(single))
+    table = np.zeros((65536, words), dtype=np.uint64)
+    table[valid] = single[low[valid]] | single[high[valid]]
     table.flags.writeable = False
     return table
 
@@ -165,21 +194,18 @@ def window_union_sizes(
     if states == 0:
         return np.zeros((0, kmax + 1, layers), dtype=np.int64)
     deepest = kmax - int(accepted.min())
-    # Column j: the pass of j + 1 true tokens (k = j <= a_s); column a_s + r: rejected depth r.
-    true_counts = np.empty((states, kmax + 1, layers), dtype=np.int64)
     bits = to_bits(true[: states + kmax], num_experts)
     if len(bits) < states + kmax:  # windows that run past the text are never read
         pad = np.zeros((states + kmax - len(bits), *bits.shape[1:]), dtype=bits.dtype)
         bits = np.concatenate([bits, pad])
-    window = bits[:states].copy()  # every state's union of true tokens s..s + j
-    base = window.copy()  # ... up to j = a_s
-    for j in range(kmax + 1):
-        if j:
-            window |= bits[j : j + states]
-            np.copyto(base, window, where=(accepted == j)[:, None, None])
-        true_counts[:, j] = popcounts(window)
-    out = true_counts
+    # unions[s, j]: first the union of true tokens s..s + j (the pass with k = j <= a_s), then,
+    # for j = a_s + r, that of true tokens s..s + a_s and rejected depths 1..r.
+    unions = np.empty((states, kmax + 1, *bits.shape[1:]), dtype=np.uint64)
+    unions[:, 0] = bits[:states]
+    for j in range(1, kmax + 1):
+        np.bitwise_or(unions[:, j - 1], bits[j : j + states], out=unions[:, j])
     rows = np.arange(states)  # the states that read depth r: a_s + r <= kmax
+    base = unions[rows, accepted]  # every state's union up to its last true token
     whole = True  # (then the depth is read as a slice, without a gather)
     for r in range(1, deepest + 1):
         reads = accepted[rows] + r <= kmax
@@ -187,5 +213,5 @@ def window_union_sizes(
             rows, base, whole = rows[reads], base[reads], False
         ids = rejected[r - 1][:states] if whole else rejected[r - 1][rows]
         base |= to_bits(ids, num_experts)
-        out[rows, accepted[rows] + r] = popcounts(base)
-    return out
+        unions[rows, accepted[rows] + r] = base
+    return popcounts(unions)
