@@ -98,40 +98,65 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     """
     ids = np.asarray(ids)
     words = (num_experts + 63) // 64
-    rows, width = int(np.prod(ids.shape[:-1])), ids.shape[-1]
-    if not rows or not width:
+    lookups = _lookups(ids, num_experts)
+    if not lookups:
         return np.zeros((*ids.shape[:-1], words), dtype=np.uint64)
-    flat = ids.reshape(rows, width)
-    slots: list[np.ndarray] = []
-    tables: list[np.ndarray] = []
-    if num_experts <= 256 and width > 1:
-        pairs = np.ascontiguousarray(flat[:, : width - width % 2], dtype=np.uint8)
-        pair_slots = pairs.view(np.uint16).T.astype(np.intp)
-        slots += list(pair_slots)
-        tables += [_pair_table(words)] * len(pair_slots)
-        flat = flat[:, width - width % 2 :]
-    if flat.shape[1]:
-        slots += list(flat.T.astype(np.intp))
-        tables += [_bit_table(num_experts)] * flat.shape[1]
-    out = tables[0].take(slots[0], axis=0)
-    for table, slot in zip(tables[1:], slots[1:], strict=True):
+    out = lookups[0][0].take(lookups[0][1], axis=0)
+    for table, slot in lookups[1:]:
         out |= table.take(slot, axis=0)
     return out.reshape(*ids.shape[:-1], words)
 
 
+def _or_bits(base: np.ndarray, ids: np.ndarray, num_experts: int, out: np.ndarray) -> None:
+    """``out = base | to_bits(ids)`` for bitmasks (rows, ..., words) and ids (rows, ..., k_e),
+    without the intermediate bitmask array."""
+    lookups = _lookups(ids, num_experts)
+    flat = out.reshape(-1, out.shape[-1])
+    if not lookups:
+        flat[...] = base.reshape(flat.shape)
+        return
+    np.bitwise_or(base.reshape(flat.shape), lookups[0][0].take(lookups[0][1], axis=0), out=flat)
+    for table, slot in lookups[1:]:
+        flat |= table.take(slot, axis=0)
+
+
+def _lookups(ids: np.ndarray, num_experts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(table, row per set) pairs whose rows ORed give :func:`to_bits` of ``ids``."""
+    rows, width = int(np.prod(ids.shape[:-1])), ids.shape[-1]
+    if not rows or not width:
+        return []
+    flat = ids.reshape(rows, width)
+    lookups: list[tuple[np.ndarray, np.ndarray]] = []
+    if num_experts <= 256 and width > 1:
+        pairs = np.ascontiguousarray(flat[:, : width - width % 2], dtype=np.uint8)
+        table = _pair_table((num_experts + 63) // 64)
+        lookups += [(table, slot) for slot in pairs.view(np.uint16).T.astype(np.intp)]
+        flat = flat[:, width - width % 2 :]
+    if flat.shape[1]:
+        table = _bit_table(num_experts)
+        lookups += [(table, slot) for slot in flat.T.astype(np.intp)]
+    return lookups
+
+
 def popcounts(bits: np.ndarray) -> np.ndarray:
-    """Set bits of bitmasks (..., words) summed over the words: int64 (...) (one popcount per
-    word column, added, rather than a reduction along a short last axis).
+    """Set bits of bitmasks (..., words) summed over the words: int64 (...).
+
+    One popcount of the whole array (bytes), then the word columns added (in bytes up to three
+    words: at most 192 bits), rather than a reduction along a short last axis.
 
     Examples
     --------
     >>> popcounts(to_bits(np.array([[0, 2, 64]]), 128)).tolist()
     [3]
     """
-    count = np.bitwise_count(bits[..., 0]).astype(np.int64)
-    for w in range(1, bits.shape[-1]):
-        count += np.bitwise_count(bits[..., w])
-    return count
+    per_word = np.bitwise_count(bits)
+    words = bits.shape[-1]
+    if words == 1:
+        return per_word[..., 0].astype(np.int64)
+    count = per_word[..., 0] + per_word[..., 1] if words <= 3 else per_word[..., 0].astype(np.int16)
+    for w in range(2 if words <= 3 else 1, words):
+        count += per_word[..., w]
+    return count.astype(np.int64)
 
 
 @functools.cache
@@ -193,25 +218,41 @@ def window_union_sizes(
     layers = true.shape[1]
     if states == 0:
         return np.zeros((0, kmax + 1, layers), dtype=np.int64)
-    deepest = kmax - int(accepted.min())
+    width = kmax + 1
+    descending = np.argsort(-accepted, kind="stable")
+    ascending = descending[::-1]
+    at_least = states - np.concatenate([[0], np.cumsum(np.bincount(accepted, minlength=width))])
+    with_true = at_least[:width]  # index j: the states with a pass of j + 1 true tokens
+    with_depth = states - at_least[kmax:0:-1]  # index r - 1: those that read depth r
+    with_depth = with_depth[with_depth > 0]
     bits = to_bits(true[: states + kmax], num_experts)
     if len(bits) < states + kmax:  # windows that run past the text are never read
         pad = np.zeros((states + kmax - len(bits), *bits.shape[1:]), dtype=bits.dtype)
         bits = np.concatenate([bits, pad])
-    # unions[s, j]: first the union of true tokens s..s + j (the pass with k = j <= a_s), then,
-    # for j = a_s + r, that of true tokens s..s + a_s and rejected depths 1..r.
-    unions = np.empty((states, kmax + 1, *bits.shape[1:]), dtype=np.uint64)
-    unions[:, 0] = bits[:states]
-    for j in range(1, kmax + 1):
-        np.bitwise_or(unions[:, j - 1], bits[j : j + states], out=unions[:, j])
-    rows = np.arange(states)  # the states that read depth r: a_s + r <= kmax
-    base = unions[rows, accepted]  # every state's union up to its last true token
-    whole = True  # (then the depth is read as a slice, without a gather)
-    for r in range(1, deepest + 1):
-        reads = accepted[rows] + r <= kmax
-        if not reads.all():
-            rows, base, whole = rows[reads], base[reads], False
-        ids = rejected[r - 1][:states] if whole else rejected[r - 1][rows]
-        base |= to_bits(ids, num_experts)
-        unions[rows, accepted[rows] + r] = base
-    return popcounts(unions)
+    unions = np.empty((states * width, *bits.shape[1:]), dtype=np.uint64)
+    entry = np.empty(states * width, dtype=np.int64)  # the (state, k) entry of each row
+    unions[:states] = bits[descending]
+    entry[:states] = descending * width
+    last = np.empty(states, dtype=np.int64)  # each state's union of all its true tokens
+    last[descending[with_true[1] :]] = np.arange(with_true[1], states)
+    start, before = states, 0
+    for j in range(1, width):
+        rows = descending[: with_true[j]]
+        block = slice(start, start + len(rows))
+        np.bitwise_or(unions[before : before + len(rows)], bits[rows + j], out=unions[block])
+        entry[block] = rows * width + j
+        if j < kmax:  # the states whose last true token is j
+            last[rows[with_true[j + 1] :]] = np.arange(start + with_true[j + 1], block.stop)
+        else:
+            last[rows] = np.arange(start, block.stop)
+        before, start = start, block.stop
+    previous = unions[last[ascending[: with_depth[0]]]] if len(with_depth) else unions[:0]
+    for r, count in enumerate(with_depth.tolist()):
+        rows = ascending[:count]
+        block = slice(start, start + count)
+        _or_bits(previous[:count], rejected[r][rows], num_experts, unions[block])
+        entry[block] = rows * width + accepted[rows] + r + 1
+        previous, start = unions[block], block.stop
+    out = np.empty((states * width, layers), dtype=np.int64)
+    out[entry] = popcounts(unions)
+    return out.reshape(states, width, layers)
