@@ -130,11 +130,11 @@ def _lookups(ids: np.ndarray, num_experts: int) -> list[tuple[np.ndarray, np.nda
     if num_experts <= 256 and width > 1:
         pairs = np.ascontiguousarray(flat[:, : width - width % 2], dtype=np.uint8)
         table = _pair_table((num_experts + 63) // 64)
-        lookups += [(table, slot) for slot in pairs.view(np.uint16).T.astype(np.intp)]
+        lookups += [(table, slot) for slot in pairs.view(np.uint16).T.astype(np.intp, order="C")]
         flat = flat[:, width - width % 2 :]
     if flat.shape[1]:
         table = _bit_table(num_experts)
-        lookups += [(table, slot) for slot in flat.T.astype(np.intp)]
+        lookups += [(table, slot) for slot in flat.T.astype(np.intp, order="C")]
     return lookups
 
 
