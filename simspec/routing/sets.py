@@ -141,22 +141,23 @@ def _lookups(ids: np.ndarray, num_experts: int) -> list[tuple[np.ndarray, np.nda
 def popcounts(bits: np.ndarray) -> np.ndarray:
     """Set bits of bitmasks (..., words) summed over the words: int64 (...).
 
-    One popcount of the whole array (bytes), then the word columns added (in bytes up to three
-    words: at most 192 bits), rather than a reduction along a short last axis.
-
     Examples
     --------
     >>> popcounts(to_bits(np.array([[0, 2, 64]]), 128)).tolist()
     [3]
     """
+    return _small_popcounts(bits).astype(np.int64)
+
+
+def _small_popcounts(bits: np.ndarray) -> np.ndarray:
+    """:func:`popcounts` in the smallest type that holds them (uint8 up to three words, at
+    most 192 bits, else int16): one popcount of the whole array, then the word columns added,
+    rather than a reduction along a short last axis."""
     per_word = np.bitwise_count(bits)
-    words = bits.shape[-1]
-    if words == 1:
-        return per_word[..., 0].astype(np.int64)
-    count = per_word[..., 0] + per_word[..., 1] if words <= 3 else per_word[..., 0].astype(np.int16)
-    for w in range(2 if words <= 3 else 1, words):
+    count = per_word[..., 0].astype(np.uint8 if bits.shape[-1] <= 3 else np.int16)
+    for w in range(1, bits.shape[-1]):
         count += per_word[..., w]
-    return count.astype(np.int64)
+    return count
 
 
 @functools.cache
@@ -253,6 +254,7 @@ def window_union_sizes(
         _or_bits(previous[:count], rejected[r][rows], num_experts, unions[block])
         entry[block] = rows * width + accepted[rows] + r + 1
         previous, start = unions[block], block.stop
-    out = np.empty((states * width, layers), dtype=np.int64)
-    out[entry] = popcounts(unions)
-    return out.reshape(states, width, layers)
+    counts = _small_popcounts(unions)
+    out = np.empty((states * width, layers), dtype=counts.dtype)
+    out[entry] = counts  # (small integers: a quarter of the bytes to scatter, or less)
+    return out.reshape(states, width, layers).astype(np.int64)

@@ -88,6 +88,12 @@ def test_popcounts_equal_the_number_of_ids(n):
     assert sets.popcounts(bits).dtype == np.int64
 
 
+@pytest.mark.parametrize("words", [1, 2, 3, 4, 8])
+def test_popcounts_of_full_sets_do_not_overflow(words):
+    full = np.full((2, words), np.iinfo(np.uint64).max, dtype=np.uint64)
+    assert sets.popcounts(full).tolist() == [64 * words] * 2
+
+
 # -- every (state, k) pass of a request: window_union_sizes -----------------------------------
 
 
