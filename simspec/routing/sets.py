@@ -15,6 +15,7 @@ bit d − 1 says "used d tokens back" (:func:`history_bits`).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -101,28 +102,38 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     lookups = _lookups(ids, num_experts)
     if not lookups:
         return np.zeros((*ids.shape[:-1], words), dtype=np.uint64)
-    out = lookups[0][0].take(lookups[0][1], axis=0)
-    for table, slot in lookups[1:]:
-        out |= table.take(slot, axis=0)
+    out = np.empty((len(lookups[0][1]), words), dtype=np.uint64)
+    _or_rows(lookups, out)
     return out.reshape(*ids.shape[:-1], words)
 
 
 def _or_bits(base: np.ndarray, ids: np.ndarray, num_experts: int, out: np.ndarray) -> None:
     """``out = base | to_bits(ids)`` for bitmasks (rows, ..., words) and ids (rows, ..., k_e),
     without the intermediate bitmask array."""
-    lookups = _lookups(ids, num_experts)
     flat = out.reshape(-1, out.shape[-1])
-    if not lookups:
+    lookups = _lookups(ids, num_experts)
+    if lookups:
+        _or_rows(lookups, flat)
+        flat |= base.reshape(flat.shape)
+    else:
         flat[...] = base.reshape(flat.shape)
-        return
-    np.bitwise_or(base.reshape(flat.shape), lookups[0][0].take(lookups[0][1], axis=0), out=flat)
-    for table, slot in lookups[1:]:
-        flat |= table.take(slot, axis=0)
+
+
+def _or_rows(lookups: list[tuple[np.ndarray, np.ndarray]], out: np.ndarray) -> None:
+    """``out`` (rows, words) = the OR of the looked-up table rows, each gathered into one
+    scratch array (``take`` into a given array; ``clip``, since every index is in range, so
+    that it writes there directly)."""
+    (table, slot), *rest = lookups
+    table.take(slot, axis=0, out=out, mode="clip")
+    scratch = np.empty_like(out) if rest else out
+    for table, slot in rest:
+        table.take(slot, axis=0, out=scratch, mode="clip")
+        out |= scratch
 
 
 def _lookups(ids: np.ndarray, num_experts: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """(table, row per set) pairs whose rows ORed give :func:`to_bits` of ``ids``."""
-    rows, width = int(np.prod(ids.shape[:-1])), ids.shape[-1]
+    rows, width = math.prod(ids.shape[:-1]), ids.shape[-1]
     if not rows or not width:
         return []
     flat = ids.reshape(rows, width)
