@@ -165,8 +165,11 @@ def _small_popcounts(bits: np.ndarray) -> np.ndarray:
     most 192 bits, else int16): one popcount of the whole array, then the word columns added,
     rather than a reduction along a short last axis."""
     per_word = np.bitwise_count(bits)
-    count = per_word[..., 0].astype(np.uint8 if bits.shape[-1] <= 3 else np.int16)
-    for w in range(1, bits.shape[-1]):
+    words = bits.shape[-1]
+    if words == 1:
+        return per_word[..., 0]
+    count = np.add(per_word[..., 0], per_word[..., 1], dtype=np.uint8 if words <= 3 else np.int16)
+    for w in range(2, words):
         count += per_word[..., w]
     return count
 
@@ -220,10 +223,15 @@ def window_union_sizes(
     (T ≥ s + a_s + 1 for every s); ``rejected[r - 1]`` the depth-r rejected drafts (S', layers,
     k_e), row s for state s, for r = 1..max(kmax − a_s). Entry (s, k) equals the union of the
     (s, k) pass's tokens (:func:`cumulative_union_sizes` of the gathered ids), but each stored
-    token is read once, not once per window it belongs to: state s's running union starts
-    with true token s, takes true tokens s + 1..s + a_s (counts for k ≤ a_s), then its rejected
-    drafts in depth order (count for k = a_s + r). Tokens become bitmasks (:func:`to_bits`),
-    the running unions ORs and the counts popcounts.
+    token is converted to a bitmask once (:func:`to_bits`) and each union is one OR of the one
+    before it: state s's running union starts with true token s, takes true tokens
+    s + 1..s + a_s (the passes k ≤ a_s), then its rejected drafts in depth order (k = a_s + r).
+
+    The unions sit in one array with a row per (state, k) entry, counted by one popcount and
+    then put in (state, k) order. Its blocks are prefixes of two orderings of the states, so
+    each block is the prefix of the block before it ORed with one gathered token per state:
+    the k = j true-token unions of the states with a_s ≥ j (by a_s descending), then the
+    depth-r unions of the states with a_s ≤ kmax − r (by a_s ascending).
     """
     states = len(accepted)
     accepted = np.asarray(accepted, dtype=np.int64)
@@ -242,29 +250,31 @@ def window_union_sizes(
         pad = np.zeros((states + kmax - len(bits), *bits.shape[1:]), dtype=bits.dtype)
         bits = np.concatenate([bits, pad])
     unions = np.empty((states * width, *bits.shape[1:]), dtype=np.uint64)
-    entry = np.empty(states * width, dtype=np.int64)  # the (state, k) entry of each row
     unions[:states] = bits[descending]
-    entry[:states] = descending * width
-    last = np.empty(states, dtype=np.int64)  # each state's union of all its true tokens
-    last[descending[with_true[1] :]] = np.arange(with_true[1], states)
-    start, before = states, 0
+    starts = np.concatenate([[0], np.cumsum(with_true)])  # where each true block starts
+    with_true, start = with_true.tolist(), states
     for j in range(1, width):
         rows = descending[: with_true[j]]
-        block = slice(start, start + len(rows))
-        np.bitwise_or(unions[before : before + len(rows)], bits[rows + j], out=unions[block])
-        entry[block] = rows * width + j
-        if j < kmax:  # the states whose last true token is j
-            last[rows[with_true[j + 1] :]] = np.arange(start + with_true[j + 1], block.stop)
-        else:
-            last[rows] = np.arange(start, block.stop)
-        before, start = start, block.stop
-    previous = unions[last[ascending[: with_depth[0]]]] if len(with_depth) else unions[:0]
+        previous = unions[int(starts[j - 1]) : int(starts[j - 1]) + len(rows)]
+        np.bitwise_or(previous, bits[rows + j], out=unions[start : start + len(rows)])
+        start += len(rows)
+    order = np.empty(states, dtype=np.int64)  # each state's place in every true block
+    order[descending] = np.arange(states)
+    previous = unions[starts[accepted[ascending]] + order[ascending]]  # all true tokens
     for r, count in enumerate(with_depth.tolist()):
-        rows = ascending[:count]
-        block = slice(start, start + count)
-        _or_bits(previous[:count], rejected[r][rows], num_experts, unions[block])
-        entry[block] = rows * width + accepted[rows] + r + 1
-        previous, start = unions[block], block.stop
+        block = unions[start : start + count]
+        _or_bits(previous[:count], rejected[r][ascending[:count]], num_experts, block)
+        previous, start = block, start + count
+    true_rows = np.concatenate([descending[:count] for count in with_true])
+    depth_rows = np.concatenate([ascending[:count] for count in [0, *with_depth.tolist()]])
+    entry = np.concatenate(  # the (state, k) entry of each row
+        [
+            true_rows * width + np.repeat(np.arange(width), with_true),
+            depth_rows * width
+            + accepted[depth_rows]
+            + np.repeat(np.arange(1, len(with_depth) + 1), with_depth),
+        ]
+    ).astype(np.intp)
     counts = _small_popcounts(unions)
     out = np.empty((states * width, layers), dtype=counts.dtype)
     out[entry] = counts  # (small integers: a quarter of the bytes to scatter, or less)
