@@ -168,6 +168,11 @@ def _small_popcounts(bits: np.ndarray) -> np.ndarray:
     words = bits.shape[-1]
     if words == 1:
         return per_word[..., 0]
+    if words == 2:  # a (low, high) byte pair read as low + 256·high, plus itself >> 8
+        pair = per_word.view(np.uint16)[..., 0]  # (either byte order: the sum is symmetric)
+        total = pair >> 8
+        total += pair  # low byte: low + high (at most 128)
+        return total.astype(np.uint8)
     count = np.add(per_word[..., 0], per_word[..., 1], dtype=np.uint8 if words <= 3 else np.int16)
     for w in range(2, words):
         count += per_word[..., w]
@@ -249,22 +254,28 @@ def window_union_sizes(
     if len(bits) < states + kmax:  # windows that run past the text are never read
         pad = np.zeros((states + kmax - len(bits), *bits.shape[1:]), dtype=bits.dtype)
         bits = np.concatenate([bits, pad])
-    unions = np.empty((states * width, *bits.shape[1:]), dtype=np.uint64)
-    unions[:states] = bits[descending]
     starts = np.concatenate([[0], np.cumsum(with_true)])  # where each true block starts
+    unions = np.empty((int(starts[-1]), *bits.shape[1:]), dtype=np.uint64)
+    unions[:states] = bits[descending]
     with_true, start = with_true.tolist(), states
     for j in range(1, width):
         rows = descending[: with_true[j]]
         previous = unions[int(starts[j - 1]) : int(starts[j - 1]) + len(rows)]
         np.bitwise_or(previous, bits[rows + j], out=unions[start : start + len(rows)])
         start += len(rows)
+    counts = np.empty((states * width, layers), dtype=np.uint8 if bits.shape[-1] <= 3 else np.int16)
+    counts[:start] = _small_popcounts(unions)
     order = np.empty(states, dtype=np.int64)  # each state's place in every true block
     order[descending] = np.arange(states)
-    previous = unions[starts[accepted[ascending]] + order[ascending]]  # all true tokens
+    # Depth r's unions from depth r - 1's (at first: from all the true tokens), in two arrays
+    # used in turn, each counted as soon as it is made.
+    previous = unions[starts[accepted[ascending]] + order[ascending]]
+    current = np.empty_like(previous)
     for r, count in enumerate(with_depth.tolist()):
-        block = unions[start : start + count]
-        _or_bits(previous[:count], rejected[r][ascending[:count]], num_experts, block)
-        previous, start = block, start + count
+        drafts = rejected[r][ascending[:count]]
+        _or_bits(previous[:count], drafts, num_experts, current[:count])
+        counts[start : start + count] = _small_popcounts(current[:count])
+        previous, current, start = current, previous, start + count
     true_rows = np.concatenate([descending[:count] for count in with_true])
     depth_rows = np.concatenate([ascending[:count] for count in [0, *with_depth.tolist()]])
     entry = np.concatenate(  # the (state, k) entry of each row
@@ -274,8 +285,7 @@ def window_union_sizes(
             + accepted[depth_rows]
             + np.repeat(np.arange(1, len(with_depth) + 1), with_depth),
         ]
-    ).astype(np.intp)
-    counts = _small_popcounts(unions)
+    )
     out = np.empty((states * width, layers), dtype=counts.dtype)
     out[entry] = counts  # (small integers: a quarter of the bytes to scatter, or less)
     return out.reshape(states, width, layers).astype(np.int64)
