@@ -160,23 +160,28 @@ def popcounts(bits: np.ndarray) -> np.ndarray:
     return _small_popcounts(bits).astype(np.int64)
 
 
-def _small_popcounts(bits: np.ndarray) -> np.ndarray:
+def _small_popcounts(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """:func:`popcounts` in the smallest type that holds them (uint8 up to three words, at
     most 192 bits, else int16): one popcount of the whole array, then the word columns added,
-    rather than a reduction along a short last axis."""
+    rather than a reduction along a short last axis. Written into ``out`` if given."""
     per_word = np.bitwise_count(bits)
     words = bits.shape[-1]
     if words == 1:
-        return per_word[..., 0]
+        return per_word[..., 0] if out is None else _fill(out, per_word[..., 0])
     if words == 2:  # a (low, high) byte pair read as low + 256·high, plus itself >> 8
         pair = per_word.view(np.uint16)[..., 0]  # (either byte order: the sum is symmetric)
         total = pair >> 8
         total += pair  # low byte: low + high (at most 128)
-        return total.astype(np.uint8)
+        return total.astype(np.uint8) if out is None else _fill(out, total)
     count = np.add(per_word[..., 0], per_word[..., 1], dtype=np.uint8 if words <= 3 else np.int16)
     for w in range(2, words):
         count += per_word[..., w]
-    return count
+    return count if out is None else _fill(out, count)
+
+
+def _fill(out: np.ndarray, values: np.ndarray) -> np.ndarray:
+    np.copyto(out, values, casting="unsafe")  # (to uint8: the low byte)
+    return out
 
 
 @functools.cache
@@ -264,7 +269,7 @@ def window_union_sizes(
         np.bitwise_or(previous, bits[rows + j], out=unions[start : start + len(rows)])
         start += len(rows)
     counts = np.empty((states * width, layers), dtype=np.uint8 if bits.shape[-1] <= 3 else np.int16)
-    counts[:start] = _small_popcounts(unions)
+    _small_popcounts(unions, counts[:start])
     order = np.empty(states, dtype=np.int64)  # each state's place in every true block
     order[descending] = np.arange(states)
     # Depth r's unions from depth r - 1's (at first: from all the true tokens), in two arrays
@@ -274,7 +279,7 @@ def window_union_sizes(
     for r, count in enumerate(with_depth.tolist()):
         drafts = rejected[r][ascending[:count]]
         _or_bits(previous[:count], drafts, num_experts, current[:count])
-        counts[start : start + count] = _small_popcounts(current[:count])
+        _small_popcounts(current[:count], counts[start : start + count])
         previous, current, start = current, previous, start + count
     true_rows = np.concatenate([descending[:count] for count in with_true])
     depth_rows = np.concatenate([ascending[:count] for count in [0, *with_depth.tolist()]])
