@@ -261,12 +261,12 @@ def window_union_sizes(
         bits = np.concatenate([bits, pad])
     starts = np.concatenate([[0], np.cumsum(with_true)])  # where each true block starts
     unions = np.empty((int(starts[-1]), *bits.shape[1:]), dtype=np.uint64)
-    unions[:states] = bits[descending]
+    bits.take(descending, axis=0, out=unions[:states])
     with_true, start = with_true.tolist(), states
     for j in range(1, width):
         rows = descending[: with_true[j]]
         previous = unions[int(starts[j - 1]) : int(starts[j - 1]) + len(rows)]
-        np.bitwise_or(previous, bits[rows + j], out=unions[start : start + len(rows)])
+        np.bitwise_or(previous, bits.take(rows + j, axis=0), out=unions[start : start + len(rows)])
         start += len(rows)
     counts = np.empty((states * width, layers), dtype=np.uint8 if bits.shape[-1] <= 3 else np.int16)
     _small_popcounts(unions, counts[:start])
@@ -274,10 +274,10 @@ def window_union_sizes(
     order[descending] = np.arange(states)
     # Depth r's unions from depth r - 1's (at first: from all the true tokens), in two arrays
     # used in turn, each counted as soon as it is made.
-    previous = unions[starts[accepted[ascending]] + order[ascending]]
+    previous = unions.take(starts[accepted[ascending]] + order[ascending], axis=0)
     current = np.empty_like(previous)
     for r, count in enumerate(with_depth.tolist()):
-        drafts = rejected[r][ascending[:count]]
+        drafts = rejected[r].take(ascending[:count], axis=0)
         _or_bits(previous[:count], drafts, num_experts, current[:count])
         _small_popcounts(current[:count], counts[start : start + count])
         previous, current, start = current, previous, start + count
