@@ -123,12 +123,13 @@ def _windows_by_sets(true, rejected, accepted, kmax) -> np.ndarray:
     return out
 
 
-CASES = [  # (N, k_e, id dtype): packed uint8 ids, few ids, 4 words, int16, int64
+CASES = [  # (N, k_e, id dtype): packed uint8 ids, few ids, 4 words, int16, int64, k_e = 1
     (128, 8, np.uint8),
     (8, 2, np.uint8),
     (200, 8, np.uint8),
     (384, 8, np.int16),
     (64, 5, np.int64),
+    (16, 1, np.uint8),  # one expert per token: no id pairs
 ]
 
 
