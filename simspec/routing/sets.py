@@ -168,10 +168,10 @@ def _small_popcounts(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndar
     words = bits.shape[-1]
     if words == 1:
         return per_word[..., 0] if out is None else _fill(out, per_word[..., 0])
-    if words == 2:  # a (low, high) byte pair read as low + 256·high, plus itself >> 8
+    if words == 2 and per_word.strides[-1] == 1:  # a (low, high) byte pair as low + 256·high
         pair = per_word.view(np.uint16)[..., 0]  # (either byte order: the sum is symmetric)
-        total = pair >> 8
-        total += pair  # low byte: low + high (at most 128)
+        total = pair >> 8  # plus that >> 8: the low byte is low + high (at most 128)
+        total += pair
         return total.astype(np.uint8) if out is None else _fill(out, total)
     count = np.add(per_word[..., 0], per_word[..., 1], dtype=np.uint8 if words <= 3 else np.int16)
     for w in range(2, words):
@@ -180,7 +180,8 @@ def _small_popcounts(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndar
 
 
 def _fill(out: np.ndarray, values: np.ndarray) -> np.ndarray:
-    np.copyto(out, values, casting="unsafe")  # (to uint8: the low byte)
+    """``out`` = ``values`` cast to its type (a uint16 sum to uint8 keeps its low byte)."""
+    np.copyto(out, values, casting="unsafe")
     return out
 
 

@@ -94,6 +94,13 @@ def test_popcounts_of_full_sets_do_not_overflow(words):
     assert sets.popcounts(full).tolist() == [64 * words] * 2
 
 
+def test_popcounts_of_strided_bitmasks():
+    bits = to_bits(_routing(np.random.default_rng(4), (6, 5), 128, 8), 128)
+    swapped = bits[..., ::-1]  # words in the other order: a last axis that is not contiguous
+    assert sets.popcounts(swapped).tolist() == [[8] * 5] * 6
+    assert sets.popcounts(bits.transpose(1, 0, 2)).tolist() == [[8] * 6] * 5
+
+
 # -- every (state, k) pass of a request: window_union_sizes -----------------------------------
 
 
