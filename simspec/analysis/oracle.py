@@ -137,15 +137,18 @@ def solve_many(
     for row, r in enumerate(order):
         cost[row, : lasts[row]], nxt[row, : lasts[row]] = cost_s[r], next_state[r]
     value = np.zeros((rows, longest + 1))
+    flat_value = value.reshape(-1)  # next(i, k) of row r is entry r·(L + 1) + next of it
+    nxt += (np.arange(rows) * (longest + 1))[:, None, None]
     choice = np.zeros((rows, longest), dtype=np.int64)
+    row_index = np.arange(rows)
     live = 0
     for i in range(longest - 1, 0, -1):
         while live < rows and lasts[live] > i:  # rows [0, live) have a state i to decide
             live += 1
-        totals = cost[:live, i] + np.take_along_axis(value[:live], nxt[:live, i], axis=1)
+        totals = cost[:live, i] + flat_value.take(nxt[:live, i])
         best = np.argmin(totals, axis=1)  # first minimum: the smallest k on ties
         choice[:live, i] = best
-        value[:live, i] = np.take_along_axis(totals, best[:, None], axis=1)[:, 0]
+        value[:live, i] = totals[row_index[:live], best]
     out: list[tuple[np.ndarray, np.ndarray]] = [(value[0], choice[0])] * rows
     for row, r in enumerate(order):
         out[r] = (value[row, : lasts[row] + 1].copy(), choice[row, : lasts[row]].copy())

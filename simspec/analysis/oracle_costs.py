@@ -41,7 +41,7 @@ def unique_experts_table(setup: EngineSetup, request_id: int, kmax: int) -> np.n
     once: every state's union grows along its true tokens, then its rejected drafts
     (:func:`~simspec.routing.sets.window_union_sizes`, bitmasks and popcounts), not L separate
     unions, nor each true token converted once per window it is in (up to kmax + 1). The
-    counts are the same integers, kept as int64 (so the tables price each count once, see
+    counts are the same integers, kept as int32 (so the tables price each count once, see
     :func:`_union_table`). Analytic routing gives expected (fractional) counts, as floats.
     """
     refs = setup.references

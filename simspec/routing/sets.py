@@ -15,6 +15,7 @@ bit d − 1 says "used d tokens back" (:func:`history_bits`).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,9 +85,12 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     """Expert ids (..., k_e) as bitmasks (..., ceil(N / 64)) of uint64: expert e is bit e % 64
     of word e // 64.
 
-    A set is the OR of its ids' rows in a table of single bits (:func:`_bit_table`, row e: the
-    words of 1 << e): one ``take`` per id slot, ORed in place. A repeated id sets its bit once,
-    as a membership table would.
+    A set is the OR of table rows. Up to 256 experts the ids are bytes, and two neighbouring
+    ids read as one 16-bit number index a table of id pairs (:func:`_pair_table`, row
+    a + 256·b: the words of {a, b}; a pair's row does not depend on byte order, since a union
+    is symmetric), so a set of k_e ids costs ceil(k_e / 2) ``take`` calls, ORed in place;
+    beyond 256 experts each id indexes a table of single bits (:func:`_bit_table`). A
+    repeated id sets its bit once, as a membership table would.
 
     Examples
     --------
@@ -94,29 +98,91 @@ def to_bits(ids: np.ndarray, num_experts: int) -> np.ndarray:
     [[5, 1]]
     """
     ids = np.asarray(ids)
-    table = _bit_table(num_experts)
-    slots = ids.reshape(int(np.prod(ids.shape[:-1])), ids.shape[-1]).T.astype(np.intp)
-    if not len(slots):
-        return np.zeros((*ids.shape[:-1], table.shape[1]), dtype=np.uint64)
-    out = table.take(slots[0], axis=0)
-    for slot in slots[1:]:
-        out |= table.take(slot, axis=0)
-    return out.reshape(*ids.shape[:-1], table.shape[1])
+    words = (num_experts + 63) // 64
+    lookups = _lookups(ids, num_experts)
+    if not lookups:
+        return np.zeros((*ids.shape[:-1], words), dtype=np.uint64)
+    out = np.empty((len(lookups[0][1]), words), dtype=np.uint64)
+    _or_rows(lookups, out)
+    return out.reshape(*ids.shape[:-1], words)
+
+
+def _or_bits(base: np.ndarray, ids: np.ndarray, num_experts: int, out: np.ndarray) -> None:
+    """``out = base | to_bits(ids)`` for bitmasks (rows, ..., words) and ids (rows, ..., k_e),
+    without the intermediate bitmask array."""
+    flat = out.reshape(-1, out.shape[-1])
+    lookups = _lookups(ids, num_experts)
+    if lookups:
+        _or_rows(lookups, flat)
+        flat |= base.reshape(flat.shape)
+    else:
+        flat[...] = base.reshape(flat.shape)
+
+
+def _or_rows(lookups: list[tuple[np.ndarray, np.ndarray]], out: np.ndarray) -> None:
+    """``out`` (rows, words) = the OR of the looked-up table rows, each gathered into one
+    scratch array (``take`` into a given array; ``clip``, since every index is in range, so
+    that it writes there directly)."""
+    (table, slot), *rest = lookups
+    table.take(slot, axis=0, out=out, mode="clip")
+    scratch = np.empty_like(out) if rest else out
+    for table, slot in rest:
+        table.take(slot, axis=0, out=scratch, mode="clip")
+        out |= scratch
+
+
+def _lookups(ids: np.ndarray, num_experts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(table, row per set) pairs whose rows ORed give :func:`to_bits` of ``ids``."""
+    rows, width = math.prod(ids.shape[:-1]), ids.shape[-1]
+    if not rows or not width:
+        return []
+    flat = ids.reshape(rows, width)
+    lookups: list[tuple[np.ndarray, np.ndarray]] = []
+    if num_experts <= 256 and width > 1:
+        pairs = np.ascontiguousarray(flat[:, : width - width % 2], dtype=np.uint8)
+        table = _pair_table((num_experts + 63) // 64)
+        lookups += [(table, slot) for slot in pairs.view(np.uint16).T.astype(np.intp, order="C")]
+        flat = flat[:, width - width % 2 :]
+    if flat.shape[1]:
+        table = _bit_table(num_experts)
+        lookups += [(table, slot) for slot in flat.T.astype(np.intp, order="C")]
+    return lookups
 
 
 def popcounts(bits: np.ndarray) -> np.ndarray:
-    """Set bits of bitmasks (..., words) summed over the words: int64 (...) (one popcount per
-    word column, added, rather than a reduction along a short last axis).
+    """Set bits of bitmasks (..., words) summed over the words: int64 (...).
 
     Examples
     --------
     >>> popcounts(to_bits(np.array([[0, 2, 64]]), 128)).tolist()
     [3]
     """
-    count = np.bitwise_count(bits[..., 0]).astype(np.int64)
-    for w in range(1, bits.shape[-1]):
-        count += np.bitwise_count(bits[..., w])
-    return count
+    return _small_popcounts(bits).astype(np.int64)
+
+
+def _small_popcounts(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`popcounts` in the smallest type that holds them (uint8 up to three words, at
+    most 192 bits, else int16): one popcount of the whole array, then the word columns added,
+    rather than a reduction along a short last axis. Written into ``out`` if given."""
+    per_word = np.bitwise_count(bits)
+    words = bits.shape[-1]
+    if words == 1:
+        return per_word[..., 0] if out is None else _fill(out, per_word[..., 0])
+    if words == 2 and per_word.strides[-1] == 1:  # a (low, high) byte pair as low + 256·high
+        pair = per_word.view(np.uint16)[..., 0]  # (either byte order: the sum is symmetric)
+        total = pair >> 8  # plus that >> 8: the low byte is low + high (at most 128)
+        total += pair
+        return total.astype(np.uint8) if out is None else _fill(out, total)
+    count = np.add(per_word[..., 0], per_word[..., 1], dtype=np.uint8 if words <= 3 else np.int16)
+    for w in range(2, words):
+        count += per_word[..., w]
+    return count if out is None else _fill(out, count)
+
+
+def _fill(out: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``out`` = ``values`` cast to its type (a uint16 sum to uint8 keeps its low byte)."""
+    np.copyto(out, values, casting="unsafe")
+    return out
 
 
 @functools.cache
@@ -125,6 +191,20 @@ def _bit_table(num_experts: int) -> np.ndarray:
     experts = np.arange(num_experts)
     table = np.zeros((num_experts, (num_experts + 63) // 64), dtype=np.uint64)
     table[experts, experts // 64] = np.left_shift(np.uint64(1), (experts % 64).astype(np.uint64))
+    table.flags.writeable = False
+    return table
+
+
+@functools.cache
+def _pair_table(words: int) -> np.ndarray:
+    """(65536, words) uint64: row a + 256·b is the bitmask of the expert pair {a, b}, for ids
+    a, b < min(256, 64·words) (other rows are never read)."""
+    single = _bit_table(min(256, 64 * words))
+    pairs = np.arange(65536)
+    low, high = pairs % 256, pairs // 256
+    valid = (low < len(single)) & (high < len(single))
+    table = np.zeros((65536, words), dtype=np.uint64)
+    table[valid] = single[low[valid]] | single[high[valid]]
     table.flags.writeable = False
     return table
 
@@ -145,8 +225,9 @@ def window_union_sizes(
     kmax: int,
     num_experts: int,
 ) -> np.ndarray:
-    """Distinct experts per layer of every (state, k) pass of one request: int64 (S, kmax + 1,
-    layers), S = len(``accepted``).
+    """Distinct experts per layer of every (state, k) pass of one request: int32 (S, kmax + 1,
+    layers), S = len(``accepted``) (int32: the oracle's cost tables index with these counts,
+    and half the bytes of int64 make that indexing measurably faster).
 
     A pass at state s with k drafts feeds the true tokens s..s + min(k, a_s) and then the
     rejected drafts of depths 1..k − a_s of state s (``a_s = accepted[s]``, at most kmax: the
@@ -154,38 +235,65 @@ def window_union_sizes(
     (T ≥ s + a_s + 1 for every s); ``rejected[r - 1]`` the depth-r rejected drafts (S', layers,
     k_e), row s for state s, for r = 1..max(kmax − a_s). Entry (s, k) equals the union of the
     (s, k) pass's tokens (:func:`cumulative_union_sizes` of the gathered ids), but each stored
-    token is read once, not once per window it belongs to: state s's running union starts
-    with true token s, takes true tokens s + 1..s + a_s (counts for k ≤ a_s), then its rejected
-    drafts in depth order (count for k = a_s + r). Tokens become bitmasks (:func:`to_bits`),
-    the running unions ORs and the counts popcounts.
+    token is converted to a bitmask once (:func:`to_bits`) and each union is one OR of the one
+    before it: state s's running union starts with true token s, takes true tokens
+    s + 1..s + a_s (the passes k ≤ a_s), then its rejected drafts in depth order (k = a_s + r).
+
+    The unions sit in one array with a row per (state, k) entry, counted by one popcount and
+    then put in (state, k) order. Its blocks are prefixes of two orderings of the states, so
+    each block is the prefix of the block before it ORed with one gathered token per state:
+    the k = j true-token unions of the states with a_s ≥ j (by a_s descending), then the
+    depth-r unions of the states with a_s ≤ kmax − r (by a_s ascending).
     """
     states = len(accepted)
     accepted = np.asarray(accepted, dtype=np.int64)
     layers = true.shape[1]
     if states == 0:
-        return np.zeros((0, kmax + 1, layers), dtype=np.int64)
-    deepest = kmax - int(accepted.min())
-    # Column j: the pass of j + 1 true tokens (k = j <= a_s); column a_s + r: rejected depth r.
-    true_counts = np.empty((states, kmax + 1, layers), dtype=np.int64)
+        return np.zeros((0, kmax + 1, layers), dtype=np.int32)
+    width = kmax + 1
+    descending = np.argsort(-accepted, kind="stable")
+    ascending = descending[::-1]
+    at_least = states - np.concatenate([[0], np.cumsum(np.bincount(accepted, minlength=width))])
+    with_true = at_least[:width]  # index j: the states with a pass of j + 1 true tokens
+    with_depth = states - at_least[kmax:0:-1]  # index r - 1: those that read depth r
+    with_depth = with_depth[with_depth > 0]
     bits = to_bits(true[: states + kmax], num_experts)
     if len(bits) < states + kmax:  # windows that run past the text are never read
         pad = np.zeros((states + kmax - len(bits), *bits.shape[1:]), dtype=bits.dtype)
         bits = np.concatenate([bits, pad])
-    window = bits[:states].copy()  # every state's union of true tokens s..s + j
-    base = window.copy()  # ... up to j = a_s
-    for j in range(kmax + 1):
-        if j:
-            window |= bits[j : j + states]
-            np.copyto(base, window, where=(accepted == j)[:, None, None])
-        true_counts[:, j] = popcounts(window)
-    out = true_counts
-    rows = np.arange(states)  # the states that read depth r: a_s + r <= kmax
-    whole = True  # (then the depth is read as a slice, without a gather)
-    for r in range(1, deepest + 1):
-        reads = accepted[rows] + r <= kmax
-        if not reads.all():
-            rows, base, whole = rows[reads], base[reads], False
-        ids = rejected[r - 1][:states] if whole else rejected[r - 1][rows]
-        base |= to_bits(ids, num_experts)
-        out[rows, accepted[rows] + r] = popcounts(base)
-    return out
+    starts = np.concatenate([[0], np.cumsum(with_true)])  # where each true block starts
+    unions = np.empty((int(starts[-1]), *bits.shape[1:]), dtype=np.uint64)
+    bits.take(descending, axis=0, out=unions[:states])
+    with_true, start = with_true.tolist(), states
+    for j in range(1, width):
+        rows = descending[: with_true[j]]
+        previous = unions[int(starts[j - 1]) : int(starts[j - 1]) + len(rows)]
+        np.bitwise_or(previous, bits.take(rows + j, axis=0), out=unions[start : start + len(rows)])
+        start += len(rows)
+    counts = np.empty((states * width, layers), dtype=np.uint8 if bits.shape[-1] <= 3 else np.int16)
+    _small_popcounts(unions, counts[:start])
+    order = np.empty(states, dtype=np.int64)  # each state's place in every true block
+    order[descending] = np.arange(states)
+    # Depth r's unions from depth r - 1's (at first: from all the true tokens), in two arrays
+    # used in turn, each counted as soon as it is made.
+    previous = unions.take(starts[accepted[ascending]] + order[ascending], axis=0)
+    current = np.empty_like(previous)
+    for r, count in enumerate(with_depth.tolist()):
+        drafts = rejected[r].take(ascending[:count], axis=0)
+        _or_bits(previous[:count], drafts, num_experts, current[:count])
+        _small_popcounts(current[:count], counts[start : start + count])
+        previous, current, start = current, previous, start + count
+    true_rows = np.concatenate([descending[:count] for count in with_true])
+    depth_rows = np.concatenate([ascending[:count] for count in [0, *with_depth.tolist()]])
+    entry = np.concatenate(  # the (state, k) entry of each row
+        [
+            true_rows * width + np.repeat(np.arange(width), with_true),
+            depth_rows * width
+            + accepted[depth_rows]
+            + np.repeat(np.arange(1, len(with_depth) + 1), with_depth),
+        ]
+    )
+    row = np.empty_like(entry)  # the row of each (state, k) entry
+    row[entry] = np.arange(len(entry))
+    ordered = counts.take(row, axis=0)  # (small integers: an eighth of the bytes, or less)
+    return ordered.reshape(states, width, layers).astype(np.int32)

@@ -66,7 +66,7 @@ def test_unique_table_of_a_replayed_trace(tmp_path):
     refs, kmax = setup.references, setup.max_draft_tokens
     for rid in range(3):
         table = oracle.unique_experts_table(setup, rid, kmax)
-        assert table.dtype == np.int64
+        assert np.issubdtype(table.dtype, np.integer)  # counts: each priced once
         for i in range(len(table)):
             for k in range(kmax + 1):
                 fed = to_sets(refs.fed_routing(rid, i, k), refs.num_experts)

@@ -88,6 +88,19 @@ def test_popcounts_equal_the_number_of_ids(n):
     assert sets.popcounts(bits).dtype == np.int64
 
 
+@pytest.mark.parametrize("words", [1, 2, 3, 4, 8])
+def test_popcounts_of_full_sets_do_not_overflow(words):
+    full = np.full((2, words), np.iinfo(np.uint64).max, dtype=np.uint64)
+    assert sets.popcounts(full).tolist() == [64 * words] * 2
+
+
+def test_popcounts_of_strided_bitmasks():
+    bits = to_bits(_routing(np.random.default_rng(4), (6, 5), 128, 8), 128)
+    swapped = bits[..., ::-1]  # words in the other order: a last axis that is not contiguous
+    assert sets.popcounts(swapped).tolist() == [[8] * 5] * 6
+    assert sets.popcounts(bits.transpose(1, 0, 2)).tolist() == [[8] * 6] * 5
+
+
 # -- every (state, k) pass of a request: window_union_sizes -----------------------------------
 
 
@@ -117,12 +130,13 @@ def _windows_by_sets(true, rejected, accepted, kmax) -> np.ndarray:
     return out
 
 
-CASES = [  # (N, k_e, id dtype): packed uint8 ids, few ids, 4 words, int16, int64
+CASES = [  # (N, k_e, id dtype): packed uint8 ids, few ids, 4 words, int16, int64, k_e = 1
     (128, 8, np.uint8),
     (8, 2, np.uint8),
     (200, 8, np.uint8),
     (384, 8, np.int16),
     (64, 5, np.int64),
+    (16, 1, np.uint8),  # one expert per token: no id pairs
 ]
 
 
@@ -131,7 +145,7 @@ def test_window_unions_equal_python_sets(n, k, dtype):
     case = _windows_case(n + k, n, k, dtype)
     want = _windows_by_sets(*case)
     got = window_union_sizes(*case, n)
-    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert got.dtype == np.int32 and np.array_equal(got, want)
 
 
 def test_window_unions_edge_cases():
