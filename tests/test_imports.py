@@ -36,7 +36,6 @@ def test_import_simspec_loads_neither_the_simulator_nor_numpy():
 def test_a_sweep_without_oracle_loads_no_oracle_and_no_profile_parser():
     unused = (
         "simspec.analysis.oracle",
-        "simspec.analysis.oracle_costs",
         "simspec.analysis.delta",
         "simspec.profile.parse",
         "simspec.physics.hf_config",

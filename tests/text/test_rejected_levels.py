@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from simspec.analysis.oracle_costs import unique_experts_table
+from simspec.analysis.oracle import unique_experts_table
 from simspec.sim.setup import build_setup, draft_bound
 from simspec.text import reference
 from simspec.text.reference import ReferenceSet
