@@ -24,9 +24,9 @@ import numpy as np
 from simspec.costs.batch import step_costs
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
-from simspec.sim.schedule import Decode, Prefill, schedule
+from simspec.sim.schedule import Prefill, schedule
 from simspec.sim.setup import EngineSetup
-from simspec.sim.step import StepOutcome, mean_unique
+from simspec.sim.step import EngineState, StepOutcome, mean_unique
 
 #: Steps held unpriced before they are priced together, at most this many.
 CHUNK_STEPS = 4096
@@ -116,17 +116,18 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     prefills: list[Prefill] = []
     finished: list[RequestRecord] = []  # their times are pass indices until laid out below
     steps = _Steps(setup)
-    scheduler = schedule(setup, policy, finished, priced=False)
+    state = EngineState.start(setup, policy)
+    scheduler = schedule(setup, policy, state, finished, priced=False)
     count = 0  # steps so far
     index = -1  # the pass whose end the scheduler is told: the clock of this schedule
     try:
         request = next(scheduler)
         while True:
             index += 1
-            if type(request) is Decode:
+            if type(request) is StepOutcome:
                 passes.append(count)
                 count += 1
-                steps.add(request.outcome, request.request_id, request.position)
+                steps.add(request, state.active.request_id, state.active.position)
             else:
                 assert type(request) is Prefill  # a closed loop waits for no arrival
                 passes.append(-1 - len(prefills))

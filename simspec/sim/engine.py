@@ -29,8 +29,9 @@ import simpy
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.deferred import deferrable, run_deferred
 from simspec.sim.records import PrefillRecord, RunLog
-from simspec.sim.schedule import Arrivals, Decode, Prefill, schedule
+from simspec.sim.schedule import Arrivals, Prefill, schedule
 from simspec.sim.setup import EngineSetup
+from simspec.sim.step import EngineState, StepOutcome
 
 #: What a SimPy process generator yields (events) and is sent back (their values).
 Process = Generator[simpy.Event, Any, None]
@@ -58,7 +59,8 @@ def serve(
 ) -> Process:
     """The GPU (module docstring): waits out each request of the scheduler loop and records
     each pass; stops when every request has finished."""
-    scheduler = schedule(setup, policy, log.requests)
+    state = EngineState.start(setup, policy)
+    scheduler = schedule(setup, policy, state, log.requests)
     steps = log.steps
     reply: Any = None
     while True:
@@ -66,8 +68,8 @@ def serve(
             request = scheduler.send(reply)
         except StopIteration:
             return
-        if type(request) is Decode:
-            outcome = request.outcome
+        if type(request) is StepOutcome:
+            outcome = request
             assert outcome.verify is not None  # priced
             start = env.now
             yield env.timeout(outcome.duration_s)
@@ -81,8 +83,8 @@ def serve(
                 outcome.unique_experts,
                 outcome.probes,
                 outcome.speculation_overhead_s,
-                request.request_id,
-                request.position,
+                state.active.request_id,
+                state.active.position,
             )
             reply = env.now
         elif type(request) is Prefill:

@@ -8,9 +8,9 @@ clock at its end (or, for :class:`Arrivals`, the requests that arrived):
   iteration; with ``block`` (nothing active, nothing waiting) wait for at least one;
 * :class:`Prefill`: one prefill pass of the requests just admitted, priced
   (:meth:`~simspec.costs.base.CostModel.prefill`); the first token of each is committed at its end;
-* :class:`Decode`: one decode iteration of the whole batch, the
-  :class:`~simspec.sim.step.StepOutcome` of :func:`simspec.sim.step.step`; its commits are
-  applied at its end.
+* a :class:`~simspec.sim.step.StepOutcome`: one decode iteration of the whole batch, as
+  :func:`simspec.sim.step.step` decided it; its commits are applied at its end, so the batch's
+  requests and positions it ran at are ``state.active``'s while the driver handles it.
 
 At each iteration boundary the loop admits waiting requests in arrival order while the batch
 limit and the KV-cache capacity allow (:meth:`~simspec.sim.step.EngineState.admissible`). In a
@@ -30,15 +30,13 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from simspec.params import PassCost
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import RequestRecord
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, StepOutcome, step
 
-__all__ = ["Arrivals", "Decode", "Prefill", "Request", "Scheduler", "schedule"]
+__all__ = ["Arrivals", "Prefill", "Request", "Scheduler", "schedule"]
 
 
 @dataclass(slots=True)
@@ -57,18 +55,7 @@ class Prefill:
     cost: PassCost
 
 
-@dataclass(slots=True)
-class Decode:
-    """One decode iteration: what :func:`~simspec.sim.step.step` decided for the batch, whose
-    requests and positions are ``request_id`` and ``position`` (read them before replying: the
-    commits then advance the positions in place)."""
-
-    outcome: StepOutcome
-    request_id: np.ndarray
-    position: np.ndarray
-
-
-Request = Arrivals | Prefill | Decode
+Request = Arrivals | Prefill | StepOutcome
 #: The scheduler as its drivers see it: requests out, clock times (or arrivals) back.
 Scheduler = Generator[Request, Any, None]
 
@@ -76,12 +63,14 @@ Scheduler = Generator[Request, Any, None]
 def schedule(
     setup: EngineSetup,
     policy: BudgetPolicy,
+    state: EngineState,
     finished: list[RequestRecord],
     *,
     priced: bool = True,
 ) -> Scheduler:
-    """Run the workload under ``policy`` (module docstring), appending each request's record to
-    ``finished`` as it finishes; stops when every request has finished. ``priced=False`` leaves
+    """Run the workload under ``policy`` from ``state`` (:meth:`EngineState.start`; the driver
+    reads it, only the loop changes it), appending each request's record to ``finished`` as it
+    finishes; stops when every request has finished. ``priced=False`` leaves
     the decode iterations unpriced (:func:`~simspec.sim.step.step`) for the driver to price."""
     w = setup.workload
     total = w.num_requests
@@ -89,7 +78,6 @@ def schedule(
     max_batch = w.concurrency if closed else w.max_batch_size
     kv_capacity = setup.kv_capacity_bytes
     prefill = setup.cost_model.prefill
-    state = EngineState.start(setup, policy)
     next_closed = min(w.concurrency, total) if closed else total  # open: none to replace
     waiting: deque[int] = deque(range(next_closed) if closed else ())
     while state.finished < total:
@@ -100,9 +88,8 @@ def schedule(
             prompts = state.table.prompt[admitted]
             now = yield Prefill(len(admitted), int(prompts.sum()), prefill(prompts))
             state.admit(admitted, now)
-        active = state.active
         outcome = step(state, policy, setup, priced=priced)
-        now = yield Decode(outcome, active.request_id, active.position)
+        now = yield outcome
         for record in state.apply(outcome, now):
             finished.append(record)
             if next_closed < total:  # the next request takes the finished one's place
