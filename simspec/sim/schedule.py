@@ -70,8 +70,8 @@ def schedule(
 ) -> Scheduler:
     """Run the workload under ``policy`` from ``state`` (:meth:`EngineState.start`; the driver
     reads it, only the loop changes it), appending each request's record to ``finished`` as it
-    finishes; stops when every request has finished. ``priced=False`` leaves
-    the decode iterations unpriced (:func:`~simspec.sim.step.step`) for the driver to price."""
+    finishes; stops when every request has finished. ``priced=False`` leaves the decode
+    iterations unpriced (:func:`~simspec.sim.step.step`) for the driver to price."""
     w = setup.workload
     total = w.num_requests
     closed = w.loop == "closed"
