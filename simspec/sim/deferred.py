@@ -3,8 +3,8 @@
 In a closed loop (every finished request replaced at once by the next) nothing the scheduler
 does depends on time: admission follows the batch limit and the KV reservations, a policy that
 does not read costs (``reads_costs`` False) decides from the text alone, and each step's commits
-follow from its decisions and the match lengths. So :func:`run_deferred` runs the scheduler loop
-of :func:`simspec.sim.engine.serve` with :func:`simspec.sim.step.step` unpriced, records each
+follow from its decisions and the match lengths. So :func:`run_deferred` drives the scheduler
+loop (:func:`simspec.sim.schedule.schedule`) without a clock, its steps unpriced, records each
 verify pass's tokens, contexts and unique experts, prices every step of a batch size in one
 array call (:func:`simspec.costs.batch.step_costs`, bounded chunks) and lays the times out with
 one cumulative sum over the run's passes in order, which adds each duration to the clock as
@@ -17,17 +17,16 @@ timed path (:func:`simspec.sim.engine.run_policy` chooses).
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from dataclasses import replace
 
 import numpy as np
 
 from simspec.costs.batch import step_costs
-from simspec.params import PassCost
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
+from simspec.sim.schedule import Prefill, schedule
 from simspec.sim.setup import EngineSetup
-from simspec.sim.step import EngineState, StepOutcome, mean_unique, step
+from simspec.sim.step import EngineState, StepOutcome, mean_unique
 
 #: Steps held unpriced before they are priced together, at most this many.
 CHUNK_STEPS = 4096
@@ -112,51 +111,44 @@ class _Steps:
 def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     """Simulate a closed-loop workload under ``policy`` (:func:`deferrable`); the records
     :func:`simspec.sim.engine.run_policy` gives."""
-    w = setup.workload
-    total = w.num_requests
-    state = EngineState.start(setup, policy)
-    first = min(w.concurrency, total)
-    waiting: deque[int] = deque(range(first))
-    next_closed = first
+    first = min(setup.workload.concurrency, setup.workload.num_requests)
     passes = array("q")  # the run's passes in order: step index, or -1 - prefill index
-    prefills: list[tuple[int, int, PassCost]] = []
-    finished: list[tuple[RequestRecord, int, int]] = []  # record, first token pass, end pass
+    prefills: list[Prefill] = []
+    finished: list[RequestRecord] = []  # their times are pass indices until laid out below
     steps = _Steps(setup)
-    prefill_end: dict[int, int] = {}
+    state = EngineState.start(setup, policy)
+    scheduler = schedule(setup, policy, state, finished, priced=False)
     count = 0  # steps so far
-    while state.finished < total:
-        admitted = state.admissible(waiting, w.concurrency, setup.kv_capacity_bytes)
-        if admitted:
-            prompts = state.table.prompt[admitted]
-            for rid in admitted:
-                prefill_end[rid] = len(passes)
-            passes.append(-1 - len(prefills))
-            prefills.append((len(admitted), int(prompts.sum()), setup.cost_model.prefill(prompts)))
-            state.admit(admitted, 0.0)  # the first-token times are laid out below
-        outcome = step(state, policy, setup, priced=False)
-        index = len(passes)
-        passes.append(count)
-        count += 1
-        steps.add(outcome, state.active.request_id, state.active.position)
-        for record in state.apply(outcome, 0.0):
-            finished.append((record, prefill_end.pop(record.request_id), index))
-            if next_closed < total:  # the next request takes the finished one's place
-                state.arrival_s[next_closed] = index  # arrives when this pass ends
-                waiting.append(next_closed)
-                next_closed += 1
+    index = -1  # the pass whose end the scheduler is told: the clock of this schedule
+    try:
+        request = next(scheduler)
+        while True:
+            index += 1
+            if type(request) is StepOutcome:
+                passes.append(count)
+                count += 1
+                steps.add(request, state.active.request_id, state.active.position)
+            else:
+                assert type(request) is Prefill  # a closed loop waits for no arrival
+                passes.append(-1 - len(prefills))
+                prefills.append(request)
+            request = scheduler.send(float(index))
+    except StopIteration:
+        pass
     steps.price()
     order = np.frombuffer(passes, dtype=np.int64) if passes else np.zeros(0, dtype=np.int64)
     is_step = order >= 0
     durations = np.empty(len(order))
     durations[is_step] = np.frombuffer(steps.floats["duration_s"], dtype=float)[order[is_step]]
-    prefill_s = np.array([cost.total_s for _, _, cost in prefills], dtype=float)
+    prefill_s = np.array([prefill.cost.total_s for prefill in prefills], dtype=float)
     durations[~is_step] = prefill_s[-1 - order[~is_step]]
     ends = np.cumsum(durations)  # the clock after each pass, added in order as SimPy does
     starts = np.concatenate([[0.0], ends[:-1]])
     log = RunLog()
     for index in np.flatnonzero(~is_step).tolist():
-        requests, tokens, cost = prefills[-1 - int(order[index])]
-        log.prefills.append(PrefillRecord(float(starts[index]), requests, tokens, cost))
+        prefill = prefills[-1 - int(order[index])]
+        start = float(starts[index])
+        log.prefills.append(PrefillRecord(start, prefill.requests, prefill.tokens, prefill.cost))
     f, n = steps.floats, steps.ints
     drafted = np.frombuffer(n["drafted"], dtype=np.int64)
     batch = np.frombuffer(n["batch_size"], dtype=np.int64)
@@ -175,11 +167,10 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
         bytes(steps.position),
     )
     end_s = ends.tolist()
-    for record, first_pass, end_pass in finished:
+    for record in finished:
         arrival = record.arrival_s if record.request_id < first else end_s[int(record.arrival_s)]
+        first_token, finish = end_s[int(record.first_token_s)], end_s[int(record.finish_s)]
         log.requests.append(
-            replace(
-                record, arrival_s=arrival, first_token_s=end_s[first_pass], finish_s=end_s[end_pass]
-            )
+            replace(record, arrival_s=arrival, first_token_s=first_token, finish_s=finish)
         )
     return log

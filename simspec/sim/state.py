@@ -1,6 +1,6 @@
 """The engine's request state as arrays: one entry per request, one array per field.
 
-:func:`simspec.sim.engine.serve` advances every request of the batch by the same few array
+:func:`simspec.sim.schedule.schedule` advances every request of the batch by the same few array
 operations per iteration instead of a Python loop over request objects ("struct of arrays"):
 
 * :class:`RequestTable` holds what the text fixes for every request of a run, read once from the

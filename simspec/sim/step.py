@@ -4,8 +4,8 @@ long it takes.
 :func:`step` reads an :class:`EngineState` (the admitted requests, the recent steps, the
 policy's memory) and returns a :class:`StepOutcome`; it never touches SimPy, never changes the
 state and draws nothing of its own (the text and its routing are fixed by the reference set).
-The SimPy process (:func:`simspec.sim.engine.serve`) waits ``StepOutcome.duration_s`` and then
-applies the outcome (:meth:`EngineState.apply`). Per iteration:
+The scheduler loop (:func:`simspec.sim.schedule.schedule`) has its driver wait
+``StepOutcome.duration_s`` and then applies the outcome (:meth:`EngineState.apply`). Per iteration:
 
 * the policy decides how many drafts k_b each request makes (one call over the batch,
   :meth:`~simspec.policies.base.BudgetPolicy.decide`; depth by depth at shared prices when it

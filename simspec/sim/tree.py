@@ -1,7 +1,7 @@
 """Draft trees in the engine: what a tree step feeds, costs and commits (``[speculation]``).
 
 When ``speculation.topk > 1`` or ``speculation.num_draft_tokens > 0`` the policy's k_b is the
-*depth* of request b's tree (:mod:`simspec.text.tree`), and :func:`simspec.sim.engine.serve`
+*depth* of request b's tree (:mod:`simspec.text.tree`), and :func:`simspec.sim.step.step`
 asks :class:`TreeSpeculation` for the rest of the step:
 
 * **fed tokens**: the root plus the n_b verified nodes of the depth-k_b tree

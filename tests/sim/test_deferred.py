@@ -1,5 +1,6 @@
-"""The deferred schedule (decide every step, then price) against the SimPy schedule of the same
-step: one implementation under two schedules, so their records must be the same bytes."""
+"""The deferred driver (decide every step, then price) against the SimPy driver: one scheduler
+loop (:func:`simspec.sim.schedule.schedule`) and one step under two clocks, so their records must
+be the same bytes."""
 
 from __future__ import annotations
 
