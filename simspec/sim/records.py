@@ -118,69 +118,6 @@ class StepLog(Sequence[StepRecord]):
         ``other_s``, ``fallback_terms``); ``request_id`` and ``position``: every step's int64
         values concatenated, ``batch_size[s]`` of them for step s."""
         self._flush()
-        self._add_columns(
-            start_s,
-            fed_tokens,
-            drafted,
-            accepted,
-            draft_s,
-            verify,
-            unique_experts,
-            probes,
-            speculation_overhead_s,
-            batch_size,
-            request_id,
-            position,
-        )
-
-    def _flush(self) -> None:
-        """Move the pending steps into the columns."""
-        pending = self._pending
-        if not pending:
-            return
-        start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
-            *pending, strict=True
-        )
-        columns = (
-            [v.overhead_s for v in verify],
-            [v.moe_s for v in verify],
-            [v.attention_s for v in verify],
-            [v.other_s for v in verify],
-            [v.fallback_terms for v in verify],
-        )
-        self._add_columns(
-            start,
-            fed,
-            drafted,
-            accepted,
-            draft,
-            columns,
-            unique,
-            probes,
-            extra,
-            batch,
-            b"".join(ids),
-            b"".join(pos),
-        )
-        pending.clear()
-
-    def _add_columns(
-        self,
-        start_s: Sequence[float],
-        fed_tokens: Sequence[int],
-        drafted: Sequence[int],
-        accepted: Sequence[int],
-        draft_s: Sequence[float],
-        verify: tuple[
-            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
-        ],
-        unique_experts: Sequence[float],
-        probes: Sequence[int],
-        speculation_overhead_s: Sequence[float],
-        batch_size: Sequence[int],
-        request_id: bytes,
-        position: bytes,
-    ) -> None:
         f, n = self._floats, self._ints
         f["start_s"].extend(start_s)
         f["draft_s"].extend(draft_s)
@@ -198,6 +135,37 @@ class StepLog(Sequence[StepRecord]):
         n["fallback_terms"].extend(verify[4])
         self._request_id.frombytes(request_id)
         self._position.frombytes(position)
+
+    def _flush(self) -> None:
+        """Move the pending steps into the columns."""
+        pending = self._pending
+        if not pending:
+            return
+        start, draft, verify, unique, extra, batch, fed, drafted, accepted, probes, ids, pos = zip(
+            *pending, strict=True
+        )
+        columns = (
+            [v.overhead_s for v in verify],
+            [v.moe_s for v in verify],
+            [v.attention_s for v in verify],
+            [v.other_s for v in verify],
+            [v.fallback_terms for v in verify],
+        )
+        pending.clear()
+        self.extend(
+            start,
+            fed,
+            drafted,
+            accepted,
+            draft,
+            columns,
+            unique,
+            probes,
+            extra,
+            batch,
+            b"".join(ids),
+            b"".join(pos),
+        )
 
     def __len__(self) -> int:
         return len(self._ints["batch_size"]) + len(self._pending)
