@@ -426,6 +426,8 @@ def _routed_gathered(
     totals, which = np.unique(n, return_inverse=True)
     grid = routed_experts_split_s(c, values[None], totals[:, None])  # (totals, V, layers)
     count, layers = values.shape
-    offset = (which.reshape(-1, 1) * (count * layers)).astype(np.intp)
-    flat = index * layers + np.arange(layers) + offset
-    return grid.reshape(-1)[flat]
+    flat = index.astype(np.intp)  # a fresh array, computed in place from here
+    flat *= layers
+    flat += np.arange(layers)
+    flat += (which.reshape(-1, 1) * (count * layers)).astype(np.intp)
+    return grid.reshape(-1).take(flat)
