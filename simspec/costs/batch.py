@@ -103,6 +103,12 @@ class StepCosts(NamedTuple):
         """Each verify pass's total, summed as :attr:`PassCost.total_s` sums it."""
         return self.overhead_s + self.moe_s + self.attention_s + self.other_s
 
+    @property
+    def duration_s(self) -> np.ndarray:
+        """Each step's time, summed as :func:`simspec.sim.step.step` sums it: draft phase +
+        verify pass + speculation overhead."""
+        return (self.draft_s + self.verify_s) + self.speculation_overhead_s
+
     def verify(self, step: int) -> PassCost:
         """Step ``step``'s verify pass."""
         return PassCost(

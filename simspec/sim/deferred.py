@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from simspec.costs.batch import step_costs
+from simspec.costs.batch import StepCosts, step_costs
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
 from simspec.sim.schedule import Prefill, schedule
@@ -94,11 +94,16 @@ class _Steps:
         f, n = self.floats, self.ints
         for name, column in prices.items():
             f[name].frombytes(column.tobytes())
-        verify_s = (
-            prices["overhead_s"] + prices["moe_s"] + prices["attention_s"] + prices["other_s"]
+        priced = StepCosts(
+            prices["draft_s"],
+            prices["overhead_s"],
+            prices["moe_s"],
+            prices["attention_s"],
+            prices["other_s"],
+            fallback,
+            prices["extra_s"],
         )
-        # The order of step: draft phase + verify pass + overhead.
-        f["duration_s"].frombytes(((prices["draft_s"] + verify_s) + prices["extra_s"]).tobytes())
+        f["duration_s"].frombytes(priced.duration_s.tobytes())
         n["fallback_terms"].frombytes(fallback.tobytes())
         f["unique"].frombytes(means.tobytes())
         n["drafted"].frombytes(drafted.tobytes())
