@@ -12,6 +12,10 @@ torch's dispatcher). Three measurements:
   rotary embedding of q and k, router softmax + top-k, SwiGLU activation, residual add, the
   gather of token rows for the experts), each repeated ``CHAIN`` times, graph and eager, with the
   number of kernels one call launches as torch's profiler counts them (GPU only).
+- ``sweep``: one matrix-vector product (one token through a (K, M) bf16 weight) and one
+  streaming elementwise kernel, over sizes from 64 KB to 512 MB, each with L2 flushed before
+  every repetition: where the floor ends and bytes over bandwidth begins (the form
+  ``floor + bytes / (η·BW)`` of a small kernel).
 - ``draft``: one step of the model's EAGLE-3 head (the catalog drafter's shapes, bf16): token
   embedding + previous hidden state through one decoder layer (q/k/v from the 2h concat, decode
   attention over the context, o projection, SwiGLU MLP, two RMSNorms), the final norm, the
@@ -39,6 +43,12 @@ from .timing import median
 CHAIN = 100
 #: Token counts of the per-layer operations.
 OPS_TOKENS = (1, 8, 64)
+#: Bytes of the weight (matrix-vector) and of the buffer (streaming) in the size sweep.
+SWEEP_BYTES = tuple(1 << p for p in range(16, 30))
+#: The same on a CPU (tiny shapes: the pipeline only).
+CPU_SWEEP_BYTES = tuple(1 << p for p in range(12, 20, 2))
+#: Rows of the swept matrix (its input width).
+SWEEP_ROWS = 2048
 #: Batch sizes of the draft step (one new token per request).
 DRAFT_BATCH = (1, 8, 32)
 #: Context length (keys per request) of the draft step's attention.
@@ -132,6 +142,49 @@ def layer_ops(spec: ModelSpec, tokens: int, rand: RandomTensors) -> dict[str, Ca
     return ops
 
 
+def _sweep_calls(rand: RandomTensors, elements: int) -> dict[str, Callable[[], Any]]:
+    """One token through a (``SWEEP_ROWS``, elements / rows) weight; a buffer scaled in place."""
+    weight = rand(SWEEP_ROWS, max(elements // SWEEP_ROWS, 1))
+    x = rand(1, SWEEP_ROWS, scale=1.0)
+    buffer = rand(elements, scale=1.0)
+    return {"gemv": lambda: x @ weight, "stream": lambda: buffer.mul_(1.0)}
+
+
+def size_sweep(
+    timer: Timer, rand: RandomTensors, sizes: tuple[int, ...]
+) -> tuple[dict[str, Any], RawRows]:
+    """Matrix-vector and streaming kernels over ``sizes`` bytes, L2 flushed (module docstring)."""
+    gemv: list[float] = []
+    stream: list[float] = []
+    raw: RawRows = []
+    for size in sizes:
+        elements = size // 2  # bf16
+        calls = _sweep_calls(rand, elements)
+        for name, out in (("gemv", gemv), ("stream", stream)):
+            samples = timer.measure(calls[name])
+            out.append(median(samples))
+            raw.extend(
+                {
+                    "kind": "sweep",
+                    "name": name,
+                    "size": size,
+                    "mode": "eager",
+                    "rep": r,
+                    "time_s": t,
+                }
+                for r, t in enumerate(samples)
+            )
+        del calls
+    table = {
+        "bytes": list(sizes),
+        "gemv_rows": SWEEP_ROWS,
+        "gemv_s": gemv,
+        "stream_s": stream,
+        "stream_bytes_moved": [2 * size for size in sizes],
+    }
+    return table, raw
+
+
 def tiny_drafter(drafter: DrafterSpec) -> DrafterSpec:
     """``drafter`` at CPU-test size (hidden 64, like :func:`.plan.tiny_model`)."""
     import dataclasses
@@ -184,7 +237,7 @@ def bench_floors(
     rand: RandomTensors,
     progress: Progress,
 ) -> tuple[dict[str, Any], RawRows, str]:
-    """The ``floors`` table (chain, ops, draft), its raw rows and notes."""
+    """The ``floors`` table (chain, ops, sweep, draft), its raw rows and notes."""
     device = rand.device
     notes: list[str] = []
     raw: RawRows = []
@@ -215,6 +268,10 @@ def bench_floors(
                 notes.append(f"kernel count failed ({first_line(err)})")
             ops.append(row)
     progress("floors: layer ops done")
+    sizes = SWEEP_BYTES if device.type == "cuda" else CPU_SWEEP_BYTES
+    sweep, sweep_raw = size_sweep(timer, rand, sizes)
+    raw.extend(sweep_raw)
+    progress("floors: size sweep done")
     draft: list[dict[str, Any]] = []
     if drafter is not None and drafter.kind == "eagle3":
         for batch in DRAFT_BATCH:
@@ -238,6 +295,7 @@ def bench_floors(
         "chain_kernels": CHAIN,
         "kernel_floor_s": chain,
         "ops": ops,
+        "sweep": sweep,
         "draft": draft,
         "drafter": drafter.name if drafter is not None else "",
     }

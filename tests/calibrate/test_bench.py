@@ -204,7 +204,11 @@ def test_kernel_floor_table_covers_every_op_token_count_and_draft_batch():
     assert [row["batch"] for row in table["draft"]] == list(DRAFT_BATCH)
     times = [table["kernel_floor_s"]["eager"]] + [row["eager"] for row in table["ops"]]
     assert all(t > 0 for t in times)
-    assert len(raw) == 2 * (1 + len(table["ops"]) + len(table["draft"]))  # every repetition
+    sweep = table["sweep"]
+    assert len(sweep["gemv_s"]) == len(sweep["stream_s"]) == len(sweep["bytes"]) > 1
+    assert sweep["stream_bytes_moved"] == [2 * b for b in sweep["bytes"]]
+    rows = 1 + len(table["ops"]) + len(table["draft"]) + 2 * len(sweep["bytes"])
+    assert len(raw) == 2 * rows  # every repetition
 
 
 def test_floor_ops_and_draft_step_compute_what_they_name():
