@@ -161,7 +161,7 @@ def size_sweep(
         elements = size // 2  # bf16
         calls = _sweep_calls(rand, elements)
         for name, out in (("gemv", gemv), ("stream", stream)):
-            samples = timer.measure(calls[name])
+            samples = timer.measure(calls[name], replay=True)
             out.append(median(samples))
             raw.extend(
                 {

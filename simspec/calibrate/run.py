@@ -138,6 +138,8 @@ def _run_all(
         notes.append(note)
     except Exception as err:  # the floors are an addition: a failure keeps the other tables
         notes.append(f"kernel floors failed ({type(err).__name__}: {first_line(err)})")
+    if timer.eager_fallbacks:
+        notes.append(f"{timer.eager_fallbacks} table cells timed eagerly (graph capture failed)")
     versions = {
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",
