@@ -84,8 +84,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _git_sha() -> str:
-    """The source commit: git in a checkout, else ``$SIMSPEC_GIT_SHA`` (a copied tree)."""
-    fallback = os.environ.get("SIMSPEC_GIT_SHA", "")
+    """The source commit: ``$SIMSPEC_GIT_SHA`` when set (a copied tree), else git's HEAD."""
+    if os.environ.get("SIMSPEC_GIT_SHA"):
+        return os.environ["SIMSPEC_GIT_SHA"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -96,8 +97,8 @@ def _git_sha() -> str:
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return fallback
-    return out.stdout.strip() if out.returncode == 0 else fallback
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def _command(args: argparse.Namespace) -> str:
