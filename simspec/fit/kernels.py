@@ -29,7 +29,7 @@ from simspec.costs.moe_kernel import moe_layer_s
 from simspec.params import L2_REUSE_MODES, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
-from simspec.validation.cases import CaseFile
+from simspec.validation.cases import CaseFile, for_fitting
 
 #: Rows with M up to this are fitted and scored (decode and verify sizes).
 M_MAX = 256
@@ -79,10 +79,10 @@ class Row:
 
 
 def load_rows(cases: CaseFile) -> list[Row]:
-    """Every kernel row of the case file, as one GPU's shard of the layer."""
+    """Every kernel row of the case file the fits may use (role "fit"), as one GPU's shard."""
     compute_efficiency = RooflineParams().compute_efficiency
     rows = []
-    for case in cases.cases:
+    for case in for_fitting(cases.cases):
         if case.category != "kernel":
             continue
         series = case.id.split("[")[0]

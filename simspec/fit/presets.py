@@ -9,7 +9,8 @@ and, with ``--catalog DIR``, the presets' TOML files (:func:`preset_toml`).
 Every fixed overhead adds its value once per pass (or draft step, or collective) and nothing a
 fixed-k run decides depends on time, so a run's times are affine in the overheads: each row is
 simulated at zero overheads and once per overhead that can touch it, and the fit interpolates
-those affine times exactly. Rows in :data:`INCONSISTENT` are predicted and reported, not fitted.
+those affine times exactly. Rows in :data:`INCONSISTENT` are predicted and reported, not fitted;
+test rows (``role = "test"`` in the cases file) never enter the fit.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.validation.cases import Case, engine_preset
+from simspec.validation.cases import Case, engine_preset, for_fitting
 from simspec.validation.predictions import TIMES, quantity, run_times
 
 #: Fitted overheads per engine: (unit of the probe run, lower bound, upper bound, start).
@@ -251,8 +252,9 @@ def fit_presets(
     Parameters
     ----------
     cases : sequence of Case
-        The published rows (:func:`simspec.validation.cases.load_cases`); rows of engines
-        without a fitted preset are skipped.
+        The published rows (:func:`simspec.validation.cases.load_cases`); test rows
+        (:func:`~simspec.validation.cases.for_fitting`) and rows of engines without a fitted
+        preset are skipped.
     workers : int
         Processes that simulate the probe runs.
     probes : dict, optional
@@ -269,7 +271,7 @@ def fit_presets(
         Per engine: ``values``, ``fitted_rows``, ``median_abs_relative_error``, ``rows`` (every
         row's prediction and error) and ``leave_one_source_out``.
     """
-    mine = [c for c in cases if engine_preset(c) in FITTED]
+    mine = [c for c in for_fitting(cases) if engine_preset(c) in FITTED]
     runs = probes if probes is not None else {}
     tasks = [
         (c, label, costs)
