@@ -32,7 +32,15 @@ ROW_FIELDS = {
     "requests",
     "tokens",
 }
-GPU_TIME_FIELDS = {"draft", "verify_moe", "verify_attention", "verify_other", "overhead"}
+GPU_TIME_FIELDS = {
+    "draft",
+    "verify_overhead",
+    "verify_moe",
+    "verify_attention",
+    "verify_other",
+    "speculation_overhead",
+    "prefill",
+}
 
 GOOD = """\
 name = "tiny"
