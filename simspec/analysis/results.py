@@ -219,6 +219,8 @@ class RunResult:
     seed: int
     policies: tuple[PolicyResult, ...]
     oracle: OracleSummary | None = None
+    #: Guardrail warnings, ``"<code>: <text>"`` each (:mod:`simspec.analysis.guardrails`).
+    warnings: tuple[str, ...] = ()
     #: The oracle's Delta-space points (for figures; not part of the JSON).
     delta_points: DeltaPoints | None = field(default=None, compare=False, repr=False)
     #: Each row's engine records by label, kept on request (``keep_logs``; not in the JSON).
@@ -274,6 +276,7 @@ class RunResult:
             "simspec_version": self.simspec_version,
             "seed": self.seed,
             "policies": [p.to_dict() for p in self.policies],
+            "warnings": list(self.warnings),
         }
         if self.oracle is not None:
             data["oracle"] = {
@@ -301,6 +304,7 @@ class RunResult:
             simspec_version=data["simspec_version"],
             seed=data["seed"],
             policies=tuple(PolicyResult.from_dict(p) for p in data["policies"]),
+            warnings=tuple(str(w) for w in data["warnings"]),
             oracle=OracleSummary(oracle["exact"], oracle["method"], oracle["delta"])
             if oracle is not None
             else None,

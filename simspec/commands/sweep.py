@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simspec.commands import (
     add_allow_large_option,
@@ -14,6 +16,9 @@ from simspec.commands import (
     check_work,
 )
 from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    from simspec.sweep.points import PointResult
 
 NAME = "sweep"
 HELP = "Run a grid of scenario variants (x replications) and write results.csv and summary.csv."
@@ -68,6 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Expand the grid, validate every point, run the unfinished ones, write the tables."""
+    from simspec.analysis.guardrails import print_warnings
     from simspec.io.progress import Progress
     from simspec.sweep.run import run_sweep
     from simspec.sweep.spec import load_sweep
@@ -96,7 +102,7 @@ def execute(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         with Progress("sweep") as progress:
-            run_sweep(
+            results = run_sweep(
                 points,
                 out,
                 oracle=spec.oracle,
@@ -113,5 +119,16 @@ def execute(args: argparse.Namespace) -> int:
         hint = "Pass --resume to continue the sweep saved there." if resumable else ""
         expected = "an empty folder" if resumable else err.expected
         raise InputError("--out", args.out, expected, err.found, hint) from None
+    print_warnings(sweep_warnings(results))
     print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")
     return 0
+
+
+def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
+    """Each guardrail warning of the sweep's points once, with how many points gave it (a
+    point file lists its own under ``warnings``)."""
+    counts: dict[str, int] = {}
+    for point in results:
+        for warning in point.result.warnings:
+            counts[warning] = counts.get(warning, 0) + 1
+    return [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
