@@ -9,7 +9,9 @@ either in the numbers:
   (:class:`~simspec.params.ranges.FittedRange`). A term fitted on speculative rows alone counts
   only when the run speculates.
 * ``k-at-edge``: the best fixed draft length of the runs is the largest one searched, so the
-  optimum may lie beyond the range (or at the drafter's limit, where the search cannot go on).
+  optimum may lie beyond the range (or at the drafter's limit, where the search cannot go on):
+  within one run (its fixed policies), a recommendation, or a sweep over k
+  (:func:`search_warnings`).
 
 Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
 rows (same scenario, same warnings, in the same order); the results JSON lists them under
@@ -110,6 +112,25 @@ def best_k_at_edge(
         f"{K_AT_EDGE}: the best fixed k = {best_k} is the largest searched "
         f"(k = {', '.join(map(str, sorted(set(ks))))}); {beyond}"
     )
+
+
+def search_warnings(
+    searched: Iterable[tuple[str, int, float]], limit: int | None = None
+) -> list[str]:
+    """``k-at-edge`` warnings of a search spread over several runs (a sweep whose grid sets a
+    fixed policy's ``draft_tokens``): ``searched`` holds (group, k, speedup) per run, a group
+    being what else the runs share (the speedups of one group and k are averaged, e.g. over
+    replications); one warning per group whose best k is the largest it searched."""
+    groups: dict[str, dict[int, list[float]]] = {}
+    for group, k, speedup in searched:
+        groups.setdefault(group, {}).setdefault(k, []).append(speedup)
+    warnings = []
+    for group, by_k in groups.items():
+        ks = sorted(by_k)
+        edge = best_k_at_edge(ks, [sum(by_k[k]) / len(by_k[k]) for k in ks], limit)
+        if edge is not None:
+            warnings.append(edge.replace(f"{K_AT_EDGE}: ", f"{K_AT_EDGE}: {group}: ", 1))
+    return warnings
 
 
 def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -> list[str]:

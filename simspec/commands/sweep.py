@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,11 +125,43 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
+#: A grid axis that searches a fixed policy's draft length.
+_K_AXIS = re.compile(r"policies\[\d+\]\.draft_tokens")
+
+
 def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
     """Each guardrail warning of the sweep's points once, with how many points gave it (a
-    point file lists its own under ``warnings``)."""
+    point file lists its own under ``warnings``). When a grid axis sets a fixed policy's
+    ``draft_tokens``, the sweep itself searches k: the points of each case and other grid
+    values are one search (:func:`~simspec.analysis.guardrails.search_warnings`), and a
+    point's own k-at-edge (its k against k = 0 alone) is left out."""
+    from simspec.analysis.guardrails import K_AT_EDGE, search_warnings
+
+    k_axes = [
+        key for key in dict.fromkeys(k for p in results for k in p.values) if _K_AXIS.fullmatch(key)
+    ]
     counts: dict[str, int] = {}
     for point in results:
         for warning in point.result.warnings:
-            counts[warning] = counts.get(warning, 0) + 1
-    return [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
+            if not (k_axes and warning.startswith(K_AT_EDGE)):
+                counts[warning] = counts.get(warning, 0) + 1
+    lines = [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
+    for axis in k_axes:
+        searched = []
+        for point in results:
+            if axis not in point.values:
+                continue
+            k = int(point.values[axis])
+            others = {key: v for key, v in point.values.items() if key != axis}
+            group = f"case {point.case!r} " if point.case else ""
+            group += f"at {others}" if others else ""
+            where = (group or "the sweep").strip() + f", {axis}"
+            searched += [
+                (where, int(p.params["draft_tokens"]), p.speedup_vs_no_spec)
+                for p in point.result.policies
+                if p.name == "fixed"
+                and not p.is_oracle
+                and (p.is_baseline or p.params.get("draft_tokens") == k)
+            ]
+        lines += search_warnings(searched)
+    return lines

@@ -101,3 +101,37 @@ def test_recommend_json_lists_warnings(tmp_path, capsys, flag):
     assert batch["best_k"] == 1
     assert [w.split(":")[0] for w in batch["warnings"]] == ["k-at-edge"]
     assert any("k-at-edge: at batch 1," in line for line in _warnings(err))
+
+
+@pytest.mark.parametrize(("alpha", "ks", "edge"), [("0.9", "1,2,3", True), ("0.6", "1,2,7", False)])
+def test_a_sweep_over_k_is_one_search(tmp_path, capsys, alpha, ks, edge):
+    """A grid axis over a fixed policy's draft_tokens: the points search k together; a point's
+    own k (against k = 0 alone) is not an edge."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        f"""
+name = "k"
+[acceptance]
+alpha = {alpha}
+[workload]
+concurrency = 2
+num_requests = 4
+prompt_tokens = 32
+output_tokens = 24
+[[policies]]
+name = "fixed"
+draft_tokens = 1
+""",
+        encoding="utf-8",
+    )
+    args = ["sweep", str(scenario), "--out", str(tmp_path / "o"), "--workers", "1"]
+    code = main([*args, "--grid", f"policies[0].draft_tokens={ks}", "--grid", "seed=1,2"])
+    _, err = capsys.readouterr()
+    assert code == 0
+    lines = _warnings(err)
+    if edge:
+        assert len(lines) == 2  # one search per seed
+        assert all("k-at-edge: at {'seed':" in line for line in lines)
+        assert all(f"the best fixed k = {ks[-1]} is the largest searched" in line for line in lines)
+    else:
+        assert lines == []
