@@ -156,11 +156,11 @@ def test_a_run_whose_best_fixed_k_is_the_largest_warns_and_one_inside_does_not()
     assert edge.get("fixed-1").speedup_vs_no_spec > 1  # premise: k = 1 beats k = 0
     assert _codes(edge.warnings) == [K_AT_EDGE]
     wide = tiny(
-        "acceptance.alpha=0.7", policies=[{"name": "fixed", "draft_tokens": k} for k in range(7)]
+        "acceptance.alpha=0.5", policies=[{"name": "fixed", "draft_tokens": k} for k in (0, 2, 8)]
     )
     inside = run_experiment(wide)
-    speedups = [inside.get(f"fixed-{k}").speedup_vs_no_spec for k in range(7)]
-    assert 0 < int(np.argmax(speedups)) < 6  # premise: an interior optimum
+    speedups = [inside.get(f"fixed-{k}").speedup_vs_no_spec for k in (0, 2, 8)]
+    assert speedups[1] > max(speedups[0], speedups[2])  # premise: an interior optimum
     assert inside.warnings == ()
 
 
