@@ -90,6 +90,18 @@ def preset_range_warnings(scenario: Scenario, batch: int, speculates: bool) -> l
     return warnings
 
 
+def planned_warnings(scenario: Scenario) -> list[str]:
+    """The ``preset-range`` warnings a run of ``scenario`` can be told before it runs: at the
+    largest batch the scenario allows (closed loop: its concurrency; open loop: its batch
+    limit; at most its requests), speculating when some policy drafts."""
+    from simspec.policies.fixed import is_plain_decoding
+
+    w = scenario.workload
+    limit = w.concurrency if w.loop == "closed" else w.max_batch_size
+    speculates = any(not is_plain_decoding(spec.policy) for spec in scenario.policies)
+    return preset_range_warnings(scenario, min(limit, w.num_requests), speculates)
+
+
 def best_k_at_edge(
     ks: Sequence[int], speedups: Sequence[float], limit: int | None = None
 ) -> str | None:

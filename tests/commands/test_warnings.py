@@ -135,3 +135,15 @@ draft_tokens = 1
         assert all(f"the best fixed k = {ks[-1]} is the largest searched" in line for line in lines)
     else:
         assert lines == []
+
+
+def test_validate_says_before_a_run_what_it_will_extrapolate(tmp_path, capsys, fake_preset):  # noqa: F811
+    path = tmp_path / "s.toml"
+    path.write_text('name = "v"\n[engine]\npreset = "sglang"\n', encoding="utf-8")
+    code, out, err = run_main(capsys, "validate", str(path), "--set", "hardware.gpu=h200")
+    assert code == 0 and "ok" in out
+    lines = _warnings(err)
+    assert len(lines) == 2  # the pass term, and the speculative term (the default drafts)
+    assert all("preset-range" in line and "GPU h200" in line for line in lines)
+    code, _, err = run_main(capsys, "validate", str(path), "--set", "hardware.num_gpus=2")
+    assert code == 0 and _warnings(err) == []
