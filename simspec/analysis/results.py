@@ -298,13 +298,16 @@ class RunResult:
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
         """Inverse of :meth:`to_dict` (the Delta-space points are not in the JSON)."""
         oracle = data.get("oracle")
+        warnings = data["warnings"]
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise TypeError(f"warnings: expected a list of strings, found {warnings!r:.60}")
         return cls(
             scenario=data["scenario"],
             scenario_digest=data["scenario_digest"],
             simspec_version=data["simspec_version"],
             seed=data["seed"],
             policies=tuple(PolicyResult.from_dict(p) for p in data["policies"]),
-            warnings=tuple(str(w) for w in data["warnings"]),
+            warnings=tuple(warnings),
             oracle=OracleSummary(oracle["exact"], oracle["method"], oracle["delta"])
             if oracle is not None
             else None,
