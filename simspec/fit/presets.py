@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from simspec.fit.ranges import fitted_ranges, range_toml
 from simspec.validation.cases import Case, engine_preset, for_fitting
 from simspec.validation.predictions import TIMES, quantity, run_times
 
@@ -211,6 +212,9 @@ def engine_fit(engine: str, rows: list[AffineRow], without: Sequence[str] = ()) 
         "median_abs_relative_error": statistics.median(fitted_errors),
         "rows": table,
         "leave_one_source_out": loso,
+        "fitted_range": fitted_ranges(
+            [r.case for r in used], lambda c: [key for key, _ in probe_runs(c, without)[1:]]
+        ),
     }
 
 
@@ -236,6 +240,7 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
     ]
     for key, value in result["values"].items():
         lines.append(f"{key} = {value!r}")
+    lines += range_toml(result["fitted_range"])
     return "\n".join(lines) + "\n"
 
 
