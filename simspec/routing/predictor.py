@@ -9,7 +9,8 @@ on/off pattern matters:
 :class:`UniqueExpertPredictor` computes log P(silent) from the inclusion probabilities p_e and
 the lag overlaps rho_1..rho_D under the maximum-entropy pattern law: the Markov closed form when
 only lag 1 is constrained (per expert, exact), IPF on inclusion-probability nodes otherwise
-(:mod:`simspec.routing.ipf`). Layers with the same odds ratios share their fits, and results are
+(:mod:`simspec.routing.ipf`), each lag's overlap shared among experts by the reuse law
+(:mod:`simspec.routing.overlap`). Layers with the same reuse share their fits, and results are
 cached per (nodes, statistics, T) and per batch composition, so a query inside the simulator is a
 dictionary lookup. Rejected drafts may have their own overlap profile: a pair (s, t) whose later
 token is a rejected draft uses the draft profile.
@@ -25,7 +26,7 @@ import numpy as np
 from simspec.physics.experts import independent_union_from_inclusion
 from simspec.routing.ipf import NODES, interpolate_nodes, ipf_log_silent, probability_nodes
 from simspec.routing.memo import FitMemo
-from simspec.routing.overlap import layer_log_odds_ratios, markov_log_silent, pair_probability
+from simspec.routing.overlap import layer_reuse, markov_log_silent, pair_probability
 
 if TYPE_CHECKING:
     from simspec.routing.hmm import LatentFit
@@ -67,8 +68,8 @@ class UniqueExpertPredictor:
     inclusion_probabilities : array (L, N)
         p_e per layer (each row sums to k_e).
     overlaps : array (D,) or (L, D)
-        Lag-1..D overlaps of true tokens: one profile pooled over all layers (a common odds
-        ratio per lag) or one per layer.
+        Lag-1..D overlaps of true tokens: one profile pooled over all layers (a common reuse
+        per lag) or one per layer.
     draft_overlaps : array (D',) or (L, D'), optional
         Overlap profile of rejected drafts with the tokens before them; default ``overlaps``.
     nodes : int
@@ -100,7 +101,7 @@ class UniqueExpertPredictor:
         self._lam_true = self._fit(overlaps)
         self.split = draft_overlaps is not None
         self._lam_draft = self._lam_true if draft_overlaps is None else self._fit(draft_overlaps)
-        # Layers sharing their odds ratios share nodes (pooled statistics: one group).
+        # Layers sharing their reuse share nodes (pooled statistics: one group).
         joint = np.concatenate([self._lam_true, self._lam_draft], axis=1)
         _, self._group_of_layer = np.unique(joint, axis=0, return_inverse=True)
         self._group_of_layer = self._group_of_layer.ravel()
@@ -109,7 +110,7 @@ class UniqueExpertPredictor:
         self._exact: dict[tuple[bytes, bytes], np.ndarray] = {}  # raw inputs -> answer
 
     def _fit(self, overlaps: Sequence[float] | np.ndarray) -> np.ndarray:
-        return layer_log_odds_ratios(self.inclusion_probabilities, overlaps)
+        return layer_reuse(self.inclusion_probabilities, overlaps)
 
     def log_silent(self, tokens: int, true_tokens: int | None = None) -> np.ndarray:
         """log P(expert silent over ``tokens`` tokens of one sequence), array (L, N).
