@@ -18,6 +18,7 @@ maxent          Monte-Carlo: the max-entropy sampler (any popularity, any overla
 overlap         lag overlaps per expert by the reuse law (skew and overlap together), Markov form
 ipf             the max-entropy law over T tokens by iterative proportional fitting
 predictor       analytic mode: expected unique experts of a pass (``UniqueExpertPredictor``)
+siblings        analytic mode: draft trees whose nodes at one depth route alike
 hmm             the latent law (a hidden two-state chain per expert): exact U(T), fit to a trace
 trace           the routing-trace file format and the estimator of its statistics
 ==============  ================================================================================
