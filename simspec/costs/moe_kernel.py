@@ -52,8 +52,8 @@ Kernel identity
     ``"<architecture>-<expert format>"`` from the bytes per expert parameter it streams, the
     same bytes the roofline prices. The kernel fit (:mod:`simspec.fit.kernels`) reports which
     identities its rows measure and how one fitted set of constants transfers between them;
-    an identity no row measures (MXFP4 on Hopper or Ampere today) is priced with those
-    constants as an extrapolation.
+    an identity no row measures (MXFP4 on Hopper or Ampere in the shipped cases) is priced
+    with those constants as an extrapolation.
 
 Every form is a pure function of floats and arrays; :func:`moe_layer_s` dispatches by name.
 ``unique_experts`` and ``rows`` may be arrays that broadcast together (many passes at once:
