@@ -24,6 +24,18 @@ class EngineConfig:
         "engine preset, a name from simspec/catalog/engines: ideal (physics only, no engine "
         "overheads), or sglang, vllm, trtllm (overheads fitted on that engine's published rows)",
     )
+    cuda_graphs: bool = param(
+        True,
+        "decode passes and draft steps replay CUDA graphs: each kernel costs the GPU's "
+        "kernel_floor_graph_s instead of kernel_floor_eager_s",
+    )
+    overlap_scheduling: bool = param(
+        False,
+        "the engine plans the next iteration while the GPU runs this one (SGLang's overlap "
+        "scheduler with speculative decoding v2, vLLM's async scheduling), hiding a "
+        "speculative iteration's host synchronisations (costs.verify_overhead_s); false is "
+        "SGLang's EAGLE worker v1, where they stall the GPU",
+    )
 
     def __post_init__(self) -> None:
         names = catalog.engine_names()

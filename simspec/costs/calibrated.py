@@ -13,7 +13,7 @@ import numpy as np
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import collectives_s, fixed_overhead_s, pass_constants
+from simspec.costs.passes import collectives_s, pass_constants
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -144,7 +144,9 @@ def calibrated_pass_cost(
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
         other += float(collectives_s(constants, n))
-    fixed_s = fixed_overhead_s(params, len(tokens), overhead_s)
+    # The profile's fixed overhead is measured (its layer stack minus its tables: the small
+    # kernels' floors included), so the catalog's per-kernel floors are not added here.
+    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
     return PassCost(
         overhead_s=fixed_s,
         moe_s=moe,
