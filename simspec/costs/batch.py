@@ -157,14 +157,7 @@ def step_costs(
     else:
         passes = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
         columns = [np.array([getattr(v, name) for v in passes]) for name in _PASS_FIELDS]
-    overhead = own.speculation_overhead_s
-    if drafter is not None and overhead in (
-        RooflineCostModel.speculation_overhead_s,
-        CalibratedCostModel.speculation_overhead_s,
-    ):
-        extra = drafter.speculation_overhead_totals(committed, ctx)
-    else:
-        extra = np.array([cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in rows])
+    extra = speculation_overhead_totals(cost_model, committed, ctx)
     fixed_s, moe_s, attention_s, other_s = (np.asarray(c, dtype=float) for c in columns[:4])
     return StepCosts(
         np.asarray(draft, dtype=float),
@@ -174,6 +167,25 @@ def step_costs(
         other_s,
         np.asarray(columns[4], dtype=np.int64),
         np.asarray(extra, dtype=float),
+    )
+
+
+def speculation_overhead_totals(
+    cost_model: CostModel, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+) -> np.ndarray:
+    """:meth:`~simspec.costs.base.CostModel.speculation_overhead_s` of N steps, one per row of
+    ``accepted_tokens`` and ``context_tokens`` (N, B); (N,). The roofline drafter's array form
+    where the model prices it unchanged, else step by step."""
+    committed, ctx = np.asarray(accepted_tokens), np.asarray(context_tokens)
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None and type(cost_model).speculation_overhead_s in (
+        RooflineCostModel.speculation_overhead_s,
+        CalibratedCostModel.speculation_overhead_s,
+    ):
+        return np.asarray(drafter.speculation_overhead_totals(committed, ctx), dtype=float)
+    return np.array(
+        [cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in range(len(ctx))],
+        dtype=float,
     )
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import collectives_s, pass_constants
+from simspec.costs.passes import collectives_s, kernel_floors_s, pass_constants
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -144,9 +144,10 @@ def calibrated_pass_cost(
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
         other += float(collectives_s(constants, n))
-    # The profile's fixed overhead is measured (its layer stack minus its tables: the small
-    # kernels' floors included), so the catalog's per-kernel floors are not added here.
-    fixed_s = params.pass_overhead_s if overhead_s is None else overhead_s
+    # Every kernel's floor from the GPU catalog, as the roofline charges it; a measured
+    # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.
+    host = params.pass_overhead_s if overhead_s is None else overhead_s
+    fixed_s = kernel_floors_s(shape, gpu, params) + host
     return PassCost(
         overhead_s=fixed_s,
         moe_s=moe,
