@@ -147,7 +147,7 @@ def calibrated_pass_cost(
     # Every kernel's floor from the GPU catalog, as the roofline charges it; a measured
     # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.
     host = params.pass_overhead_s if overhead_s is None else overhead_s
-    fixed_s = kernel_floors_s(shape, gpu, params) + host
+    fixed_s = kernel_floors_s(shape, gpu, params, split) + host
     return PassCost(
         overhead_s=fixed_s,
         moe_s=moe,

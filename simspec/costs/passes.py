@@ -20,6 +20,7 @@ from simspec.costs.kernels import _batch_sum, attention_core_s, routed_experts_s
 from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import EXPERT_PARALLEL_KERNELS
 from simspec.physics.models import ModelShape
 
 #: Entries each memo of :class:`PassConstants` holds before it starts afresh.
@@ -111,7 +112,7 @@ def pass_constants(
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
         collective_step_latency_s=gpu.collective_step_latency_s,
-        floor_s=kernel_floors_s(shape, gpu, params),
+        floor_s=kernel_floors_s(shape, gpu, params, split),
         renorm_wave_s=renorm_wave_s(shape, gpu, params),
         renorm_rows=max(gpu.num_sms, 1),
     )
@@ -150,10 +151,18 @@ def renorm_s(c: PassConstants, n, requests):
     return float(time) if np.ndim(time) == 0 else time
 
 
-def kernel_floors_s(shape: ModelShape, gpu: GpuSpec, params: RooflineParams) -> float:
-    """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own,
-    times the GPU's floor per kernel (CUDA graph or eager, ``params.cuda_graphs``)."""
+def kernel_floors_s(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    parallel: Parallelism | None = None,
+) -> float:
+    """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own (+
+    the dispatch kernels of every MoE layer under expert parallelism), times the GPU's floor
+    per kernel (CUDA graph or eager, ``params.cuda_graphs``; :mod:`simspec.physics.launches`)."""
     kernels = sum(g.count * g.kernels for g in shape.groups) + shape.pass_kernels
+    if parallel is not None and parallel.expert > 1:
+        kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
     return kernels * gpu.kernel_floor_s(params.cuda_graphs)
 
 

@@ -48,12 +48,32 @@ FITTED = {
 MEANING = {
     "pass_overhead_s": "host time per target pass the GPU waits for (scheduler step, batch "
     "metadata, sampler launch; plausible 0.1-1 ms for a Python scheduler)",
-    "verify_overhead_s": "host synchronisations of a speculative iteration without an overlap "
-    "scheduler (accepted tokens to the host, the next draft planned from them; plausible "
-    "0.5-3 ms, SGLang's EAGLE worker v1)",
+    "verify_overhead_s": "host time a speculative iteration exposes without an overlap "
+    "scheduler (the scheduler step the baseline hides, accepted tokens copied to the host, the "
+    "next draft planned from them; plausible 1-5 ms for SGLang's EAGLE worker v1)",
     "comm_s_per_layer": "engine software per layer on top of NCCL's collective latency model "
-    "(custom all-reduce launch and barrier; plausible 0-20 us)",
+    "(custom all-reduce or all-to-all launch, barriers, the dispatch's metadata; plausible "
+    "0-50 us)",
 }
+#: The range in which each fitted term is physically plausible, s (MEANING says why); a fitted
+#: value outside it is flagged in the preset's notes (:func:`preset_toml`): it then absorbs
+#: time the physics misses on its rows rather than measuring the engine.
+PLAUSIBLE = {
+    "pass_overhead_s": (1e-4, 1e-3),
+    "verify_overhead_s": (1e-3, 5e-3),
+    "comm_s_per_layer": (0.0, 5e-5),
+}
+
+
+def implausible(values: Mapping[str, float]) -> list[str]:
+    """The fitted terms among ``values`` outside :data:`PLAUSIBLE`."""
+    return [
+        key
+        for key, value in values.items()
+        if key in PLAUSIBLE and not PLAUSIBLE[key][0] <= value <= PLAUSIBLE[key][1]
+    ]
+
+
 #: Set by the engine's design, not fitted: EAGLE-3 in SGLang and vLLM runs one draft-extend
 #: pass over the accepted tokens after every verify (sglang/srt/speculative/eagle_worker.py,
 #: forward_draft_extend_after_decode; vllm/v1/spec_decode/eagle.py).
@@ -257,7 +277,13 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
         'notes = "Engine terms fitted by least squares within physical bounds (kernel floors '
         "and collectives are the GPU catalog's physics): "
         + "; ".join(f"{key}: {MEANING[key]}" for key in result["values"] if key in MEANING)
-        + '."',
+        + "."
+        + "".join(
+            f" {key} = {result['values'][key]:.3g} s is OUTSIDE its plausible range: it absorbs "
+            "time the physics misses on these rows."
+            for key in implausible(result["values"])
+        )
+        + '"',
     ]
     for key, value in result["values"].items():
         lines.append(f"{key} = {value!r}")

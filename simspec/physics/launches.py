@@ -24,6 +24,10 @@ Per layer:
 
 Per pass (5): embedding gather, final RMSNorm, LM head GEMM, logits processing, sampling.
 
+With expert parallelism each MoE layer adds the dispatch's own kernels around its two
+all-to-alls (4): counting tokens per rank, permuting them into per-rank order, unpermuting the
+returned rows and the weighted combine.
+
 An EAGLE-3 draft step (one head layer) launches a GQA layer and a dense FFN (10), the fusion
 of the target's hidden states and the embedding (2), its final norm, LM head and top-k over the
 draft vocabulary (3) and the draft tree's bookkeeping (gather the chosen tokens, scores and
@@ -41,6 +45,8 @@ ATTENTION_KERNELS = {"gqa": 6, "sliding": 6, "mla": 11, "linear": 8}
 MOE_KERNELS, SHARED_EXPERT_KERNELS = 3, 4
 #: Kernels of a dense FFN block.
 DENSE_FFN_KERNELS = 4
+#: Kernels an expert-parallel MoE layer adds around its dispatch and combine.
+EXPERT_PARALLEL_KERNELS = 4
 #: Kernels of a pass outside its layers: embedding, final norm, LM head, logits, sampling.
 PASS_KERNELS = 5
 #: Kernels of a draft head's step outside its layers: fusion + embedding (2), final norm, LM

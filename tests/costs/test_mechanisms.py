@@ -175,3 +175,13 @@ def test_scenario_owned_keys_are_not_costs_keys():
     for key in ("temperature", "top_p", "overlap_scheduling", "cuda_graphs"):
         with pytest.raises(ScenarioError):
             load_scenario(overrides={f"costs.{key}": 1})
+
+
+def test_expert_parallel_moe_layers_add_their_dispatch_kernels():
+    from simspec.costs.parallel import Parallelism
+
+    shape, floor = QWEN.shape, H100.kernel_floor_graph_s
+    tp = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 8, 1))
+    ep = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 8, 8))
+    # Count tokens per rank, permute, unpermute, combine: 4 per MoE layer.
+    assert ep.floor_s - tp.floor_s == pytest.approx(shape.num_moe_layers * 4 * floor, rel=1e-12)

@@ -89,7 +89,18 @@ def test_single_gpu_rows_do_not_probe_the_collectives_software():
 def test_every_preset_fits_at_most_three_engine_terms_each_explained():
     for engine, keys in presets.FITTED.items():
         assert 1 <= len(keys) <= 3, engine
-        assert all(key in presets.MEANING and key in presets.BOUNDS for key in keys)
+        assert all(
+            k in presets.MEANING and k in presets.BOUNDS and k in presets.PLAUSIBLE for k in keys
+        )
+
+
+def test_a_fitted_value_outside_its_plausible_range_is_flagged_in_the_notes():
+    ok = {"values": {"pass_overhead_s": 5e-4}, "rows": [], "fitted_rows": 0}
+    ok["median_abs_relative_error"] = 0.1
+    assert "OUTSIDE" not in presets.preset_toml("vllm", ok)
+    bad = {**ok, "values": {"pass_overhead_s": 2e-3}}
+    assert presets.implausible(bad["values"]) == ["pass_overhead_s"]
+    assert "pass_overhead_s = 0.002 s is OUTSIDE" in presets.preset_toml("vllm", bad)
 
 
 def test_every_reporter_weighs_the_same_in_the_fit():
