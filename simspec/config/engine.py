@@ -29,12 +29,12 @@ class EngineConfig:
         "decode passes and draft steps replay CUDA graphs: each kernel costs the GPU's "
         "kernel_floor_graph_s instead of kernel_floor_eager_s",
     )
-    overlap_scheduling: bool = param(
-        False,
-        "the engine plans the next iteration while the GPU runs this one (SGLang's overlap "
-        "scheduler with speculative decoding v2, vLLM's async scheduling), hiding a "
-        "speculative iteration's host synchronisations (costs.verify_overhead_s); false is "
-        "SGLang's EAGLE worker v1, where they stall the GPU",
+    overlap_scheduling: bool | None = param(
+        None,
+        "the engine plans the next iteration while the GPU runs this one during speculative "
+        "decoding (TensorRT-LLM's overlap scheduler, vLLM's async scheduling), hiding a "
+        "speculative iteration's host synchronisations (costs.verify_overhead_s); unset = the "
+        "preset's setting (sglang, vllm: false; trtllm: true), else false",
     )
 
     def __post_init__(self) -> None:

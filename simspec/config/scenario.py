@@ -319,12 +319,16 @@ class Scenario:
         """
         profile = self.profile
         fitted = profile.fitted if profile is not None else RooflineParams()
-        preset: dict[str, Any] = catalog.get_engine(self.engine.preset).overrides()
+        engine = catalog.get_engine(self.engine.preset)
+        preset: dict[str, Any] = engine.overrides()
         params = self.costs.resolve(dataclasses.replace(fitted, **preset))
+        overlap = self.engine.overlap_scheduling
+        if overlap is None:
+            overlap = bool(engine.overlap_scheduling)
         return dataclasses.replace(
             params,
             cuda_graphs=self.engine.cuda_graphs,
-            overlap_scheduling=self.engine.overlap_scheduling,
+            overlap_scheduling=overlap,
             temperature=self.workload.temperature,
             top_p=self.workload.top_p,
         )

@@ -78,6 +78,16 @@ def implausible(values: Mapping[str, float]) -> list[str]:
 #: pass over the accepted tokens after every verify (sglang/srt/speculative/eagle_worker.py,
 #: forward_draft_extend_after_decode; vllm/v1/spec_decode/eagle.py).
 FIXED = {"sglang": {"draft_extend_passes": 1.0}, "vllm": {"draft_extend_passes": 1.0}}
+#: The engine's design settings (``[engine]`` keys a preset sets, not fitted): whether it
+#: overlaps the next iteration's host work with the GPU during speculative decoding. SGLang's
+#: EAGLE worker (the published rows) runs without its overlap scheduler; vLLM's async
+#: scheduling is opt-in; TensorRT-LLM's overlap scheduler is on by default
+#: (https://nvidia.github.io/TensorRT-LLM/features/overlap-scheduler.html).
+DESIGN: dict[str, dict[str, Any]] = {
+    "sglang": {"overlap_scheduling": False},
+    "vllm": {"overlap_scheduling": False},
+    "trtllm": {"overlap_scheduling": True},
+}
 #: Only these overheads can change a plain-decode row.
 DECODE_KEYS = ("pass_overhead_s", "comm_s_per_layer")
 
@@ -126,7 +136,7 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
 
 def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, float]]:
     case, label, costs = task
-    return case.id, label, run_times(case, "ideal", costs)
+    return case.id, label, run_times(case, "ideal", costs, DESIGN.get(engine_preset(case)))
 
 
 class AffineRow:
@@ -287,6 +297,8 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
     ]
     for key, value in result["values"].items():
         lines.append(f"{key} = {value!r}")
+    for key, setting in DESIGN.get(engine, {}).items():
+        lines.append(f"{key} = {str(setting).lower()}")
     return "\n".join(lines) + "\n"
 
 

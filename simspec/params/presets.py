@@ -13,7 +13,9 @@ three of them fitted:
   collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
 - ``draft_step_overhead_s``: host time per drafter pass beyond its kernels;
 - ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
-  EAGLE-3 in SGLang and vLLM; set by the engine's design, not fitted).
+  EAGLE-3 in SGLang and vLLM; set by the engine's design, not fitted);
+- ``overlap_scheduling``: whether the engine hides a speculative iteration's host work behind
+  the GPU (a design setting, the default of ``[engine] overlap_scheduling``).
 
 A key the preset leaves out keeps the profile's or the built-in value. The fitted values, and
 the published rows they were fitted on, are in the files' comments (written by
@@ -59,6 +61,11 @@ class EnginePreset:
     )
     comm_s_per_layer: float | None = param(
         None, "software time per layer on top of the collectives, s", ge=0, lt=0.01
+    )
+    overlap_scheduling: bool | None = param(
+        None,
+        "the engine overlaps the next iteration's host work with the GPU during speculative "
+        "decoding (the default of [engine] overlap_scheduling; unset = false)",
     )
 
     def overrides(self) -> dict[str, float]:

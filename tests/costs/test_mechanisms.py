@@ -185,3 +185,15 @@ def test_expert_parallel_moe_layers_add_their_dispatch_kernels():
     ep = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 8, 8))
     # Count tokens per rank, permute, unpermute, combine: 4 per MoE layer.
     assert ep.floor_s - tp.floor_s == pytest.approx(shape.num_moe_layers * 4 * floor, rel=1e-12)
+
+
+def test_overlap_scheduling_defaults_to_the_presets_design_and_the_scenario_wins():
+    design = {name: catalog.get_engine(name).overlap_scheduling for name in catalog.engine_names()}
+    for name, setting in design.items():
+        s = load_scenario(overrides={"engine.preset": name})
+        assert s.roofline.overlap_scheduling is bool(setting)
+        for value in (True, False):
+            forced = load_scenario(
+                overrides={"engine.preset": name, "engine.overlap_scheduling": value}
+            )
+            assert forced.roofline.overlap_scheduling is value
