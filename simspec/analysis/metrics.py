@@ -95,6 +95,8 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
         + steps.column("moe_s")
         + steps.column("attention_s")
         + steps.column("other_s")
+        + steps.column("floors_s")
+        + steps.column("collectives_s")
     )  # PassCost.total_s's order: the verify pass of a step in which nobody drafted
     offset, ids, positions = steps.members()
     prompts = np.array([refs.sequence(r).prompt_tokens for r in range(int(ids.max()) + 1)])
@@ -155,7 +157,12 @@ def summarize(
     accepted = int(column("accepted").sum())
     verify_s = sum(
         (
-            column("overhead_s") + column("moe_s") + column("attention_s") + column("other_s")
+            column("overhead_s")
+            + column("moe_s")
+            + column("attention_s")
+            + column("other_s")
+            + column("floors_s")
+            + column("collectives_s")
         ).tolist()
     )
     tpot = log.mean_tpot_s()
@@ -184,8 +191,10 @@ def summarize(
             draft=total("draft_s"),
             verify_moe=total("moe_s"),
             verify_attention=total("attention_s"),
-            verify_other=total("other_s"),
-            overhead=total("overhead_s"),
+            # Collectives count as "other" and kernel floors as "overhead" in the results'
+            # four-way split (the columns keep them apart).
+            verify_other=total("other_s") + total("collectives_s"),
+            overhead=total("overhead_s") + total("floors_s"),
             prefill=sum((c.total_s for c in prefill), 0.0),
         ),
         requests=len(reqs),

@@ -141,19 +141,20 @@ def calibrated_pass_cost(
         if g.ffn_weight_bytes:
             other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
     other += gemm("lm_head", shape.lm_head_bytes)
+    comm = 0.0
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
-        other += float(collectives_s(constants, n))
+        comm = float(collectives_s(constants, n))
     # Every kernel's floor from the GPU catalog, as the roofline charges it; a measured
     # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.
-    host = params.pass_overhead_s if overhead_s is None else overhead_s
-    fixed_s = kernel_floors_s(shape, gpu, params, split) + host
     return PassCost(
-        overhead_s=fixed_s,
+        overhead_s=params.pass_overhead_s if overhead_s is None else overhead_s,
         moe_s=moe,
         attention_s=attention,
         other_s=other,
         fallback_terms=fallbacks,
+        floors_s=kernel_floors_s(shape, gpu, params, split),
+        collectives_s=comm,
     )
 
 

@@ -240,9 +240,10 @@ def pass_terms(
     counts: np.ndarray | None = None,
     routed: np.ndarray | None = None,
 ):
-    """(moe, attention, other) seconds of one pass (``tokens`` (B,)) or of N passes (``tokens``
-    (N, B), ``unique_experts`` (N, layers)): the one body behind :func:`pass_cost` and
-    :func:`simspec.costs.passes.pass_cost_many`, so the two cannot drift apart.
+    """(moe, attention, other, collectives) seconds of one pass (``tokens`` (B,)) or of N
+    passes (``tokens`` (N, B), ``unique_experts`` (N, layers)): the one body behind
+    :func:`pass_cost` and :func:`simspec.costs.passes.pass_cost_many`, so the two cannot drift
+    apart.
 
     Every sum over requests or layers runs along the last axis, row by row, which is the same
     summation as on one row alone; the rest is elementwise. So each of N passes costs, bit for
@@ -257,7 +258,7 @@ def pass_terms(
         terms = _token_terms(c, n)
         if one:
             _remember(c.token_memo, n, terms)
-    fixed, projections, other = terms
+    fixed, projections, other, comm = terms
 
     moe = 0.0
     if shape.num_moe_layers:
@@ -283,7 +284,7 @@ def pass_terms(
     if c.renorm_wave_s:
         requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
         other = other + renorm_s(c, n, requests)
-    return moe, attention, other
+    return moe, attention, other, comm
 
 
 def _remember(memo: dict, key, value) -> None:
@@ -296,7 +297,7 @@ def _remember(memo: dict, key, value) -> None:
 def _token_terms(c: PassConstants, n):
     """The terms of a pass that depend on its token count ``n`` alone (a float, or an array of
     one count per pass): the shared experts and router of one MoE layer, each layer group's
-    attention projections, and ``other`` (dense FFNs, LM head and collectives, summed).
+    attention projections, ``other`` (dense FFNs and LM head, summed) and the collectives.
     """
     shape, flops_per_s, w_bw = c.shape, c.flops_per_s, c.w_bw
     fixed = 0.0
@@ -314,9 +315,8 @@ def _token_terms(c: PassConstants, n):
             ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
             other += g.count * ffn
     other += _weights(shape.lm_head_bytes, n, shape.weight_bytes_per_param, w_bw, flops_per_s)
-    if c.parallel.is_split:
-        other += collectives_s(c, n)
-    return fixed, tuple(projections), other
+    comm = collectives_s(c, n) if c.parallel.is_split else 0.0
+    return fixed, tuple(projections), other, comm
 
 
 def pass_cost(
@@ -333,10 +333,14 @@ def pass_cost(
     integer, the same number the float arithmetic gives below 2**53, without two conversions.
     """
     tokens, ctx = _numbers(tokens_per_request), _numbers(context_tokens)
-    moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
-    fixed_s = fixed_overhead_s(c, overhead_s)
+    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique_experts)
     return PassCost(
-        overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
+        overhead_s=host_overhead_s(c, overhead_s),
+        moe_s=float(moe),
+        attention_s=float(attention),
+        other_s=float(other),
+        floors_s=c.floor_s,
+        collectives_s=float(comm),
     )
 
 
@@ -347,12 +351,11 @@ def _numbers(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
-def fixed_overhead_s(c: PassConstants, overhead_s: float | None) -> float:
-    """Fixed time of a pass: its kernels' floors (``c.floor_s``) plus the engine's host time,
-    ``overhead_s`` if given (draft steps, extends), else the target pass's
-    ``pass_overhead_s``. Shared by :func:`pass_cost` and :func:`pass_cost_many`."""
-    host = c.params.pass_overhead_s if overhead_s is None else overhead_s
-    return c.floor_s + host
+def host_overhead_s(c: PassConstants, overhead_s: float | None) -> float:
+    """The engine's host time of a pass: ``overhead_s`` if given (draft steps, extends), else
+    the target pass's ``pass_overhead_s`` (its kernels' floors are ``c.floor_s``, apart).
+    Shared by :func:`pass_cost` and :func:`pass_cost_many`."""
+    return c.params.pass_overhead_s if overhead_s is None else overhead_s
 
 
 def target_pass_cost(
@@ -397,15 +400,15 @@ def target_pass_cost(
 
     Examples
     --------
-    Its fixed part is its kernels' floors, 32 layers of 10 kernels and 5 more at 2 µs each
-    (plus the engine's host time, 0 by default):
+    Its kernels' floors, 32 layers of 10 kernels and 5 more at 2 µs each (the engine's host
+    time, ``overhead_s``, is 0 by default):
 
     >>> from simspec import catalog
     >>> m = catalog.get_model("llama-3.1-8b")
     >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
     ...                      np.array([1]), np.array([0]), np.zeros(0))
-    >>> round(c.overhead_s * 1e6, 6)
-    650.0
+    >>> round(c.floors_s * 1e6, 6), c.overhead_s
+    (650.0, 0.0)
     """
     return pass_cost(
         pass_constants(shape, gpu, params, num_gpus, parallel=parallel, hidden_size=hidden_size),
@@ -468,9 +471,9 @@ def pass_cost_many(
         if c.shape.num_moe_layers:
             routed = _routed_gathered(c, _batch_sum(tokens, weights), unique, unique_index)
         unique = np.zeros((len(tokens), 0))
-    moe, attention, other = pass_terms(c, tokens, ctx, unique, weights, routed)
-    fixed_s = fixed_overhead_s(c, overhead_s)
-    return fixed_s + moe + attention + other  # PassCost.total_s's order
+    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique, weights, routed)
+    host = host_overhead_s(c, overhead_s)
+    return host + moe + attention + other + c.floor_s + comm  # PassCost.total_s's order
 
 
 def _routed_gathered(

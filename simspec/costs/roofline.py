@@ -24,7 +24,7 @@ from simspec.costs.kernels import _add, _batch_sum
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.passes import (
     PassConstants,
-    fixed_overhead_s,
+    host_overhead_s,
     pass_constants,
     pass_cost,
     pass_cost_many,
@@ -230,23 +230,26 @@ class RooflineCostModel:
 
     def verify_terms(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
-    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """:meth:`verify_pass` of N passes at once, by component: (overhead_s, moe_s,
-        attention_s, other_s), arrays (N,) but the overhead (one value: every pass has B
-        requests); ``tokens_per_request`` and ``context_tokens`` (N, B), ``unique_experts``
-        (N, layers). Row p equals ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for
-        bit (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
+        attention_s, other_s, floors_s, collectives_s), arrays (N,) but the overhead and the
+        floors (one value each: every pass has B requests); ``tokens_per_request`` and
+        ``context_tokens`` (N, B), ``unique_experts`` (N, layers). Row p equals
+        ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for bit
+        (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
         tokens = np.asarray(tokens_per_request, dtype=float)
         ctx = np.asarray(context_tokens, dtype=float)
         unique = np.asarray(unique_experts, dtype=float)
-        moe, attention, other = pass_terms(self._target, tokens, ctx, unique)
+        moe, attention, other, comm = pass_terms(self._target, tokens, ctx, unique)
         n = len(tokens)
-        fixed_s = fixed_overhead_s(self._target, None)
+        host_s = host_overhead_s(self._target, None)
         return (
-            fixed_s,
+            host_s,
             np.broadcast_to(np.asarray(moe, dtype=float), (n,)),
             np.broadcast_to(np.asarray(attention, dtype=float), (n,)),
             np.broadcast_to(np.asarray(other, dtype=float), (n,)),
+            self._target.floor_s,
+            np.broadcast_to(np.asarray(comm, dtype=float), (n,)),
         )
 
     def speculation_overhead_s(

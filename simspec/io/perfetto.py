@@ -100,6 +100,8 @@ def _gpu_events(records: Records, pid: int) -> list[dict[str, Any]]:
             "attention_ms": _ms(s.verify.attention_s),
             "other_ms": _ms(s.verify.other_s),
             "overhead_ms": _ms(s.verify.overhead_s),
+            "floors_ms": _ms(s.verify.floors_s),
+            "collectives_ms": _ms(s.verify.collectives_s),
         }
         events.append(_span("verify", pid, GPU_TID, verify_start, end, args))
         ts = _us(s.start_s)

@@ -211,15 +211,30 @@ class RooflineParams:
 
 @dataclass(frozen=True, slots=True)
 class PassCost:
-    """Time of one forward pass, by component, in seconds."""
+    """Time of one forward pass, by component, in seconds.
+
+    ``overhead_s`` is the engine's host time, ``floors_s`` every kernel's fixed floor
+    (:mod:`simspec.physics.launches`), ``collectives_s`` the pass's all-reduces and
+    all-to-alls (:mod:`simspec.costs.parallel`); ``other_s`` holds dense FFNs, the LM head and a
+    sampled verify's top-p renormalisation.
+    """
 
     overhead_s: float
     moe_s: float
     attention_s: float
     other_s: float
     fallback_terms: int = 0  # calibrated model: terms taken from the roofline (outside its tables)
+    floors_s: float = 0.0
+    collectives_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         """The whole pass."""
-        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+        return (
+            self.overhead_s
+            + self.moe_s
+            + self.attention_s
+            + self.other_s
+            + self.floors_s
+            + self.collectives_s
+        )

@@ -39,7 +39,7 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
 
 _FLOATS = (
     *("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s", "duration_s"),
-    "unique",
+    *("unique", "floors_s", "collectives_s"),
 )
 _INTS = ("fallback_terms", "drafted", "accepted", "probes", "batch_size")
 
@@ -69,7 +69,10 @@ class _Steps:
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
             by_size.setdefault(len(outcome.drafts), []).append(j)
-        names = ("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s")
+        names = (
+            *("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s"),
+            *("floors_s", "collectives_s"),
+        )
         prices = {name: np.zeros(len(todo)) for name in names}
         fallback = np.zeros(len(todo), dtype=np.int64)
         means = np.zeros(len(todo))  # mean unique experts per layer (0 without MoE layers)
@@ -86,7 +89,8 @@ class _Steps:
                 np.array([o.run for o in group]),
                 np.array([o.committed for o in group]),
             )
-            for name, column in zip(names, (*costs[:5], costs.speculation_overhead_s), strict=True):
+            columns = (*costs[:5], costs.speculation_overhead_s, costs.floors_s)
+            for name, column in zip(names, (*columns, costs.collectives_s), strict=True):
                 prices[name][rows] = column
             fallback[rows] = costs.fallback_terms
         drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
@@ -102,6 +106,8 @@ class _Steps:
             prices["other_s"],
             fallback,
             prices["extra_s"],
+            prices["floors_s"],
+            prices["collectives_s"],
         )
         f["duration_s"].frombytes(priced.duration_s.tobytes())
         n["fallback_terms"].frombytes(fallback.tobytes())
@@ -163,7 +169,10 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
         n["drafted"],
         n["accepted"],
         f["draft_s"],
-        (f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]),
+        (
+            *(f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]),
+            *(f["floors_s"], f["collectives_s"]),
+        ),
         f["unique"],
         n["probes"],
         f["extra_s"],

@@ -43,7 +43,7 @@ class StepRecord:
 
 _FLOATS = (
     *("start_s", "draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "unique"),
-    "speculation_overhead_s",
+    *("speculation_overhead_s", "floors_s", "collectives_s"),
 )
 _INTS = ("batch_size", "fed_tokens", "drafted", "accepted", "probes", "fallback_terms")
 
@@ -104,7 +104,13 @@ class StepLog(Sequence[StepRecord]):
         accepted: Sequence[int],
         draft_s: Sequence[float],
         verify: tuple[
-            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
+            Sequence[float],
+            Sequence[float],
+            Sequence[float],
+            Sequence[float],
+            Sequence[int],
+            Sequence[float],
+            Sequence[float],
         ],
         unique_experts: Sequence[float],
         probes: Sequence[int],
@@ -115,8 +121,9 @@ class StepLog(Sequence[StepRecord]):
     ) -> None:
         """Add many steps at once, one entry of each sequence per step (the fields of
         :func:`append`; ``verify`` as its columns ``overhead_s``, ``moe_s``, ``attention_s``,
-        ``other_s``, ``fallback_terms``); ``request_id`` and ``position``: every step's int64
-        values concatenated, ``batch_size[s]`` of them for step s."""
+        ``other_s``, ``fallback_terms``, ``floors_s``, ``collectives_s``); ``request_id`` and
+        ``position``: every step's int64 values concatenated, ``batch_size[s]`` of them for
+        step s."""
         self._flush()
         f, n = self._floats, self._ints
         f["start_s"].extend(start_s)
@@ -125,6 +132,8 @@ class StepLog(Sequence[StepRecord]):
             ("overhead_s", "moe_s", "attention_s", "other_s"), verify[:4], strict=True
         ):
             f[name].extend(column)
+        f["floors_s"].extend(verify[5])
+        f["collectives_s"].extend(verify[6])
         f["unique"].extend(unique_experts)
         f["speculation_overhead_s"].extend(speculation_overhead_s)
         n["batch_size"].extend(batch_size)
@@ -150,6 +159,8 @@ class StepLog(Sequence[StepRecord]):
             [v.attention_s for v in verify],
             [v.other_s for v in verify],
             [v.fallback_terms for v in verify],
+            [v.floors_s for v in verify],
+            [v.collectives_s for v in verify],
         )
         pending.clear()
         self.extend(
@@ -191,6 +202,8 @@ class StepLog(Sequence[StepRecord]):
             f["attention_s"][index],
             f["other_s"][index],
             n["fallback_terms"][index],
+            f["floors_s"][index],
+            f["collectives_s"][index],
         )
         return StepRecord(
             f["start_s"][index],
@@ -228,7 +241,7 @@ class StepLog(Sequence[StepRecord]):
     def column(self, name: str) -> np.ndarray:
         """One field of every step, in step order: a :class:`StepRecord` field name (or one of
         ``verify``'s: ``overhead_s``, ``moe_s``, ``attention_s``, ``other_s``,
-        ``fallback_terms``; ``unique_experts``)."""
+        ``fallback_terms``, ``floors_s``, ``collectives_s``; ``unique_experts``)."""
         self._flush()
         key = "unique" if name == "unique_experts" else name
         if key in self._floats:

@@ -54,7 +54,8 @@ def test_a_pass_pays_every_kernels_floor(name, graphs):
     c = pass_constants(spec.shape, H100, params)
     assert c.floor_s == pytest.approx(_kernels(spec) * floor, rel=1e-12)
     cost = pass_cost(c, np.array([1]), np.array([10]), np.full(spec.shape.num_moe_layers, 8.0))
-    assert cost.overhead_s == pytest.approx(c.floor_s + params.pass_overhead_s, rel=1e-12)
+    assert cost.floors_s == c.floor_s
+    assert cost.overhead_s == params.pass_overhead_s  # the engine's host time, apart
 
 
 def test_eager_passes_cost_more_by_the_floor_difference():

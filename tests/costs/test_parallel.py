@@ -90,8 +90,9 @@ def test_tensor_parallel_pass_splits_weights_and_adds_collectives():
     assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-12)
     layers = sum(g.count for g in shape.groups)
     comm = layers * 2 * allreduce_s(QWEN.hidden_size * ACTIVATION_BYTES, 2, ALPHA, BETA, STEP)
-    assert two.other_s == pytest.approx(one.other_s / 2 + comm, rel=1e-12)
-    assert two.overhead_s == one.overhead_s
+    assert two.other_s == pytest.approx(one.other_s / 2, rel=1e-12)
+    assert two.collectives_s == pytest.approx(comm, rel=1e-12) and one.collectives_s == 0.0
+    assert (two.overhead_s, two.floors_s) == (one.overhead_s, one.floors_s)
 
 
 def test_engine_software_time_per_layer_adds_once_per_layer():
