@@ -14,6 +14,7 @@ three of them fitted:
 - ``draft_step_overhead_s``: host time per drafter pass beyond its kernels;
 - ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
   EAGLE-3 in SGLang and vLLM; set by the engine's design, not fitted);
+- ``top_p_renorm_passes``: the engine's sampling path at temperature > 0 (a design setting);
 - ``overlap_scheduling``: whether the engine hides a speculative iteration's host work behind
   the GPU (a design setting, the default of ``[engine] overlap_scheduling``).
 
@@ -36,6 +37,7 @@ PRESET_KEYS = (
     "verify_overhead_s",
     "draft_extend_passes",
     "comm_s_per_layer",
+    "top_p_renorm_passes",
 )
 
 
@@ -61,6 +63,13 @@ class EnginePreset:
     )
     comm_s_per_layer: float | None = param(
         None, "software time per layer on top of the collectives, s", ge=0, lt=0.01
+    )
+    top_p_renorm_passes: float | None = param(
+        None,
+        "the engine's sampling path: passes over the vocabulary of a sampled verify's top-p "
+        "renormalisation per verified row (unset = the kernel's default)",
+        ge=0,
+        le=1000,
     )
     overlap_scheduling: bool | None = param(
         None,

@@ -198,3 +198,23 @@ def test_overlap_scheduling_defaults_to_the_presets_design_and_the_scenario_wins
                 overrides={"engine.preset": name, "engine.overlap_scheduling": value}
             )
             assert forced.roofline.overlap_scheduling is value
+
+
+def test_a_preset_may_set_its_sampling_path():
+    from simspec.params.presets import EnginePreset
+
+    preset = EnginePreset(name="x", top_p_renorm_passes=3.0)
+    assert preset.overrides() == {"top_p_renorm_passes": 3.0}
+    tokens, ctx = np.array([4, 4]), np.array([500, 500])
+    unique = np.full(QWEN.shape.num_moe_layers, 20.0)
+
+    def extra(passes: float) -> float:
+        sampled = _model(temperature=0.7, top_p=0.9, top_p_renorm_passes=passes)
+        greedy = _model(top_p_renorm_passes=passes)
+        return (
+            sampled.verify_pass(tokens, ctx, unique).other_s
+            - greedy.verify_pass(tokens, ctx, unique).other_s
+        )
+
+    assert extra(3.0) == pytest.approx(extra(30.0) / 10, rel=1e-9)  # linear in the passes
+    assert extra(0.0) == 0.0
