@@ -115,7 +115,12 @@ def execute(args: argparse.Namespace) -> int:
                 raise InputError(args.probes, "", "a probe cache (JSON)", str(err)) from None
         with Progress("preset probes") as progress:
             results = fit_presets(
-                cases.cases, workers=args.workers, probes=probes, without=without, progress=progress
+                cases.cases,
+                workers=args.workers,
+                probes=probes,
+                without=without,
+                progress=progress,
+                reporters=cases.reporters(),
             )
         if args.probes:
             write_atomic(args.probes, json.dumps(probes, indent=0) + "\n")

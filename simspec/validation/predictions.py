@@ -94,15 +94,19 @@ def predict_kernel_us(case: Case, default: simspec.Scenario) -> float:
 
 
 def scenario_data(
-    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+    case: Case,
+    preset: str | None = None,
+    costs: dict[str, float] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The default scenario's data with the row's model, hardware, workload and policy.
 
     ``preset`` is the engine preset (default: the row's engine, :func:`engine_preset`);
-    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes).
+    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes), ``engine`` further
+    ``[engine]`` keys (the engine's design settings in those probes).
     """
     data, _ = read_scenario_data(None)
-    data["engine"] = {"preset": preset or engine_preset(case)}
+    data["engine"] = {"preset": preset or engine_preset(case), **(engine or {})}
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}
@@ -149,10 +153,13 @@ TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_pe
 
 
 def run_times(
-    case: Case, preset: str | None = None, costs: dict[str, float] | None = None
+    case: Case,
+    preset: str | None = None,
+    costs: dict[str, float] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
-    data = scenario_data(case, preset, costs)
+    data = scenario_data(case, preset, costs, engine)
     scenario = scenario_from_dict(data, f"validation case {case.id}")
     rows = simspec.run(scenario).policies
     row, baseline = rows[-1], rows[0]
