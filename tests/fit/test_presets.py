@@ -95,7 +95,7 @@ def test_every_preset_fits_at_most_three_engine_terms_each_explained():
 
 
 def test_a_fitted_value_outside_its_plausible_range_is_flagged_in_the_notes():
-    ok = {"values": {"pass_overhead_s": 5e-4}, "rows": [], "fitted_rows": 0}
+    ok = {"values": {"pass_overhead_s": 5e-4}, "rows": [], "fitted_rows": 0, "fitted_range": []}
     ok["median_abs_relative_error"] = 0.1
     assert "OUTSIDE" not in presets.preset_toml("vllm", ok)
     bad = {**ok, "values": {"pass_overhead_s": 2e-3}}
