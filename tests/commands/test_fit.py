@@ -89,3 +89,19 @@ def test_fit_warns_about_parameters_the_rows_cannot_identify(inputs, capsys):
     _, errors = capsys.readouterr()
     assert code == 0
     assert "warning: comm_s_per_layer is not identifiable: no row depends on it" in errors
+
+
+def test_fit_under_a_preset_says_its_values_outrank_the_preset(inputs, capsys):
+    from simspec import catalog
+
+    folder, scenario_path, csv_path = inputs
+    out = folder / "profile.json"
+    argv = ["fit", str(csv_path), "--scenario", str(scenario_path), "--out", str(out)]
+    code = main([*argv, "--params", "pass_overhead_s", "--set", 'engine.preset="sglang"'])
+    _, errors = capsys.readouterr()
+    assert code == 0, errors
+    preset = catalog.get_engine("sglang").overrides()["pass_overhead_s"]
+    fitted = load_profile(out).fitted.pass_overhead_s
+    (note,) = [line for line in errors.splitlines() if line.startswith("note:")]
+    assert "outrank the engine preset" in note
+    assert f"pass_overhead_s {preset:.4g} -> {fitted:.4g}" in note
