@@ -13,6 +13,7 @@ a table of latency percentiles, SLO attainment and goodput.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from simspec.commands import (
     write_output,
     write_trace_out,
 )
+from simspec.commands._hints import analytic_routing_hint
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
@@ -101,6 +103,9 @@ def simulate_replicated(
         check_writable(args.trace_out, "--trace-out")
     if header is not None:
         print(header(scenario), file=notes_stream(args), flush=True)
+    hint = analytic_routing_hint([scenario] * args.replications, oracle)
+    if hint:
+        print(hint, file=sys.stderr, flush=True)
     with Progress(command) as progress:
         replicated = replicate(
             scenario,

@@ -278,7 +278,7 @@ def read_with_overrides(
     data, source = read_scenario_data(path)
     base = str(Path(path).parent) if path is not None else ""
     if overrides:
-        data = apply_overrides(data, overrides)
+        data = apply_overrides(data, overrides, strict_drafter=path is not None)
         if touches_profile(overrides):
             base = ""
     return data, source, base
