@@ -97,3 +97,39 @@ def test_compare_bars_baseline_grey_oracle_black():
     assert colors[0] == BASELINE_COLOR.lower()
     assert colors[2] == ORACLE_COLOR.lower()
     assert len(set(colors)) == 3
+
+
+GRID = """
+name = "kinds"
+seed = 2
+[routing]
+overlap = 0.3
+[workload]
+num_requests = 2
+prompt_tokens = 32
+output_tokens = 10
+[[policies]]
+name = "fixed"
+draft_tokens = 2
+[sweep]
+oracle = true
+grid = { "workload.concurrency" = [1, 2], "acceptance.alpha" = [0.5, 0.8] }
+"""
+
+
+def test_plot_renders_every_figure_kind_of_a_small_sweep(tmp_path: Path, capsys):
+    scenario = tmp_path / "kinds.toml"
+    scenario.write_text(GRID)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["plot", str(out)]) == 0
+    capsys.readouterr()
+    kinds = (
+        "speedup-vs-batch",
+        "speedup-vs-acceptance.alpha",
+        "policies",
+        "unique-experts",
+        "delta-space",
+    )
+    for name in kinds:
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
