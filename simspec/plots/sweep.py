@@ -33,11 +33,11 @@ from simspec.plots import pyplot, save
 from simspec.plots.comparison import policy_comparison_figure
 from simspec.plots.layout import (
     BATCH,
-    POLICY_COLORS,
     cases,
     describe,
     free_keys,
     grid_shape,
+    line_colors,
 )
 from simspec.plots.routing import unique_experts_of_sweep
 from simspec.sweep.points import axes, read_sweep
@@ -163,6 +163,7 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary], axis: str = BATCH) ->
         nrows, ncols, figsize=size, dpi=120, squeeze=False, sharex=True, sharey=not one_panel
     )
     labels = list(dict.fromkeys(line(r, one_panel) for r in shown))
+    colors = line_colors(len(labels))
     for ax, panel in zip(grid.ravel(), panels, strict=False):
         mine = [r for r in shown if one_panel or r.case == panel]
         for label in labels:
@@ -175,16 +176,17 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary], axis: str = BATCH) ->
                 continue
             x, y, ci = (np.array(v) for v in zip(*pts, strict=True))
             n = labels.index(label)
+            # no error bars (not even empty caps) where no interval exists (one replication)
             ax.errorbar(
                 x,
                 y,
-                yerr=np.where(np.isnan(ci), 0.0, ci),
+                yerr=None if np.isnan(ci).all() else np.where(np.isnan(ci), 0.0, ci),
                 marker=_MARKERS[n % len(_MARKERS)],
-                linestyle=_STYLES[(n // len(POLICY_COLORS)) % len(_STYLES)],
+                linestyle=_STYLES[(n // len(colors)) % len(_STYLES)],
                 markersize=4,
                 capsize=2,
                 label=label or None,
-                color=POLICY_COLORS[n % len(POLICY_COLORS)],
+                color=colors[n],
             )
         ax.axhline(1.0, color="black", linewidth=0.8)
         _batch_ticks(ax, [_num(r.values.get(axis)) for r in shown], 1 if one_panel else 2, axis)
@@ -236,6 +238,7 @@ def speedup_by_case_figure(tables: Sequence[Sequence[PolicySummary]], labels: li
         nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows), dpi=120, sharex=True, squeeze=False
     )
     batches = [_num(r.values.get(BATCH)) for t in shown for r in t]
+    colors = line_colors(max(len(labels), len(combos)))
     for ax, case in zip(grid.ravel(), case_list, strict=False):
         for n, (rows, keys, label) in enumerate(zip(shown, free, labels, strict=True)):
             for c, combo in enumerate(combos):
@@ -254,7 +257,7 @@ def speedup_by_case_figure(tables: Sequence[Sequence[PolicySummary]], labels: li
                     y,
                     marker="os^D"[n % 4],
                     markersize=3,
-                    color=POLICY_COLORS[(n if len(combos) == 1 else c) % len(POLICY_COLORS)],
+                    color=colors[n if len(combos) == 1 else c],
                     linestyle=_STYLES[n % len(_STYLES)],
                     label=label if len(combos) == 1 else f"{label}: {combo}",
                 )

@@ -76,6 +76,14 @@ def test_keys_varying_together_give_one_line_per_case():
         assert list(line.get_xdata()) == list(BATCHES)
 
 
+def test_ten_models_get_ten_colours_and_no_error_bars_without_intervals():
+    fig = speedup_vs_batch_figure(paper_b_rows())  # one replication: no CIs
+    (ax,) = fig.axes
+    colors = {to_hex(line.get_color()) for line in data_lines(fig)}
+    assert len(colors) == 10
+    assert not ax.collections  # no error-bar glyphs
+
+
 def test_too_many_lines_split_into_one_panel_per_case():
     fig = speedup_vs_batch_figure(paper_b_rows(6, ("fixed-1", "fixed-3")))  # 12 lines
     panels = [ax for ax in fig.axes if ax.get_visible()]
