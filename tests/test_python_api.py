@@ -39,6 +39,15 @@ def test_readme_example_runs(monkeypatch, capsys):
     assert lines[0] == "['1/2', '2/2']"  # the fixed-3 policy and the k = 0 baseline
     assert [line.split()[0] for line in lines[1:]] == ["no-spec", "fixed-3"]
     assert float(lines[2].split()[2]) > 1.0  # speculation pays on this scenario
+    assert lines == _quoted_output()  # every number the README quotes
+
+
+def _quoted_output() -> list[str]:
+    """The output the README quotes after its Python example (tools/docs_numbers.py)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("<!-- docs: python-block") :]
+    start = section.index("```\n") + len("```\n")
+    return section[start : section.index("```", start)].splitlines()
 
 
 def test_overrides_and_a_loaded_scenario_give_the_same_run():
