@@ -24,3 +24,32 @@ def analytic_routing_hint(scenarios: Sequence[Any], oracle: bool) -> str | None:
         "--set 'routing.mode=\"analytic\"' uses the expected unique experts instead and "
         "runs much faster, without the sampling noise"
     )
+
+
+#: Baseline TTFT over the lowest other policy's above which :func:`lockstep_hint` speaks.
+LOCKSTEP_TTFT_RATIO = 1.2
+
+
+def lockstep_hint(scenario: Any, result: Any) -> str | None:
+    """A note when a closed loop with equal request lengths ran in lockstep and it shows in
+    TTFT (None otherwise).
+
+    Requests of equal length finish together under plain decoding, and their replacements
+    arrive together and are prefilled as one group, so the k = 0 baseline's TTFT includes a
+    whole batch's prefill, while speculation (whose requests finish apart) does not: the TTFT
+    difference is the lockstep's, not the engine's. Length jitter spreads the finishes as real
+    workloads do.
+    """
+    w = scenario.workload
+    if w.loop != "closed" or w.length_jitter > 0:
+        return None
+    base = next((p for p in result.policies if p.is_baseline), None)
+    others = [p.ttft_ms for p in result.policies if not p.is_baseline and not p.is_oracle]
+    if base is None or not others or base.ttft_ms <= LOCKSTEP_TTFT_RATIO * min(others):
+        return None
+    return (
+        f"note: {base.label}'s TTFT ({base.ttft_ms:.1f} ms vs {min(others):.1f}) comes from "
+        "lockstep: with workload.length_jitter = 0 its requests finish together and their "
+        "replacements are prefilled as a group; --set workload.length_jitter=0.5 gives TTFT "
+        "as an engine with varied request lengths sees it"
+    )

@@ -31,7 +31,7 @@ from simspec.commands import (
     write_output,
     write_trace_out,
 )
-from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._hints import analytic_routing_hint, lockstep_hint
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
@@ -124,6 +124,9 @@ def write_experiment_outputs(
     report = notes_stream(args)
     report_replications(args, replicated)
     print(answer_line(replicated), file=report)
+    hint = lockstep_hint(scenario, replicated.runs[0])
+    if hint:
+        print(hint, file=sys.stderr)
     write_trace_out(args, replicated.runs[0], scenario)
     if args.trace_out and args.trace_out != "-":
         print(f"wrote {args.trace_out}", file=report)
