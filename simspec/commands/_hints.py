@@ -53,3 +53,20 @@ def lockstep_hint(scenario: Any, result: Any) -> str | None:
         "replacements are prefilled as a group; --set workload.length_jitter=0.5 gives TTFT "
         "as an engine with varied request lengths sees it"
     )
+
+
+def preset_mismatch_hint(scenario: Any) -> str | None:
+    """A note when the scenario's fitted profile was fitted under another engine preset: its
+    fitted parameters still outrank this preset (:attr:`Scenario.roofline`), and they carry the
+    other preset's overheads with them."""
+    profile = scenario.profile
+    if profile is None or not profile.serving_fit:
+        return None
+    fitted_under = profile.engine_preset
+    if fitted_under is None or fitted_under == scenario.engine.preset:
+        return None
+    return (
+        f"note: {profile.source} was fitted under engine preset {fitted_under!r}, this scenario "
+        f"uses {scenario.engine.preset!r}; the profile's fitted {', '.join(profile.serving_fit)} "
+        "outrank the preset (refit under this preset for its numbers)"
+    )

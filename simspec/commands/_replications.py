@@ -31,7 +31,11 @@ from simspec.commands import (
     write_output,
     write_trace_out,
 )
-from simspec.commands._hints import analytic_routing_hint, lockstep_hint
+from simspec.commands._hints import (
+    analytic_routing_hint,
+    lockstep_hint,
+    preset_mismatch_hint,
+)
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
@@ -103,9 +107,12 @@ def simulate_replicated(
         check_writable(args.trace_out, "--trace-out")
     if header is not None:
         print(header(scenario), file=notes_stream(args), flush=True)
-    hint = analytic_routing_hint([scenario] * args.replications, oracle)
-    if hint:
-        print(hint, file=sys.stderr, flush=True)
+    for hint in (
+        analytic_routing_hint([scenario] * args.replications, oracle),
+        preset_mismatch_hint(scenario),
+    ):
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
     with Progress(command) as progress:
         replicated = replicate(
             scenario,
