@@ -73,7 +73,10 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     points = read_sweep(folder)
     rows = summarize(points)
     written: list[Path] = []
-    for axis in numeric_axes(points):
+    numeric = numeric_axes(points)
+    given = [BATCH] if BATCH in numeric else []
+    # one figure per independent axis: a key set with the batch (an axis of tables) adds none
+    for axis in given + [a for a in free_keys(rows, given) if a in numeric]:
         name = "batch" if axis == BATCH else axis
         figure = speedup_vs_batch_figure(rows, axis)
         written += save(figure, out / f"speedup-vs-{name}.png", svg=True)

@@ -43,6 +43,10 @@ def test_plot_of_an_independent_routing_sweep(tmp_path: Path, capsys):
     assert main(["plot", str(out)]) == 0
     for name in ("speedup-vs-batch", "policies", "unique-experts"):
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # num_requests is set with the batch (an axis of tables): no figure of its own
+    assert sorted(p.name for p in (out / "figures").glob("speedup-vs-*.png")) == [
+        "speedup-vs-batch.png"
+    ]
     capsys.readouterr()
     fig = unique_experts_of_sweep_figure(read_sweep(out), samples=20)
     (ax,) = fig.axes
