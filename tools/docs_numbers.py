@@ -124,10 +124,15 @@ def _python_block(path: Path, marker_line: int) -> str:
 
 
 def _scratch() -> Path:
+    """A fresh folder with links to the repository's tracked top-level entries (an output
+    folder a command writes, such as runs/, is then the scratch folder's own)."""
     folder = Path(tempfile.mkdtemp(prefix="simspec-docs-"))
-    for entry in ROOT.iterdir():
-        if entry.name not in (".git", ".venv"):
-            (folder / entry.name).symlink_to(entry)
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for name in sorted({line.split("/", 1)[0] for line in listed}):
+        if (ROOT / name).exists():
+            (folder / name).symlink_to(ROOT / name)
     return folder
 
 
