@@ -1,10 +1,13 @@
-"""A sweep's policies as a Markdown table: TPOT with its 95 % CI, speedup, paired gap to the oracle.
+"""Markdown tables of sweeps that the paper READMEs quote (``tools/docs_numbers.py``).
 
     python -m studies.sweep_table runs/paper-a
+    python -m studies.sweep_table --by-batch runs/prior runs/full --labels "(a) prior,(b) full"
 
-Reads the folder's ``summary.csv`` (``simspec sweep``): one row per case and policy, the case
-named on its first row, the fixed k with the highest mean speedup marked "(best fixed)". The
-paper READMEs quote this table (``tools/docs_numbers.py`` regenerates it).
+The first form: one row per case and policy of the folder's ``summary.csv`` (``simspec
+sweep``): TPOT with its 95 % CI, the speedup over no speculation and the paired gap to the
+oracle, the case named on its first row and the fixed k with the highest mean speedup marked
+"(best fixed)". ``--by-batch``: one row per case, one column per folder holding the speedups of
+its one speculative policy at each ``workload.concurrency``, in increasing order.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from pathlib import Path
 
 def table(folder: Path) -> str:
     """The Markdown table of ``folder``'s summary.csv (module docstring)."""
-    with (folder / "summary.csv").open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = _summary(folder)
     lines = [
         "| model | policy | TPOT ms | speedup | vs oracle (ms) |",
         "|---|---|---|---|---|",
@@ -42,13 +44,42 @@ def table(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _summary(folder: Path) -> list[dict[str, str]]:
+    with (folder / "summary.csv").open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def by_batch(folders: list[Path], labels: list[str], first: str = "model (experts)") -> str:
+    """Speedups of each folder's speculative policy by batch size, one row per case."""
+    tables = [_summary(folder) for folder in folders]
+    lines = [f"| {first} | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for case in dict.fromkeys(r["case"] for r in tables[0]):
+        cells = []
+        for rows in tables:
+            mine = [
+                r for r in rows if r["case"] == case and r["policy"] not in ("no-spec", "oracle")
+            ]
+            mine.sort(key=lambda r: float(r["workload.concurrency"]))
+            cells.append(" ".join(f"{float(r['speedup_vs_no_spec']):.2f}" for r in mine))
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the table of the sweep folder given as the only argument."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m studies.sweep_table SWEEP_FOLDER", file=sys.stderr)
-        return 2
-    print(table(Path(args[0])), end="")
+    """Print the table of the sweep folder(s) given (module docstring)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Markdown tables of sweep folders.")
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--by-batch", action="store_true", help="speedups by batch size")
+    parser.add_argument("--labels", default="", help="column labels, comma-separated")
+    args = parser.parse_args(argv)
+    if args.by_batch:
+        labels = args.labels.split(",") if args.labels else [str(f) for f in args.folders]
+        print(by_batch(args.folders, labels), end="")
+    else:
+        for folder in args.folders:
+            print(table(folder), end="")
     return 0
 
 

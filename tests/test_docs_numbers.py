@@ -86,3 +86,24 @@ def test_the_tool_finds_fenced_indented_and_table_blocks_and_spots_changes(tmp_p
     text = doc.read_text(encoding="utf-8")
     assert "    $ some command\n    b 1\n    c 2\n" in text and "| 3 |" in text
     assert all(docs.run_block(b) == b.current for b in docs.find_blocks(doc))
+
+
+def test_sweep_tables_of_a_summary(tmp_path):
+    from studies.sweep_table import by_batch, table
+
+    head = "case,workload.concurrency,policy,tpot_ms,tpot_ms_ci95,speedup_vs_no_spec,"
+    head += "tpot_diff_vs_oracle_ms,tpot_diff_vs_oracle_ci95_ms\n"
+    rows = [
+        "m,2,no-spec,4.0,0.0,1.0,2.0,0.1",
+        "m,2,fixed-1,3.0,0.2,1.333,1.0,0.05",
+        "m,2,fixed-2,2.5,0.3,1.6,0.5,0.04",
+        "m,2,oracle,2.0,0.1,2.0,0.0,0.0",
+        "m,1,fixed-2,2.0,0.1,1.25,0.5,0.1",
+    ]
+    (tmp_path / "summary.csv").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
+    lines = table(tmp_path).splitlines()
+    assert lines[2] == "| m | no-spec | 4.000 ± 0.000 | 1.000 | +2.000 ± 0.100 |"
+    assert lines[4] == "|  | fixed-2 (best fixed) | 2.500 ± 0.300 | 1.600 | +0.500 ± 0.040 |"
+    assert lines[5].endswith("| 0 |")
+    batch = by_batch([tmp_path], ["speedups"]).splitlines()
+    assert batch[2] == "| m | 1.25 1.33 1.60 |"  # concurrency 1 first
