@@ -76,8 +76,9 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _precedence_note(preset: str, values: Mapping[str, float], out: str) -> str:
-    """Which values a run with the profile uses (precedence: Scenario.roofline)."""
+def _precedence_note(preset: str, values: Mapping[str, float], out: str) -> str | None:
+    """Which preset values a run with the profile replaces by fitted ones (precedence:
+    Scenario.roofline); None when the preset sets none of the fitted parameters."""
     from simspec import catalog
 
     overrides = catalog.get_engine(preset).overrides()
@@ -86,13 +87,13 @@ def _precedence_note(preset: str, values: Mapping[str, float], out: str) -> str:
         for name in values
         if name in overrides
     ]
-    note = (
+    if not replaced:
+        return None
+    return (
         f'note: a scenario with costs.profile = "{out}" uses the fitted values; they outrank '
-        f"the engine preset's, and a key set in [costs] outranks both"
+        f"the engine preset's, and a key set in [costs] outranks both (over the {preset} "
+        "preset: " + ", ".join(replaced) + ")"
     )
-    if replaced:
-        note += f" (over the {preset} preset: " + ", ".join(replaced) + ")"
-    return note
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -183,7 +184,9 @@ def execute(args: argparse.Namespace) -> int:
             )
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(_precedence_note(scenario.engine.preset, result.values, args.out), file=sys.stderr)
+    note = _precedence_note(scenario.engine.preset, result.values, args.out)
+    if note:
+        print(note, file=sys.stderr)
     write_output(args.out, profile_json(data), "--out")
     print(f"wrote {args.out}")
     return 0
