@@ -50,3 +50,21 @@ def test_a_lockstep_closed_loop_gets_a_ttft_note(capsys):
     assert "comes from lockstep" in capsys.readouterr().err
     assert main(["run", *small, "--set", "workload.length_jitter=0.5"]) == 0
     assert "lockstep" not in capsys.readouterr().err
+
+
+def test_every_help_example_parses_and_names_files_that_exist():
+    import shlex
+    from pathlib import Path
+
+    from simspec.cli import _modules, _parser
+
+    root = Path(__file__).resolve().parents[2]
+    modules = _modules()
+    parser = _parser(modules)
+    for name, module in modules.items():
+        words = shlex.split(module.EXAMPLE)
+        assert words[0] == "simspec", name
+        parser.parse_args(words[1:])  # every flag of the example exists
+        for word in words[2:]:
+            if word.endswith((".toml", ".csv")) and "/" in word and not word.startswith("-"):
+                assert (root / word).exists(), f"{name}: {word}"
