@@ -263,6 +263,7 @@ def fitted_profile(
             "source": scenario.source,
             "name": scenario.name,
             "digest": scenario.digest(),
+            "engine_preset": scenario.engine.preset,
             "profile": base.source if base is not None else "",
         },
     }
