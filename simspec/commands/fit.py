@@ -13,8 +13,17 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
-from simspec.commands import add_set_option, check_range, check_writable, table, write_output
+from simspec.commands import (
+    add_set_option,
+    check_outputs,
+    check_range,
+    check_writable,
+    scenario_inputs,
+    table,
+    write_output,
+)
 
 NAME = "fit"
 HELP = "Fit overheads and efficiencies to measured serving numbers (vLLM/SGLang bench)."
@@ -86,6 +95,8 @@ def execute(args: argparse.Namespace) -> int:
     check_writable(args.out, "--out", stdout=False)
     measurements = read_measurements(args.measurements)
     scenario = load_scenario(args.scenario, args.set)
+    inputs = [("measurements", Path(args.measurements)), *scenario_inputs(args.scenario, scenario)]
+    check_outputs([("--out", args.out)], inputs)
     settings = FitSettings(output_cap_tokens=args.output_cap)
     started = time.perf_counter()
     last = [started]

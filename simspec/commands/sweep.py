@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from simspec.commands import (
@@ -105,12 +106,13 @@ def execute(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 resume=args.resume,
                 progress=progress,
+                report=lambda line: print(f"sweep: {line}", file=sys.stderr),
             )
     except InputError as err:  # name the flag, not the library's argument
         if err.key_path != "sweep.out":
             raise
-        resumable = not args.resume and (out / "points").is_dir()
-        hint = "Pass --resume to continue the sweep saved there." if resumable else ""
+        resumable = err.expected.startswith("an empty folder") and not args.resume
+        hint = "Pass --resume to continue the sweep saved there." if resumable else err.hint
         expected = "an empty folder" if resumable else err.expected
         raise InputError("--out", args.out, expected, err.found, hint) from None
     print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")

@@ -23,6 +23,7 @@ from simspec.analysis.experiment import run_experiment, work_tokens
 from simspec.analysis.results import RunResult
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
+from simspec.sweep.lock import FolderLock
 from simspec.sweep.points import (
     SUBFOLDERS,
     PointFiles,
@@ -31,6 +32,7 @@ from simspec.sweep.points import (
     check_folder,
     parse_point,
     point_files,
+    prepare_folder,
     read_points,
     unfinished,
     write_manifest,
@@ -75,6 +77,7 @@ def run_sweep(
     scheduler: str | None = None,
     resume: bool = False,
     progress: Progress | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> list[PointResult]:
     """Run every unfinished point, then write ``results.csv``, ``summary.csv`` and ``sweep.json``.
 
@@ -96,6 +99,9 @@ def run_sweep(
         Continue a sweep in ``out``: skip the points already saved there.
     progress : callable, optional
         ``progress(done, total)``.
+    report : callable, optional
+        ``report(line)``: each saved point that is simulated again, and why (unreadable, or
+        its digest does not match).
 
     Returns
     -------
@@ -105,7 +111,8 @@ def run_sweep(
     Raises
     ------
     InputError
-        ``sweep.out`` is a file, or holds finished points and ``resume`` is false;
+        ``sweep.out`` is a file, holds files no sweep wrote, is in use by another running
+        sweep, or holds finished points and ``resume`` is false;
         ``sweep.executor`` or ``sweep.workers`` is invalid; dask is not installed.
     """
     out = Path(out)
@@ -116,7 +123,30 @@ def run_sweep(
     if executor == "dask" and scheduler:
         check_scheduler(scheduler)
     check_folder(out, points, resume)
-    created = not out.exists()  # created by the first point written, removed if none is
+    lock = FolderLock.acquire(out)  # a second sweep into ``out`` is refused meanwhile
+    try:
+        results = _run_locked(points, out, oracle, workers, executor, scheduler, progress, report)
+    except BaseException:
+        lock.release(undo=True)  # a folder this sweep created and wrote nothing into goes
+        raise
+    lock.release()
+    return results
+
+
+def _run_locked(
+    points: Sequence[Point],
+    out: Path,
+    oracle: bool,
+    workers: int,
+    executor: str,
+    scheduler: str | None,
+    progress: Progress | None,
+    report: Callable[[str], None] | None,
+) -> list[PointResult]:
+    """:func:`run_sweep` once the folder is checked and locked."""
+    for line in prepare_folder(out, points):
+        if report is not None:
+            report(f"simulating again: {line}")
     todo = unfinished(out, points)
     done = len(points) - len(todo)
     todo = heaviest_first(todo, oracle)  # the files and tables follow the grid regardless
@@ -144,8 +174,7 @@ def run_sweep(
             else:
                 _run_processes(todo, finished, oracle, workers, pools)
         except BaseException:
-            if created:
-                _remove_empty(out)
+            _remove_empty(out)
             raise
         results = read_points(out, points, parsed)
         write_tables(results, out)
@@ -154,8 +183,9 @@ def run_sweep(
 
 
 def _remove_empty(out: Path) -> None:
-    """Remove the sweep folder we created when nothing was written into it."""
-    for folder in [*(out / name for name in SUBFOLDERS), out]:
+    """Remove the sub-folders of ``out`` nothing was written into (the folder itself goes with
+    its lock, :meth:`~simspec.sweep.lock.FolderLock.release`)."""
+    for folder in [out / name for name in SUBFOLDERS]:
         with contextlib.suppress(OSError):  # missing, or not empty: keep it
             folder.rmdir()
 
