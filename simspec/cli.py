@@ -2,20 +2,24 @@
 
 Each subcommand lives in its own module under :mod:`simspec.commands`. Exit codes: 0 success;
 2 bad input (scenario, flag, file) with a one-paragraph message naming the file, the key path,
-what was expected and what was found; 1 internal error.
+what was expected and what was found; 1 internal error; 130 Ctrl-C, 143 SIGTERM and 129 SIGHUP
+(one line, no partial files).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 from simspec._version import __version__
-from simspec.errors import InputError
+from simspec.errors import InputError, Terminated
 
 #: Subcommand modules under simspec.commands, in the order `simspec --help` lists them.
 COMMANDS = (
@@ -88,8 +92,40 @@ def _parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
     return parser
 
 
+#: Signals handled like Ctrl-C: a terminal closed (SIGHUP), a job stopped by ``kill`` or CI.
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`~simspec.errors.Terminated` inside (main thread only;
+    the previous handlers come back on exit)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, _raise_terminated)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simspec`` command; returns the exit code."""
+    with _stop_signals():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = _parser(_modules()).parse_args(argv)
         return int(args._execute(args))
@@ -103,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"simspec: terminated by {name}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print("simspec: interrupted", file=sys.stderr)
         return 130

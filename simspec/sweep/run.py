@@ -12,6 +12,7 @@ bytes as an uninterrupted one.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import threading
@@ -40,7 +41,7 @@ from simspec.sweep.points import (
 )
 from simspec.sweep.spec import Point
 from simspec.sweep.tables import write_tables
-from simspec.sweep.workers import frozen_heap, worker_context
+from simspec.sweep.workers import frozen_heap, worker_context, worker_start
 
 #: The executors :func:`run_sweep` knows.
 EXECUTORS = ("process", "dask")
@@ -203,12 +204,28 @@ def _run_processes(
 
     # Forked workers inherit the imported modules (and the parent's caches, which never change
     # a result: one worker runs every point in the parent).
+    import multiprocessing
+
     context = worker_context()
-    pool = pools.enter_context(cf.ProcessPoolExecutor(max_workers=workers, mp_context=context))
+    before = set(multiprocessing.active_children())
+    pool = pools.enter_context(
+        cf.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=worker_start,
+            initargs=(os.getpid(),),
+        )
+    )
     with frozen_heap():  # the first submit forks the workers
         futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
-    for future in cf.as_completed(futures):
-        finished(futures[future], future.result())
+    try:
+        for future in cf.as_completed(futures):
+            finished(futures[future], future.result())
+    except BaseException:  # stopped (a signal, an error): the queued points must not run
+        for process in set(multiprocessing.active_children()) - before:
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     pool.shutdown(wait=False)  # every point is done: let the workers exit meanwhile
 
 
