@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import importlib
 import signal
@@ -125,10 +126,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+#: Errors of writing that the environment causes (a full disk, a file-size or quota limit, a
+#: read-only or failing device): one line and exit 2, like bad input, never a traceback.
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS")
+    if hasattr(errno, name)
+)
+
+
+def _escape_unencodable() -> None:
+    """Characters the terminal's encoding lacks (``PYTHONIOENCODING=ascii`` and a scenario named
+    in another script) are written as backslash escapes instead of failing after the work."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
 def _main(argv: Sequence[str] | None) -> int:
+    _escape_unencodable()
     try:
         args = _parser(_modules()).parse_args(argv)
-        return int(args._execute(args))
+        code = int(args._execute(args))
+        sys.stdout.flush()  # a full standard output (/dev/full) fails here, not at exit
+        return code
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
     except InputError as err:
@@ -146,15 +167,33 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("simspec: interrupted", file=sys.stderr)
         return 130
-    except Exception:
-        import traceback
-
-        traceback.print_exc()
+    except OSError as err:
+        if err.errno not in _WRITE_ERRNOS:
+            return _internal_error()
+        where = err.filename or "standard output"
         print(
-            "simspec: internal error (a bug: please report it with the traceback above)",
+            f"simspec: error: {where}: expected room to write, found {err.strerror or err}.",
             file=sys.stderr,
         )
-        return 1
+        if err.filename is None:  # whatever standard output still buffers goes nowhere
+            import os
+
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
+    except Exception:
+        return _internal_error()
+
+
+def _internal_error() -> int:
+    import traceback
+
+    traceback.print_exc()
+    print(
+        "simspec: internal error (a bug: please report it with the traceback above)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def run_command() -> int:

@@ -75,7 +75,7 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     from simspec.errors import InputError
 
     def work(s: Any) -> int:
-        return work_tokens(s, oracle)
+        return int(work_tokens(s, oracle) * tree_factor(s))
 
     total = sum(work(s) for s in scenarios)
     if allow_large or total <= MAX_WORK_TOKENS:
@@ -84,13 +84,30 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     w = big.workload
     runs = len(big.policies) + 1 + int(oracle)
     points = f" x {len(scenarios)} points" if len(scenarios) > 1 else ""
+    factor = tree_factor(big)
+    tree = f" x {factor:,.0f} (tree nodes per chain token)" if factor > 1 else ""
+    keys = "workload.num_requests x workload.output_tokens x runs (policies + baseline)"
     raise InputError(
         big.source or "<scenario>",
-        "workload.num_requests x workload.output_tokens x runs (policies + baseline)",
+        keys + (" x speculation.topk tree" if factor > 1 else ""),
         f"at most {MAX_WORK_TOKENS:,} simulated tokens",
-        f"{w.num_requests} x {w.output_tokens} x {runs}{points} = about {total:,}",
+        f"{w.num_requests} x {w.output_tokens} x {runs}{tree}{points} = about {total:,}",
         "Pass --allow-large to run it anyway (progress is shown), or reduce those keys.",
     )
+
+
+def tree_factor(scenario: Any) -> float:
+    """How much more a tree step costs to simulate than the chain of the same depth: the nodes
+    it verifies (``topk + (k - 1) topk^2`` at the drafter's deepest k, or
+    ``speculation.num_draft_tokens``), root included, over the chain's k + 1; 1 for a chain."""
+    spec = scenario.speculation
+    if not spec.is_tree:
+        return 1.0
+    k = max(1, scenario.drafter.max_draft_tokens)
+    nodes = spec.topk + (k - 1) * spec.topk**2
+    if spec.num_draft_tokens:
+        nodes = min(nodes, spec.num_draft_tokens - 1)
+    return max(1.0, (nodes + 1) / (k + 1))
 
 
 def check_range(flag: str, value: int, low: int, high: int, why: str = "") -> None:

@@ -97,8 +97,8 @@ def simulate_replicated(
 
     scenario = load_scenario(args.scenario, args.set)
     check_outputs(experiment_outputs(args), scenario_inputs(args.scenario, scenario))
+    check_replication_options(args)  # bounds R before the work guard counts R scenarios
     check_work([scenario] * args.replications, oracle=oracle, allow_large=args.allow_large)
-    check_replication_options(args)
     if args.json:
         check_writable(args.json, "--json")
     if checks is not None:

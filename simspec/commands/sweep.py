@@ -77,9 +77,17 @@ def execute(args: argparse.Namespace) -> int:
     if args.replications is not None:
         check_range("--replications", args.replications, 1, 10_000)
     check_folder(args.out, "--out")
+    check_grid_options(args.grid)
     if args.scheduler is not None:
         from simspec.sweep.run import check_scheduler
 
+        if args.executor != "dask":
+            raise InputError(
+                "--scheduler",
+                args.scheduler,
+                "--executor dask with it (a scheduler serves dask workers only)",
+                f"--executor {args.executor}",
+            )
         check_scheduler(args.scheduler)
     spec, points = load_sweep(
         args.scenario,
@@ -117,3 +125,24 @@ def execute(args: argparse.Namespace) -> int:
         raise InputError("--out", args.out, expected, err.found, hint) from None
     print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")
     return 0
+
+
+def check_grid_options(items: list[str]) -> None:
+    """Each ``--grid`` is ``key=v1,v2,...`` with at least one value, each key in one ``--grid``
+    (a second would silently replace the first's values)."""
+    seen: set[str] = set()
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InputError("--grid", item, "an axis key=v1,v2,...", repr(item))
+        if not any(v.strip() for v in text.split(",")):
+            raise InputError("--grid", key, "at least one value (key=v1,v2,...)", "none")
+        if key in seen:
+            raise InputError(
+                "--grid",
+                key,
+                "each key in one --grid (list all its values there: key=v1,v2,v3)",
+                "the key in two --grid options",
+            )
+        seen.add(key)

@@ -11,6 +11,7 @@ bytes as an uninterrupted one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -231,7 +232,10 @@ def _run_processes(
 
 #: Seconds to wait for a dask scheduler at ``--scheduler`` before giving up.
 CONNECT_TIMEOUT_S = 5
-_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-]+(?::\d{1,5})?/?|inproc://\S+")
+_ADDRESS = re.compile(
+    r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(?::\d{1,5})?/?"
+    r"|inproc://\S+"
+)
 
 
 def check_scheduler(address: str) -> None:
@@ -280,6 +284,13 @@ def _run_dask(
         futures = {client.submit(run_point, p.scenario, oracle, pure=False): p for p in todo}
         for future in as_completed(futures):
             finished(futures[future], future.result())
+    except asyncio.CancelledError:  # the scheduler went away mid-sweep
+        raise InputError(
+            "--scheduler",
+            scheduler or "the local cluster",
+            "a dask scheduler that stays up until the sweep ends",
+            "the connection lost mid-sweep (the points saved so far are kept: --resume goes on)",
+        ) from None
     except KeyboardInterrupt:
         # dask's loggers would report the connections these kills close (now and then with a
         # traceback from its comm thread, after our one line): the cluster is gone, mute them.
@@ -304,7 +315,7 @@ def _connect(client_type: Any, scheduler: str) -> Any:
     check_scheduler(scheduler)
     try:
         return client_type(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
-    except (OSError, TimeoutError, ValueError) as err:
+    except Exception as err:  # refused, timed out, a protocol without its setup (tls, ucx)
         raise InputError(
             "--scheduler",
             scheduler,

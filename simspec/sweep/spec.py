@@ -73,6 +73,7 @@ def _grid_axes(grid: GridAxes, source: str) -> Iterable[tuple[str, list[Any]]]:
                 )
             yield str(key), list(values)
         return
+    seen: set[str] = set()
     for item in [grid] if isinstance(grid, str) else grid:
         if "=" not in item:
             raise InputError(source, "sweep.grid", "an axis key=v1,v2,...", describe(item))
@@ -80,6 +81,9 @@ def _grid_axes(grid: GridAxes, source: str) -> Iterable[tuple[str, list[Any]]]:
         values = [parse_value(v.strip()) for v in text.split(",") if v.strip()]
         if not values:
             raise InputError(source, f"sweep.grid.{key.strip()}", "at least one value", "none")
+        if key.strip() in seen:  # a second axis on one key would replace the first's values
+            raise InputError(source, f"sweep.grid.{key.strip()}", "each key once", "it twice")
+        seen.add(key.strip())
         yield key.strip(), values
 
 
