@@ -217,3 +217,16 @@ def test_a_point_replaced_by_a_folder_is_exit_2(tmp_path, small, done, capsys):
     argv = ["sweep", str(small), "--out", str(done), *GRID, "--resume"]
     assert_rejected(capsys, argv, tmp_path, ["--out", path.name, "regular files"])
     assert path.is_dir()
+
+
+def test_summary_has_no_nan_cells(done):
+    import csv
+
+    text = (done / "summary.csv").read_text()
+    assert "nan" not in text.lower()
+    rows = list(csv.DictReader(text.splitlines()))
+    assert rows and any(v == "" for row in rows for v in row.values())  # a missing statistic
+    for row in rows:
+        for value in row.values():
+            if value and value[0].isdigit():
+                assert math.isfinite(float(value))
