@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from simspec.cli import main
 from simspec.sweep.run import check_scheduler
 
 from .rejects import assert_rejected, scenario, write_scenario
@@ -163,3 +164,37 @@ def test_non_ascii_name_on_an_ascii_terminal_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "\\u0442" in done.stdout  # the scenario line escapes what ASCII lacks
+
+
+FIT_ROWS = (
+    "batch,quantity,value,prompt_tokens,output_tokens\n1,tpot_ms,5.0,64,8\n2,tpot_ms,5.5,64,8\n"
+)
+
+
+def test_fit_twice_with_source_date_epoch_writes_the_same_bytes(
+    tmp_path, small, capsys, monkeypatch
+):
+    (tmp_path / "m.csv").write_text(FIT_ROWS)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    written = []
+    for name in ("a.json", "b.json"):
+        argv = ["fit", str(tmp_path / "m.csv"), "--scenario", str(small), "--out", name]
+        monkeypatch.chdir(tmp_path)
+        assert main([*argv, "--params", "pass_overhead_s"]) == 0
+        written.append((tmp_path / name).read_text())
+    a, b = (s.replace("a.json", "X").replace("b.json", "X") for s in written)
+    assert a == b and "2023-11-14T22:13:20" in a
+
+
+def test_fit_with_a_bad_source_date_epoch_is_exit_2(tmp_path, small, capsys, monkeypatch):
+    (tmp_path / "m.csv").write_text(FIT_ROWS)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    argv = [
+        "fit",
+        str(tmp_path / "m.csv"),
+        "--scenario",
+        str(small),
+        "--out",
+        str(tmp_path / "p.json"),
+    ]
+    assert_rejected(capsys, argv, tmp_path, ["SOURCE_DATE_EPOCH", "'yesterday'"])
