@@ -183,8 +183,20 @@ def _read_results(path: Path) -> RunResult:
             str(path.parent.parent), f"points/{path.name}", "a finished point", "no such file"
         )
     try:
-        return RunResult.from_dict(_load_json(path)["results"])
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        record = _load_json(path)
+        seal = record.get("digest")  # None: written before point files had one
+        if seal is not None and seal != point_digest(path.stem, record):
+            raise InputError(
+                str(path),
+                "digest",
+                "a point file as the sweep wrote it (its digest matches its content and name)",
+                "an edited or moved file",
+                "Run the sweep again with --resume: it simulates that point again.",
+            )
+        return RunResult.from_dict(record["results"])
+    except InputError:
+        raise
+    except Exception as err:  # anything unreadable, NaN included, is a bad file
         raise InputError(str(path), "results", "a sweep point file", _why(err)) from None
 
 

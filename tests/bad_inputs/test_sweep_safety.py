@@ -230,3 +230,13 @@ def test_summary_has_no_nan_cells(done):
         for value in row.values():
             if value and value[0].isdigit():
                 assert math.isfinite(float(value))
+
+
+@pytest.mark.parametrize("edit", ["tpot edited to 999", "a NaN", "digest forged"])
+def test_plot_of_an_edited_sweep_is_exit_2(tmp_path, done, capsys, edit):
+    path = sorted((done / "points").glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    EDITS[edit](record)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    argv = ["plot", str(done), "--out", str(tmp_path / "figs")]
+    assert_rejected(capsys, argv, tmp_path, [str(path)])
