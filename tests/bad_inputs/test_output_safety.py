@@ -188,3 +188,14 @@ def test_a_name_too_long_is_exit_2(here, capsys, flag):
 def test_a_folder_name_too_long_is_exit_2(here, capsys):
     argv = ["compare", "s.toml", "--plot", "d" * 300]
     assert_rejected(capsys, argv, here, ["--plot", "too long"])
+
+
+@pytest.mark.parametrize("plot", ["trace.npz", "./trace.npz", ""])
+def test_routing_stats_plot_onto_its_trace_is_refused(tmp_path, capsys, plot, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    ids = np.array([[[0, 1]], [[1, 2]], [[2, 3]]], dtype=np.int64)
+    np.savez(tmp_path / "trace.npz", expert_ids=ids, num_experts=np.array(8, dtype=np.int64))
+    argv = ["routing", "stats", "trace.npz", "--plot", plot]
+    assert_rejected(capsys, argv, tmp_path, ["--plot"])
