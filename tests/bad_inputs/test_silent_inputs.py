@@ -198,3 +198,50 @@ def test_fit_with_a_bad_source_date_epoch_is_exit_2(tmp_path, small, capsys, mon
         str(tmp_path / "p.json"),
     ]
     assert_rejected(capsys, argv, tmp_path, ["SOURCE_DATE_EPOCH", "'yesterday'"])
+
+
+def _fake_distributed(monkeypatch: pytest.MonkeyPatch, client_error: type | None) -> None:
+    """A stand-in for dask.distributed: a client that fails to connect with ``client_error``,
+    or one whose results never come because the scheduler went away."""
+    import asyncio
+    import types
+
+    fake = types.ModuleType("distributed")
+
+    class Client:
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if client_error is not None:
+                raise client_error("no security configuration for this protocol")
+
+        def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return object()
+
+        def close(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return None
+
+    def as_completed(futures):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError
+
+    fake.Client = Client  # type: ignore[attr-defined]
+    fake.LocalCluster = None  # type: ignore[attr-defined]
+    fake.as_completed = as_completed  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "distributed", fake)
+
+
+DASK = ["--grid", "seed=1,2", "--executor", "dask"]
+
+
+def test_a_scheduler_lost_mid_sweep_is_one_line(tmp_path, small, capsys, monkeypatch):
+    _fake_distributed(monkeypatch, None)
+    argv = ["sweep", str(small), "--out", str(tmp_path / "o"), *DASK]
+    argv += ["--scheduler", "tcp://10.0.0.5:8786"]
+    assert_rejected(capsys, argv, tmp_path, ["--scheduler", "lost mid-sweep", "--resume"])
+
+
+@pytest.mark.parametrize("address", ["tls://10.0.0.5:8786", "ucx://10.0.0.5:8786"])
+def test_a_scheduler_protocol_without_its_setup_is_one_line(
+    tmp_path, small, capsys, monkeypatch, address
+):
+    _fake_distributed(monkeypatch, TypeError)
+    argv = ["sweep", str(small), "--out", str(tmp_path / "o"), *DASK, "--scheduler", address]
+    assert_rejected(capsys, argv, tmp_path, ["--scheduler", address, "no connection"])
