@@ -96,6 +96,9 @@ class FolderLock:
             if marked:
                 os.write(fd, MARKER_TEXT.encode())
         except OSError as err:
+            for folder in created:  # leave no folder behind (deepest first)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             raise InputError(
                 "", "sweep.out", "a folder simspec can write", f"{out}: {err.strerror or err}"
             ) from None

@@ -240,3 +240,10 @@ def test_plot_of_an_edited_sweep_is_exit_2(tmp_path, done, capsys, edit):
     path.write_text(json.dumps(record, indent=2) + "\n")
     argv = ["plot", str(done), "--out", str(tmp_path / "figs")]
     assert_rejected(capsys, argv, tmp_path, [str(path)])
+
+
+def test_a_name_too_long_below_a_new_folder_leaves_nothing(tmp_path, small, capsys):
+    out = tmp_path / "new" / ("d" * 300)
+    argv = ["sweep", str(small), "--out", str(out), *GRID]
+    assert_rejected(capsys, argv, tmp_path, ["--out", "too long"])
+    assert not (tmp_path / "new").exists()
