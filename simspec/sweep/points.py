@@ -1,7 +1,9 @@
 """A sweep folder on disk, and reading it back into result objects.
 
 ```
-DIR/points/<digest>.json   a finished point: {"case", "values", "replication", "results"}
+DIR/.simspec-sweep         the marker of a sweep folder, locked while a sweep runs (sweep.lock)
+DIR/points/<digest>.json   a finished point: {"case", "values", "replication", "results",
+                           "digest"}
 DIR/delta/<digest>.npz     with the oracle: its Delta-space points (written before the JSON)
 DIR/sweep.json             the sweep's points in table order (written with the tables)
 DIR/results.csv            one row per point x policy   (simspec.sweep.tables)
@@ -9,10 +11,13 @@ DIR/summary.csv            means and paired 95 % CIs    (simspec.sweep.tables)
 ```
 
 ``<digest>`` is the digest of the point's resolved scenario (seed included), so a resumed sweep
-finds the point again. Tables and figures are views of the :class:`PointResult` objects
-:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses a folder holding
-points of another sweep (naming the keys that differ), and removes orphan temporary files and
-unreadable point files so that those points run again.
+finds the point again; the file's ``"digest"`` seals its content and name
+(:func:`point_digest`). Tables and figures are views of the :class:`PointResult` objects
+:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses, reading only,
+a folder that is not a sweep's or whose files are not regular files; :func:`prepare_folder`
+(under the lock) refuses points of another sweep (naming the keys that differ), and removes
+orphan temporary files and point files that are unreadable or fail their seal, so that those
+points run again.
 """
 
 from __future__ import annotations
