@@ -245,3 +245,12 @@ def test_a_scheduler_protocol_without_its_setup_is_one_line(
     _fake_distributed(monkeypatch, TypeError)
     argv = ["sweep", str(small), "--out", str(tmp_path / "o"), *DASK, "--scheduler", address]
     assert_rejected(capsys, argv, tmp_path, ["--scheduler", address, "no connection"])
+
+
+def test_a_grid_of_a_billion_points_is_refused_before_building_one(tmp_path, small, capsys):
+    started = time.monotonic()
+    values = ",".join(str(v) for v in range(1, 1001))
+    argv = ["sweep", str(small), "--out", str(tmp_path / "o"), "--grid", f"seed={values}"]
+    argv += ["--grid", f"workload.concurrency={values}", "--grid", f"routing.overlap={values}"]
+    assert_rejected(capsys, argv, tmp_path, ["sweep.grid", "100,000 points", "1000 (seed)"])
+    assert time.monotonic() - started < 10
