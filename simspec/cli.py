@@ -2,20 +2,25 @@
 
 Each subcommand lives in its own module under :mod:`simspec.commands`. Exit codes: 0 success;
 2 bad input (scenario, flag, file) with a one-paragraph message naming the file, the key path,
-what was expected and what was found; 1 internal error.
+what was expected and what was found; 1 internal error; 130 Ctrl-C, 143 SIGTERM and 129 SIGHUP
+(one line, no partial files).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import gc
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 from simspec._version import __version__
-from simspec.errors import InputError
+from simspec.errors import InputError, Terminated
 
 #: Subcommand modules under simspec.commands, in the order `simspec --help` lists them.
 COMMANDS = (
@@ -88,11 +93,63 @@ def _parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
     return parser
 
 
+#: Signals handled like Ctrl-C: a terminal closed (SIGHUP), a job stopped by ``kill`` or CI.
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`~simspec.errors.Terminated` inside (main thread only;
+    the previous handlers come back on exit)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, _raise_terminated)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simspec`` command; returns the exit code."""
+    with _stop_signals():
+        return _main(argv)
+
+
+#: Errors of writing that the environment causes (a full disk, a file-size or quota limit, a
+#: read-only or failing device): one line and exit 2, like bad input, never a traceback.
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS")
+    if hasattr(errno, name)
+)
+
+
+def _escape_unencodable() -> None:
+    """Characters the terminal's encoding lacks (``PYTHONIOENCODING=ascii`` and a scenario named
+    in another script) are written as backslash escapes instead of failing after the work."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    _escape_unencodable()
     try:
         args = _parser(_modules()).parse_args(argv)
-        return int(args._execute(args))
+        code = int(args._execute(args))
+        sys.stdout.flush()  # a full standard output (/dev/full) fails here, not at exit
+        return code
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else 0
     except InputError as err:
@@ -103,18 +160,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Terminated as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"simspec: terminated by {name}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print("simspec: interrupted", file=sys.stderr)
         return 130
-    except Exception:
-        import traceback
-
-        traceback.print_exc()
+    except OSError as err:
+        if err.errno not in _WRITE_ERRNOS:
+            return _internal_error()
+        where = err.filename or "standard output"
         print(
-            "simspec: internal error (a bug: please report it with the traceback above)",
+            f"simspec: error: {where}: expected room to write, found {err.strerror or err}.",
             file=sys.stderr,
         )
-        return 1
+        if err.filename is None:  # whatever standard output still buffers goes nowhere
+            import os
+
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
+    except Exception:
+        return _internal_error()
+
+
+def _internal_error() -> int:
+    import traceback
+
+    traceback.print_exc()
+    print(
+        "simspec: internal error (a bug: please report it with the traceback above)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def run_command() -> int:

@@ -62,3 +62,12 @@ def describe(value: object) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({kind})"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached simspec: stopped like Ctrl-C (temporary files removed, a
+    sweep's saved points kept), then exit 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)

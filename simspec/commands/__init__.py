@@ -9,13 +9,16 @@ into exit code 2.
 
 from simspec.commands._checks import (
     MAX_WORK_TOKENS,
+    Output,
     add_allow_large_option,
     add_set_option,
     catalog_entry,
     check_folder,
+    check_outputs,
     check_range,
     check_work,
     check_writable,
+    scenario_inputs,
 )
 from simspec.commands._output import (
     FORMATS,
@@ -36,6 +39,7 @@ __all__ = [
     "FORMATS",
     "MAX_WORK_TOKENS",
     "Column",
+    "Output",
     "add_allow_large_option",
     "add_format_option",
     "add_set_option",
@@ -43,6 +47,7 @@ __all__ = [
     "catalog_entry",
     "check_folder",
     "check_format_output",
+    "check_outputs",
     "check_range",
     "check_work",
     "check_writable",
@@ -50,6 +55,7 @@ __all__ = [
     "is_numeric_column",
     "notes_stream",
     "render_rows",
+    "scenario_inputs",
     "table",
     "write_output",
     "write_trace_out",

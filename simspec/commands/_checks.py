@@ -75,7 +75,7 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     from simspec.errors import InputError
 
     def work(s: Any) -> int:
-        return work_tokens(s, oracle)
+        return int(work_tokens(s, oracle) * tree_factor(s))
 
     total = sum(work(s) for s in scenarios)
     if allow_large or total <= MAX_WORK_TOKENS:
@@ -84,13 +84,30 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     w = big.workload
     runs = len(big.policies) + 1 + int(oracle)
     points = f" x {len(scenarios)} points" if len(scenarios) > 1 else ""
+    factor = tree_factor(big)
+    tree = f" x {factor:,.0f} (tree nodes per chain token)" if factor > 1 else ""
+    keys = "workload.num_requests x workload.output_tokens x runs (policies + baseline)"
     raise InputError(
         big.source or "<scenario>",
-        "workload.num_requests x workload.output_tokens x runs (policies + baseline)",
+        keys + (" x speculation.topk tree" if factor > 1 else ""),
         f"at most {MAX_WORK_TOKENS:,} simulated tokens",
-        f"{w.num_requests} x {w.output_tokens} x {runs}{points} = about {total:,}",
+        f"{w.num_requests} x {w.output_tokens} x {runs}{tree}{points} = about {total:,}",
         "Pass --allow-large to run it anyway (progress is shown), or reduce those keys.",
     )
+
+
+def tree_factor(scenario: Any) -> float:
+    """How much more a tree step costs to simulate than the chain of the same depth: the nodes
+    it verifies (``topk + (k - 1) topk^2`` at the drafter's deepest k, or
+    ``speculation.num_draft_tokens``), root included, over the chain's k + 1; 1 for a chain."""
+    spec = scenario.speculation
+    if not spec.is_tree:
+        return 1.0
+    k = max(1, scenario.drafter.max_draft_tokens)
+    nodes = spec.topk + (k - 1) * spec.topk**2
+    if spec.num_draft_tokens:
+        nodes = min(nodes, spec.num_draft_tokens - 1)
+    return max(1.0, (nodes + 1) / (k + 1))
 
 
 def check_range(flag: str, value: int, low: int, high: int, why: str = "") -> None:
@@ -119,16 +136,29 @@ def check_writable(path: str, flag: str, *, stdout: bool = True) -> None:
     ``-`` (standard output, when ``stdout``) and an existing FIFO or device (written in place)
     are fine; a folder, a path under a file, or a folder we cannot create a file in is not.
     """
-    import os
-
     from simspec.errors import InputError
-    from simspec.io.atomic import STDOUT, is_special
+    from simspec.io.atomic import STDOUT
 
     if path == STDOUT:
         if stdout:
             return
         raise InputError(flag, path, "a file path", "'-' (standard output is not allowed here)")
+    if path == "":
+        raise InputError(flag, "''", "a file path", "an empty string")
+    try:
+        _check_file(path, flag)
+    except OSError as err:  # a name too long, a symlink loop on the way
+        raise InputError(flag, path, "a writable file path", err.strerror or str(err)) from None
+
+
+def _check_file(path: str, flag: str) -> None:
+    import os
+
+    from simspec.errors import InputError
+    from simspec.io.atomic import is_special
+
     target = Path(path)
+    _identity(path, flag)  # a symlink loop is refused, not replaced by a file
     if target.is_dir():
         raise InputError(flag, path, "a file path", "an existing folder")
     if is_special(target):
@@ -146,7 +176,123 @@ def check_folder(path: str, flag: str) -> None:
     """Fail early when the output folder ``path`` is a file or cannot be created or written."""
     from simspec.errors import InputError
 
+    if path == "":
+        raise InputError(flag, "''", "a folder path", "an empty string")
     target = Path(path)
-    if target.exists() and not target.is_dir():
-        raise InputError(flag, path, "a folder", "an existing file")
-    _probe(_nearest_folder(target, path, flag), path, flag)
+    try:
+        if target.exists() and not target.is_dir():
+            raise InputError(flag, path, "a folder", "an existing file")
+        _probe(_nearest_folder(target, path, flag), path, flag)
+    except OSError as err:
+        raise InputError(flag, path, "a writable folder path", err.strerror or str(err)) from None
+
+
+#: An output of a command: (its flag, its path); a None path is an output not asked for.
+Output = tuple[str, str | None]
+
+
+def _identity(path: str, flag: str) -> tuple[object, ...]:
+    """What makes two paths the same file: (device, inode) when it exists, else its absolute
+    real path. A symlink loop or a name the system refuses (too long) is an InputError."""
+    import errno
+    import os
+
+    from simspec.errors import InputError
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:
+        if err.errno == errno.ENOTDIR:
+            info = None
+        else:
+            why = "a symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
+            raise InputError(flag, path, "a path simspec can write", why) from None
+    if info is not None:
+        return ("inode", info.st_dev, info.st_ino)
+    try:
+        return ("path", os.path.realpath(os.path.abspath(path)))
+    except (OSError, ValueError) as err:
+        raise InputError(flag, path, "a path simspec can write", str(err)) from None
+
+
+def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] = ()) -> None:
+    """Refuse, before any work, outputs that would destroy an input or each other.
+
+    ``outputs`` are (flag, path) pairs (``-`` = standard output, listed only when it carries
+    data); ``inputs`` are (what, path) pairs of the files the command reads. An empty path, a
+    symlink loop, an output that is an input, or two outputs on one file (or both on standard
+    output) exit 2. Several outputs may share a character device (``/dev/null``).
+    """
+    import os
+    import stat
+
+    from simspec.errors import InputError
+    from simspec.io.atomic import STDOUT
+
+    seen: dict[tuple[object, ...], str] = {}
+    read: dict[tuple[object, ...], tuple[str, Path]] = {}
+    for what, source in inputs:
+        try:
+            info = os.stat(source)
+        except (OSError, ValueError):
+            continue
+        read[("inode", info.st_dev, info.st_ino)] = (what, source)
+    for flag, path in outputs:
+        if path is None:
+            continue
+        if path == "":
+            raise InputError(flag, "''", "a file path ('-' = standard output)", "an empty string")
+        if path == STDOUT:
+            key: tuple[object, ...] = ("stdout",)
+        else:
+            key = _identity(path, flag)
+            if key in read:
+                what, read_from = read[key]
+                raise InputError(
+                    flag,
+                    path,
+                    "an output path that is no input of the command",
+                    f"the {what} {read_from}, which the command reads",
+                    "Writing there would replace it; choose another path.",
+                )
+            try:
+                if stat.S_ISCHR(os.stat(path).st_mode):
+                    continue  # /dev/null and the like take any number of writers
+            except OSError:
+                pass
+        if key in seen:
+            where = "standard output" if path == STDOUT else "the same file"
+            raise InputError(
+                flag,
+                path,
+                "a path no other output of the command uses",
+                f"{where} as {seen[key]}",
+                "One of the two would be lost; give each output its own path.",
+            )
+        seen[key] = flag
+
+
+def scenario_inputs(path: str | None, scenario: Any) -> list[tuple[str, Path]]:
+    """The files a loaded scenario was read from: the scenario file, its profile, its traces
+    and its model config.json (each as the loader resolved it)."""
+    from simspec.config.profiles import profile_path
+
+    found: list[tuple[str, Path]] = []
+    if path:
+        found.append(("scenario", Path(path)))
+    resolved = getattr(scenario, "resolved", None)
+    if resolved is None:
+        return found
+    base = resolved.profile_base
+    named = [
+        ("costs.profile", scenario.costs.profile),
+        ("routing.trace", getattr(scenario.routing, "trace", "")),
+        ("acceptance.trace", getattr(scenario.acceptance, "trace", "")),
+        ("model.config", scenario.model.config),
+    ]
+    for key, value in named:
+        if isinstance(value, str) and value:
+            found.append((f"scenario's {key}", profile_path(value, base)))
+    return found

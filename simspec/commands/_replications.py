@@ -15,18 +15,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simspec.commands import (
+    Output,
     add_allow_large_option,
     add_format_option,
     add_set_option,
     add_trace_option,
     check_format_output,
+    check_outputs,
     check_range,
     check_work,
     check_writable,
     notes_stream,
+    scenario_inputs,
     table,
     write_output,
     write_trace_out,
@@ -36,11 +40,15 @@ from simspec.commands._hints import (
     lockstep_hint,
     preset_mismatch_hint,
 )
+from simspec.io.atomic import STDOUT
 
 if TYPE_CHECKING:
     from simspec.analysis.replications import Replicated
     from simspec.analysis.results import RunResult
     from simspec.config.scenario import Scenario
+
+#: The figures `simspec compare --plot DIR` writes into DIR.
+PLOT_FILES = ("policies.png", "delta-space.png")
 
 #: Most replications one command runs.
 MAX_REPLICATIONS = 10_000
@@ -97,8 +105,9 @@ def simulate_replicated(
     from simspec.io.progress import Progress
 
     scenario = load_scenario(args.scenario, args.set)
+    check_outputs(experiment_outputs(args), scenario_inputs(args.scenario, scenario))
+    check_replication_options(args)  # bounds R before the work guard counts R scenarios
     check_work([scenario] * args.replications, oracle=oracle, allow_large=args.allow_large)
-    check_replication_options(args)
     if args.json:
         check_writable(args.json, "--json")
     if checks is not None:
@@ -124,6 +133,22 @@ def simulate_replicated(
         )
     print_warnings(replicated.warnings)
     return scenario, replicated
+
+
+def experiment_outputs(args: argparse.Namespace) -> list[Output]:
+    """Every output a `run` or `compare` command line asks for (standard output only where it
+    carries data), with the figures of ``--plot``."""
+    rows_as_data = args.format != "table" or args.output != STDOUT
+    outputs: list[Output] = [
+        ("--json", args.json),
+        ("--output", args.output if rows_as_data else None),
+        ("--trace-out", args.trace_out),
+        ("--requests-csv", args.requests_csv),
+    ]
+    plot = getattr(args, "plot", None)
+    if plot is not None:
+        outputs += [("--plot", plot and str(Path(plot) / name)) for name in PLOT_FILES]
+    return outputs
 
 
 def write_experiment_outputs(

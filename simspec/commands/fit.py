@@ -10,12 +10,22 @@ uncertainty and every row's residual, and writes the profile atomically
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 
-from simspec.commands import add_set_option, check_range, check_writable, table, write_output
+from simspec.commands import (
+    add_set_option,
+    check_outputs,
+    check_range,
+    check_writable,
+    scenario_inputs,
+    table,
+    write_output,
+)
 
 NAME = "fit"
 HELP = "Fit overheads and efficiencies to measured serving numbers (vLLM/SGLang bench)."
@@ -72,6 +82,24 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join([*parts, "--out", args.out])
 
 
+def profile_date() -> str:
+    """The profile's ``metadata.date``: ``SOURCE_DATE_EPOCH`` (seconds since 1970, the
+    reproducible-builds convention) when set, so that a fit run twice writes the same bytes;
+    else now."""
+    from simspec.errors import InputError
+
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        return datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        moment = datetime.fromtimestamp(int(epoch), UTC)
+    except (ValueError, OverflowError, OSError):
+        raise InputError(
+            "environment", "SOURCE_DATE_EPOCH", "an integer number of seconds", repr(epoch[:40])
+        ) from None
+    return moment.isoformat(timespec="seconds")
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}"
 
@@ -104,9 +132,12 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.profile import profile_json
 
     check_range("--output-cap", args.output_cap, 1, 1_000_000)
+    date = profile_date()
     check_writable(args.out, "--out", stdout=False)
     measurements = read_measurements(args.measurements)
     scenario = load_scenario(args.scenario, args.set)
+    inputs = [("measurements", Path(args.measurements)), *scenario_inputs(args.scenario, scenario)]
+    check_outputs([("--out", args.out)], inputs)
     settings = FitSettings(output_cap_tokens=args.output_cap)
     started = time.perf_counter()
     last = [started]
@@ -136,7 +167,7 @@ def execute(args: argparse.Namespace) -> int:
         scenario,
         measurements,
         result,
-        date=datetime.now(UTC).isoformat(timespec="seconds"),
+        date=date,
         command=_command(args),
         git_sha=_git_sha(),
         settings=settings,

@@ -15,15 +15,18 @@ from typing import TYPE_CHECKING
 
 from simspec.commands import (
     Column,
+    Output,
     add_allow_large_option,
     add_format_option,
     add_set_option,
     check_folder,
     check_format_output,
+    check_outputs,
     check_range,
     check_work,
     check_writable,
     emit_rows,
+    scenario_inputs,
     write_output,
 )
 from simspec.errors import InputError
@@ -122,12 +125,20 @@ def execute(args: argparse.Namespace) -> int:
         oracle=True,
         allow_large=args.allow_large,
     )
+    rows_as_data = args.format != "table" or args.output != "-"
+    outputs: list[Output] = [
+        ("--markdown", args.markdown),
+        ("--json", args.json),
+        ("--output", args.output if rows_as_data else None),
+    ]
+    if args.plot is not None:
+        outputs += [("--plot", args.plot and _plot_path(args.plot, b)) for b in batches]
+    check_outputs(outputs, scenario_inputs(args.scenario, scenario))
     for path, flag in ((args.markdown, "--markdown"), (args.json, "--json")):
         if path:
             check_writable(path, flag)
     if args.plot:
         check_folder(args.plot, "--plot")
-    rows_as_data = args.format != "table" or args.output != "-"
     if rows_as_data:
         check_format_output(args)
     to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
@@ -168,13 +179,18 @@ def execute(args: argparse.Namespace) -> int:
 
         written = []
         for rec in recs:
-            path = f"{args.plot}/speedup-vs-k-b{rec.batch}.png"
+            path = _plot_path(args.plot, rec.batch)
             written += save(speedup_vs_k_figure(rec, scenario.name), path)
         print("wrote " + ", ".join(str(p) for p in written), file=report)
     for path in (args.markdown, args.json):
         if path and path != "-":
             print(f"wrote {path}", file=report)
     return 0
+
+
+def _plot_path(folder: str, batch: int) -> str:
+    """The figure of batch size ``batch`` in the ``--plot`` folder."""
+    return f"{folder}/speedup-vs-k-b{batch}.png"
 
 
 #: The rows of ``--format csv|md|json|table --output PATH``: one per batch size.

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simspec.commands import catalog_entry, check_range, check_writable, table
+from simspec.commands import catalog_entry, check_outputs, check_range, check_writable, table
 from simspec.errors import InputError
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import MAX_LAGS, RoutingConfig
@@ -149,7 +150,8 @@ def _stats(args: argparse.Namespace) -> int:
 
     check_range("--lags", args.lags, 1, MAX_LAGS)
     check_range("--max-tokens", args.max_tokens, 1, 16)
-    if args.plot:
+    if args.plot is not None:
+        check_outputs([("--plot", args.plot)], [("routing trace", Path(args.trace))])
         check_writable(args.plot, "--plot", stdout=False)
     trace = load_trace(args.trace)
     try:

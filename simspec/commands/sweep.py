@@ -86,9 +86,17 @@ def execute(args: argparse.Namespace) -> int:
     if args.replications is not None:
         check_range("--replications", args.replications, 1, 10_000)
     check_folder(args.out, "--out")
+    check_grid_options(args.grid)
     if args.scheduler is not None:
         from simspec.sweep.run import check_scheduler
 
+        if args.executor != "dask":
+            raise InputError(
+                "--scheduler",
+                args.scheduler,
+                "--executor dask with it (a scheduler serves dask workers only)",
+                f"--executor {args.executor}",
+            )
         check_scheduler(args.scheduler)
     spec, points = load_sweep(
         args.scenario,
@@ -119,12 +127,13 @@ def execute(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 resume=args.resume,
                 progress=progress,
+                report=lambda line: print(f"sweep: {line}", file=sys.stderr),
             )
     except InputError as err:  # name the flag, not the library's argument
         if err.key_path != "sweep.out":
             raise
-        resumable = not args.resume and (out / "points").is_dir()
-        hint = "Pass --resume to continue the sweep saved there." if resumable else ""
+        resumable = err.expected.startswith("an empty folder") and not args.resume
+        hint = "Pass --resume to continue the sweep saved there." if resumable else err.hint
         expected = "an empty folder" if resumable else err.expected
         raise InputError("--out", args.out, expected, err.found, hint) from None
     print_warnings(sweep_warnings(results))
@@ -172,3 +181,24 @@ def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
             ]
         lines += search_warnings(searched)
     return lines
+
+
+def check_grid_options(items: list[str]) -> None:
+    """Each ``--grid`` is ``key=v1,v2,...`` with at least one value, each key in one ``--grid``
+    (a second would silently replace the first's values)."""
+    seen: set[str] = set()
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InputError("--grid", item, "an axis key=v1,v2,...", repr(item))
+        if not any(v.strip() for v in text.split(",")):
+            raise InputError("--grid", key, "at least one value (key=v1,v2,...)", "none")
+        if key in seen:
+            raise InputError(
+                "--grid",
+                key,
+                "each key in one --grid (list all its values there: key=v1,v2,v3)",
+                "the key in two --grid options",
+            )
+        seen.add(key)

@@ -30,7 +30,7 @@ from simspec.config.checks import check_drafter
 from simspec.config.profiles import profile_path
 from simspec.config.scenario import HardwareConfig, ModelConfig
 from simspec.errors import InputError, ScenarioError, describe
-from simspec.inputs import read_input_text
+from simspec.inputs import load_json, read_input_text
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
@@ -129,7 +129,7 @@ def _read_config(path: str, source: str, base: str) -> dict[str, Any]:
     full = profile_path(path, base)
     text = read_input_text(full, str(full), "Hugging Face config.json", ScenarioError)
     try:
-        data = json.loads(text)
+        data = load_json(text, str(full), "", ScenarioError)
     except json.JSONDecodeError as err:
         raise ScenarioError(str(full), "", "valid JSON", f"a syntax error ({err})") from None
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ folder; one given as an override is relative to the working folder. Trace paths
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -227,6 +228,8 @@ def scenario_from_dict(
         resolved=resolved,
         **sections,
     )
+    _check_parallel(scenario, source)
+    _check_context(scenario, source)
     _check_fits(scenario, source)
     check_routing(
         scenario.routing,
@@ -236,6 +239,67 @@ def scenario_from_dict(
         source,
     )
     return scenario
+
+
+def _check_parallel(s: Scenario, source: str) -> None:
+    """The parallel degrees split the target as serving engines can.
+
+    Tensor parallelism shards attention by heads: t must divide the query heads, and the KV
+    heads must split evenly (t divides them) or be replicated whole (they divide t), the rule
+    vLLM and SGLang apply; an MLA cache is one latent per token, replicated on every rank.
+    Expert parallelism places whole experts on ranks: at most one rank per routed expert.
+    """
+    hw, a = s.hardware, s.target.attention
+    t = hw.tensor_parallel or hw.num_gpus
+    key = "hardware.tensor_parallel" if hw.tensor_parallel else "hardware.num_gpus"
+    shown = f"{t}" if hw.tensor_parallel else f"{t} (tensor parallel = num_gpus)"
+    if a.num_heads % t:  # checked first: heads decide before KV heads
+        raise ScenarioError(
+            source,
+            key,
+            f"a tensor-parallel degree dividing {s.target.name}'s {a.num_heads} attention heads",
+            shown,
+        )
+    if a.kind != "mla" and a.num_kv_heads % t and t % a.num_kv_heads:
+        raise ScenarioError(
+            source,
+            key,
+            f"a tensor-parallel degree that divides {s.target.name}'s {a.num_kv_heads} KV heads "
+            "or is a multiple of them (KV heads replicated)",
+            shown,
+        )
+    experts = s.target.moe.num_experts
+    if hw.expert_parallel > max(experts, 1):
+        raise ScenarioError(
+            source,
+            "hardware.expert_parallel",
+            f"at most {s.target.name}'s {experts} routed experts (whole experts per rank)"
+            if experts
+            else f"1 ({s.target.name} has no routed experts)",
+            str(hw.expert_parallel),
+        )
+
+
+def _splits_heads(s: Scenario, t: int) -> bool:
+    """True when tensor parallelism ``t`` splits the target's heads (:func:`_check_parallel`)."""
+    a = s.target.attention
+    kv_ok = a.kind == "mla" or not (a.num_kv_heads % t and t % a.num_kv_heads)
+    return a.num_heads % t == 0 and kv_ok
+
+
+def _check_context(s: Scenario, source: str) -> None:
+    """The longest request (prompt + output, lengths jittered up) fits the target's context."""
+    limit = s.target.max_context_tokens
+    w = s.workload
+    longest = math.ceil((w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter))
+    if limit and longest > limit:
+        raise ScenarioError(
+            source,
+            "workload.prompt_tokens",
+            f"requests within {s.target.name}'s maximum context of {limit:,} tokens "
+            "(prompt + output, lengths x (1 + length_jitter))",
+            f"{w.prompt_tokens} prompt + {w.output_tokens} output tokens = up to {longest:,}",
+        )
 
 
 def _check_fits(s: Scenario, source: str) -> None:

@@ -38,9 +38,21 @@ def parse_value(text: str) -> Any:
 @functools.lru_cache(maxsize=1024)
 def _parsed_value(text: str) -> Any:
     try:
-        return load_toml(f"v = {text}", "--set", text[:40], ScenarioError)["v"]
+        data = load_toml(f"v = {text}", "--set", text[:40], ScenarioError)
     except tomllib.TOMLDecodeError:
+        if "\n" in text or "\r" in text:
+            raise ScenarioError(
+                "--set", repr(text[:40]), "one value on one line", "a line break"
+            ) from None
         return text
+    if list(data) != ["v"]:  # "0.3\nseed=5" would set seed silently: refused
+        raise ScenarioError(
+            "--set",
+            repr(text[:40]),
+            "one value on one line",
+            "more lines (each --set sets one key)",
+        )
+    return data["v"]
 
 
 #: Values of parsed TOML (and of JSON) that are immutable: a copy may share them.

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.errors import InputError, describe
-from simspec.inputs import read_input_bytes
+from simspec.inputs import load_toml, read_input_bytes
 from simspec.schema import build, param
 
 #: What a row's ``value`` may measure (module docstring).
@@ -187,7 +187,7 @@ def _csv_rows(text: str, source: str) -> list[MeasurementRow]:
 
 def _toml_rows(text: str, source: str) -> list[MeasurementRow]:
     try:
-        data = tomllib.loads(text)
+        data = load_toml(text, source, "")
     except tomllib.TOMLDecodeError as err:
         raise InputError(source, "", "valid TOML", str(err)) from None
     for key in data:

@@ -68,7 +68,11 @@ def write_atomic(path: str | Path, content: Content) -> Path:
         _write_in_place(target, content)
         return target
     if target.is_symlink():  # replace the file the link points to, keep the link
-        target = Path(os.path.realpath(target))
+        try:
+            target = Path(os.path.realpath(target, strict=True))
+        except FileNotFoundError:  # a dangling link: create the file it names
+            target = Path(os.path.realpath(target))
+        # a symlink loop raises OSError (ELOOP): never replaced by a regular file
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent

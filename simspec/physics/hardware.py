@@ -15,28 +15,33 @@ from simspec.schema import param
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
-    """One accelerator's peak numbers."""
+    """One accelerator's peak numbers (bounded far beyond any GPU, so a custom one stays finite;
+    the bandwidth bounds are a profile's)."""
 
     name: str = param(help="catalog key")
     display_name: str = param("", "human-readable name")
     source: str = param("", "data sheet(s)")
     notes: str = param("", "assumptions")
-    memory_bytes: float = param(help="HBM capacity, bytes", gt=0)
-    hbm_bytes_per_s: float = param(help="peak HBM bandwidth, bytes/s", gt=0)
-    bf16_flops_per_s: float = param(help="peak dense bf16 tensor throughput, FLOP/s", gt=0)
-    l2_bytes: float = param(0.0, "L2 cache, bytes", ge=0)
-    num_sms: int = param(0, "streaming multiprocessors", ge=0)
+    memory_bytes: float = param(help="HBM capacity, bytes", ge=1e6, le=1e15)
+    hbm_bytes_per_s: float = param(help="peak HBM bandwidth, bytes/s", ge=1e6, le=1e15)
+    bf16_flops_per_s: float = param(
+        help="peak dense bf16 tensor throughput, FLOP/s", ge=1e6, le=1e18
+    )
+    l2_bytes: float = param(0.0, "L2 cache, bytes", ge=0, le=1e12)
+    num_sms: int = param(0, "streaming multiprocessors", ge=0, le=1_000_000)
     link_bytes_per_s: float = param(
         0.0,
         "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s; 0 = not stated "
         "(collectives then cost their latency only)",
         ge=0,
+        le=1e15,
     )
     collective_latency_s: float = param(
         0.0,
         "base latency of one small collective (all-reduce, all-to-all) across the GPUs, s "
         "(NCCL's tuning model: baseLat of the ring's low-latency protocol)",
         ge=0,
+        le=1.0,
     )
     collective_step_latency_s: float = param(
         0.0,

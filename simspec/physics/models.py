@@ -21,27 +21,55 @@ from simspec.errors import FieldError
 from simspec.physics.launches import PASS_KERNELS, layer_kernels, table_kernels
 from simspec.schema import param
 
+# Bounds of every number of a model spec: far beyond any published model, and small enough that
+# a model built from them (a custom one in a scenario) stays finite and quick to derive.
+#: Widest hidden size, FFN or expert width, head or latent dimension.
+WIDTH = 1 << 20
+#: Most layers (derive_shape visits each).
+MAX_LAYERS = 4096
+#: Most attention heads of either kind.
+MAX_HEADS = 4096
+#: Most routed (or shared) experts per layer.
+MAX_EXPERTS = 65536
+#: Largest vocabulary.
+MAX_VOCAB = 1 << 24
+#: Longest context, tokens.
+MAX_CONTEXT = 1 << 30
+#: Headline parameter counts, billions.
+MAX_PARAMS_B = 1e6
+#: Bytes per parameter: from a 0.5-bit format to float64.
+MIN_BYTES = 1 / 16
+MAX_BYTES = 8.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FfnSpec:
     """Dense FFN (dense-prefix layers, interleaved dense layers, dense models)."""
 
-    dense_intermediate_size: int = param(0, "SwiGLU width of dense FFN layers", ge=0)
+    dense_intermediate_size: int = param(0, "SwiGLU width of dense FFN layers", ge=0, le=WIDTH)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoeSpec:
     """Routed and shared experts; all zeros for a dense model."""
 
-    num_experts: int = param(0, "routed experts per MoE layer (N)", ge=0)
-    experts_per_token: int = param(0, "routed experts per token (top-k_e)", ge=0)
-    expert_intermediate_size: int = param(0, "SwiGLU width of one routed expert", ge=0)
-    num_shared_experts: int = param(0, "always-active shared experts per MoE layer", ge=0)
-    shared_expert_intermediate_size: int = param(0, "SwiGLU width of one shared expert", ge=0)
-    first_dense_layers: int = param(0, "leading layers with a dense FFN", ge=0)
-    moe_layer_interval: int = param(1, "every n-th layer (after the prefix) is MoE", ge=1)
+    num_experts: int = param(0, "routed experts per MoE layer (N)", ge=0, le=MAX_EXPERTS)
+    experts_per_token: int = param(0, "routed experts per token (top-k_e)", ge=0, le=MAX_EXPERTS)
+    expert_intermediate_size: int = param(0, "SwiGLU width of one routed expert", ge=0, le=WIDTH)
+    num_shared_experts: int = param(
+        0, "always-active shared experts per MoE layer", ge=0, le=MAX_EXPERTS
+    )
+    shared_expert_intermediate_size: int = param(
+        0, "SwiGLU width of one shared expert", ge=0, le=WIDTH
+    )
+    first_dense_layers: int = param(0, "leading layers with a dense FFN", ge=0, le=MAX_LAYERS)
+    moe_layer_interval: int = param(
+        1, "every n-th layer (after the prefix) is MoE", ge=1, le=MAX_LAYERS
+    )
 
     def __post_init__(self) -> None:
+        if self.num_experts and not self.experts_per_token:
+            raise FieldError("experts_per_token", ">= 1 when num_experts > 0", 0)
         if self.experts_per_token > self.num_experts:
             raise FieldError(
                 "experts_per_token",
@@ -55,25 +83,34 @@ class AttentionSpec:
     """Attention shape and the layer pattern (full / sliding-window / linear layers)."""
 
     kind: str = param("gqa", "gqa (MHA when kv heads == heads) or mla", choices=("gqa", "mla"))
-    num_heads: int = param(1, "query heads", ge=1)
-    num_kv_heads: int = param(1, "key/value heads (GQA groups)", ge=1)
-    head_dim: int = param(128, "query/key head dimension", ge=1)
-    q_lora_rank: int = param(0, "MLA query low-rank width (0 = full-rank queries)", ge=0)
-    kv_lora_rank: int = param(0, "MLA compressed KV width", ge=0)
-    qk_nope_head_dim: int = param(0, "MLA non-rotary query/key dimension", ge=0)
-    qk_rope_head_dim: int = param(0, "MLA rotary query/key dimension", ge=0)
-    v_head_dim: int = param(0, "MLA value head dimension", ge=0)
-    full_attention_interval: int = param(1, "layer l has full attention iff (l+1) % n == 0", ge=1)
+    num_heads: int = param(1, "query heads", ge=1, le=MAX_HEADS)
+    num_kv_heads: int = param(1, "key/value heads (GQA groups)", ge=1, le=MAX_HEADS)
+    head_dim: int = param(128, "query/key head dimension", ge=1, le=WIDTH)
+    q_lora_rank: int = param(0, "MLA query low-rank width (0 = full-rank queries)", ge=0, le=WIDTH)
+    kv_lora_rank: int = param(0, "MLA compressed KV width", ge=0, le=WIDTH)
+    qk_nope_head_dim: int = param(0, "MLA non-rotary query/key dimension", ge=0, le=WIDTH)
+    qk_rope_head_dim: int = param(0, "MLA rotary query/key dimension", ge=0, le=WIDTH)
+    v_head_dim: int = param(0, "MLA value head dimension", ge=0, le=WIDTH)
+    full_attention_interval: int = param(
+        1, "layer l has full attention iff (l+1) % n == 0", ge=1, le=MAX_LAYERS
+    )
     other_layers: str = param(
         "full", "kind of the other layers", choices=("full", "sliding", "linear")
     )
-    sliding_window: int = param(0, "window of sliding layers, tokens", ge=0)
-    linear_num_key_heads: int = param(0, "Gated DeltaNet key heads", ge=0)
-    linear_num_value_heads: int = param(0, "Gated DeltaNet value heads", ge=0)
-    linear_key_head_dim: int = param(0, "Gated DeltaNet key head dim", ge=0)
-    linear_value_head_dim: int = param(0, "Gated DeltaNet value head dim", ge=0)
+    sliding_window: int = param(0, "window of sliding layers, tokens", ge=0, le=MAX_CONTEXT)
+    linear_num_key_heads: int = param(0, "Gated DeltaNet key heads", ge=0, le=MAX_HEADS)
+    linear_num_value_heads: int = param(0, "Gated DeltaNet value heads", ge=0, le=MAX_HEADS)
+    linear_key_head_dim: int = param(0, "Gated DeltaNet key head dim", ge=0, le=WIDTH)
+    linear_value_head_dim: int = param(0, "Gated DeltaNet value head dim", ge=0, le=WIDTH)
 
     def __post_init__(self) -> None:
+        if self.kind == "gqa" and self.num_heads % self.num_kv_heads:
+            raise FieldError(
+                "num_kv_heads",
+                f"a divisor of num_heads = {self.num_heads} (each KV head serves a whole "
+                "group of query heads)",
+                self.num_kv_heads,
+            )
         if self.kind == "mla" and self.kv_lora_rank <= 0:
             raise FieldError("kv_lora_rank", "> 0 for MLA attention", self.kv_lora_rank)
         if self.other_layers == "sliding" and self.sliding_window <= 0:
@@ -91,24 +128,39 @@ class ModelSpec:
     family: str = param("", "model family")
     source: str = param("", "where the numbers come from")
     notes: str = param("", "assumptions and approximations")
-    num_layers: int = param(help="transformer layers", ge=1)
-    hidden_size: int = param(help="hidden size h", ge=1)
-    vocab_size: int = param(help="vocabulary size V", ge=1)
+    num_layers: int = param(help="transformer layers", ge=1, le=MAX_LAYERS)
+    hidden_size: int = param(help="hidden size h", ge=1, le=WIDTH)
+    vocab_size: int = param(help="vocabulary size V", ge=1, le=MAX_VOCAB)
     tie_word_embeddings: bool = param(False, "LM head shares the embedding matrix")
-    weight_bytes: float = param(2.0, "bytes per parameter of non-expert weights", gt=0)
-    expert_weight_bytes: float = param(2.0, "bytes per parameter of routed experts", gt=0)
+    weight_bytes: float = param(
+        2.0, "bytes per parameter of non-expert weights", ge=MIN_BYTES, le=MAX_BYTES
+    )
+    expert_weight_bytes: float = param(
+        2.0, "bytes per parameter of routed experts", ge=MIN_BYTES, le=MAX_BYTES
+    )
     shared_weight_bytes: float = param(
-        0.0, "bytes per parameter of shared experts and dense FFNs (0 = weight_bytes)", ge=0
+        0.0,
+        "bytes per parameter of shared experts and dense FFNs (0 = weight_bytes)",
+        ge=0,
+        le=MAX_BYTES,
     )
     attention_weight_bytes: float = param(
-        0.0, "bytes per parameter of attention projections (0 = weight_bytes)", ge=0
+        0.0, "bytes per parameter of attention projections (0 = weight_bytes)", ge=0, le=MAX_BYTES
     )
-    total_params_b: float = param(0.0, "headline total parameters, billions", ge=0)
-    active_params_b: float = param(0.0, "headline active parameters, billions", ge=0)
-    max_context_tokens: int = param(0, "max position embeddings", ge=0)
+    total_params_b: float = param(0.0, "headline total parameters, billions", ge=0, le=MAX_PARAMS_B)
+    active_params_b: float = param(
+        0.0, "headline active parameters, billions", ge=0, le=MAX_PARAMS_B
+    )
+    max_context_tokens: int = param(0, "max position embeddings", ge=0, le=MAX_CONTEXT)
     ffn: FfnSpec = param(FfnSpec(), "dense FFN")
     moe: MoeSpec = param(MoeSpec(), "experts")
     attention: AttentionSpec = param(AttentionSpec(), "attention")
+
+    def __post_init__(self) -> None:
+        for key in ("shared_weight_bytes", "attention_weight_bytes"):
+            value = getattr(self, key)
+            if 0 < value < MIN_BYTES:
+                raise FieldError(key, f"0 (= weight_bytes) or >= {MIN_BYTES:g}", value)
 
     @property
     def is_moe(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simspec.errors import InputError, describe
-from simspec.inputs import MAX_NESTING, nesting_depth, read_input_bytes
+from simspec.inputs import load_json, read_input_bytes
 from simspec.params import PROFILE_OPTIONAL_KEYS, RooflineParams
 from simspec.schema import build
 
@@ -315,9 +315,7 @@ def parse_profile_text(text: str, source: str, *, sha256: str | None = None) -> 
     if sha256 is None:
         sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
     try:
-        data = json.loads(text)
-    except RecursionError:  # nested thousands deep: no profile looks like that
-        data = None
+        data = load_json(text, source, "", ProfileError)
     except json.JSONDecodeError as err:
         raise ProfileError(
             source,
@@ -325,8 +323,6 @@ def parse_profile_text(text: str, source: str, *, sha256: str | None = None) -> 
             "a complete JSON document (a simspec calibration profile)",
             f"invalid JSON at line {err.lineno} column {err.colno} ({err.msg}; truncated?)",
         ) from None
-    if data is None or nesting_depth(data) > MAX_NESTING:
-        raise ProfileError(source, "", f"JSON nested at most {MAX_NESTING} deep", "deeper nesting")
     return profile_from_dict(data, source, sha256=sha256)
 
 

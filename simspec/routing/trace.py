@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from simspec.errors import InputError
-from simspec.inputs import check_regular
+from simspec.inputs import check_npz, check_regular
 from simspec.physics.experts import chance_overlap
 from simspec.routing.trace_drafts import DraftSections, parse_draft_sections
 
@@ -124,6 +124,7 @@ def load_trace(path: str | Path) -> RoutingTrace:
     """
     source = str(path)
     check_regular(path, source, "routing trace (.npz)")  # a FIFO would block np.load forever
+    check_npz(path, source, "routing trace (.npz)")  # shapes and sizes before any allocation
     try:
         data = np.load(path, allow_pickle=False)
     except FileNotFoundError:

@@ -1,7 +1,9 @@
 """A sweep folder on disk, and reading it back into result objects.
 
 ```
-DIR/points/<digest>.json   a finished point: {"case", "values", "replication", "results"}
+DIR/.simspec-sweep         the marker of a sweep folder, locked while a sweep runs (sweep.lock)
+DIR/points/<digest>.json   a finished point: {"case", "values", "replication", "results",
+                           "digest"}
 DIR/delta/<digest>.npz     with the oracle: its Delta-space points (written before the JSON)
 DIR/sweep.json             the sweep's points in table order (written with the tables)
 DIR/results.csv            one row per point x policy   (simspec.sweep.tables)
@@ -9,10 +11,13 @@ DIR/summary.csv            means and paired 95 % CIs    (simspec.sweep.tables)
 ```
 
 ``<digest>`` is the digest of the point's resolved scenario (seed included), so a resumed sweep
-finds the point again. Tables and figures are views of the :class:`PointResult` objects
-:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses a folder holding
-points of another sweep (naming the keys that differ), and removes orphan temporary files and
-unreadable point files so that those points run again.
+finds the point again; the file's ``"digest"`` seals its content and name
+(:func:`point_digest`). Tables and figures are views of the :class:`PointResult` objects
+:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses, reading only,
+a folder that is not a sweep's or whose files are not regular files; :func:`prepare_folder`
+(under the lock) refuses points of another sweep (naming the keys that differ), and removes
+orphan temporary files and point files that are unreadable or fail their seal, so that those
+points run again.
 """
 
 from __future__ import annotations
@@ -103,7 +108,21 @@ def point_files(point: Point, result: RunResult) -> PointFiles:
         "replication": point.replication,
         "results": result.to_dict(),
     }
+    record["digest"] = point_digest(result.scenario_digest, record)
     return results_json(record), arrays
+
+
+def point_digest(scenario_digest: str, record: Mapping[str, Any]) -> str:
+    """The seal of a point file: the SHA-256 of the point's scenario digest (its inputs, which
+    also name the file) and of the file's content without the seal.
+
+    A point file edited by hand, truncated into other valid JSON, or moved to another point's
+    name no longer matches its seal, and :func:`prepare_folder` has it simulated again.
+    """
+    import hashlib
+
+    body = results_json({k: v for k, v in record.items() if k != "digest"})
+    return hashlib.sha256(f"{scenario_digest}\n{body}".encode()).hexdigest()
 
 
 def write_point(out: Path, point: Point, result: RunResult | PointFiles) -> None:
@@ -169,8 +188,20 @@ def _read_results(path: Path) -> RunResult:
             str(path.parent.parent), f"points/{path.name}", "a finished point", "no such file"
         )
     try:
-        return RunResult.from_dict(_load_json(path)["results"])
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        record = _load_json(path)
+        seal = record.get("digest")  # None: written before point files had one
+        if seal is not None and seal != point_digest(path.stem, record):
+            raise InputError(
+                str(path),
+                "digest",
+                "a point file as the sweep wrote it (its digest matches its content and name)",
+                "an edited or moved file",
+                "Run the sweep again with --resume: it simulates that point again.",
+            )
+        return RunResult.from_dict(record["results"])
+    except InputError:
+        raise
+    except Exception as err:  # anything unreadable, NaN included, is a bad file
         raise InputError(str(path), "results", "a sweep point file", _why(err)) from None
 
 
@@ -266,23 +297,39 @@ def _difference(record: Any, points: Sequence[Point]) -> str:
     return (shown + more) if keys else "another profile"
 
 
-def _readable(path: Path) -> bool:
+def _problem(path: Path) -> str | None:
+    """Why the point file ``path`` cannot be trusted (None: readable and its seal matches)."""
     try:
-        RunResult.from_dict(_load_json(path)["results"])
-    except (InputError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return False
-    return True
+        record = _load_json(path)
+        seal = record.get("digest")
+        if seal is None:
+            return "no digest (written by an older simspec)"
+        if seal != point_digest(path.stem, record):
+            return "its digest does not match its content and name (edited, or moved)"
+        RunResult.from_dict(record["results"])
+    except Exception as err:  # anything unreadable is simulated again
+        return f"unreadable ({_why(err)})"
+    return None
+
+
+def _existing_points(out: Path) -> list[Path]:
+    return sorted((out / "points").glob("*.json")) if (out / "points").is_dir() else []
 
 
 def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
-    """Check a sweep folder before anything runs; see the module docstring.
+    """Check a sweep folder before anything runs, reading only; see the module docstring.
 
     Raises
     ------
     InputError
-        ``out`` or one of its sub-folders is a file; ``out`` holds finished points and
-        ``resume`` is false; or it holds points that are not points of this sweep.
+        ``out``, one of its sub-folders or a point file is not what a sweep writes there;
+        ``out`` holds files no sweep wrote (:func:`simspec.sweep.lock.check_owner`); or it
+        holds finished points and ``resume`` is false.
     """
+    import stat
+
+    from simspec.sweep.lock import check_owner
+
     if out.exists() and not out.is_dir():
         raise InputError("", "sweep.out", "a folder", f"{out}, an existing file")
     for name in SUBFOLDERS:
@@ -290,7 +337,26 @@ def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
             raise InputError(
                 "", "sweep.out", f"a sweep folder ({name}/ a folder)", f"{out / name}, a file"
             )
-    existing = sorted((out / "points").glob("*.json")) if (out / "points").is_dir() else []
+    check_owner(out)
+    for name in TOP_FILES:
+        target = out / name
+        if target.is_symlink() or (target.exists() and not stat.S_ISREG(target.stat().st_mode)):
+            raise InputError(
+                "",
+                "sweep.out",
+                f"a sweep folder whose {name} is a regular file (the sweep rewrites it)",
+                f"{target}, a folder, link or special file",
+            )
+    existing = _existing_points(out)
+    for path in existing:
+        if path.is_symlink() or not path.is_file():
+            raise InputError(
+                "",
+                "sweep.out",
+                "a sweep folder whose point files are regular files",
+                f"{path}, a folder, link or special file",
+                "Remove it, or give the sweep another --out.",
+            )
     if existing and not resume:
         raise InputError(
             "",
@@ -298,12 +364,30 @@ def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
             "an empty folder, or resuming the sweep saved there",
             f"{out} with {len(existing)} finished points",
         )
+
+
+def prepare_folder(out: Path, points: Sequence[Point]) -> list[str]:
+    """Clean a locked sweep folder before resuming (after :func:`check_folder`).
+
+    Orphan temporary files go; a point file that is unreadable or whose digest does not match
+    (:func:`point_digest`) goes too, so that its point is simulated again. Returns one line per
+    point file removed, saying why.
+
+    Raises
+    ------
+    InputError
+        A trusted point file belongs to another sweep (naming the keys that differ).
+    """
     for orphan in _orphans(out):
         orphan.unlink(missing_ok=True)
+    existing = _existing_points(out)
     ours = {p.digest for p in points} if existing else set()  # a new folder hashes nothing
+    removed = []
     for path in existing:
-        if not _readable(path):  # truncated or empty: simulate the point again
+        problem = _problem(path)
+        if problem is not None:  # simulate the point again
             path.unlink(missing_ok=True)
+            removed.append(f"{path}: {problem}")
             continue
         if path.stem not in ours:
             raise InputError(
@@ -313,3 +397,4 @@ def check_folder(out: Path, points: Sequence[Point], resume: bool) -> None:
                 f"{path.name}, a point of another sweep: {_difference(_load_json(path), points)}",
                 "Resume with the scenario and options that started the sweep, or use a new --out.",
             )
+    return removed

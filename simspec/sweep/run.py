@@ -11,7 +11,9 @@ bytes as an uninterrupted one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import re
 import signal
 import threading
@@ -23,6 +25,7 @@ from simspec.analysis.experiment import run_experiment, work_tokens
 from simspec.analysis.results import RunResult
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, describe
+from simspec.sweep.lock import FolderLock
 from simspec.sweep.points import (
     SUBFOLDERS,
     PointFiles,
@@ -31,6 +34,7 @@ from simspec.sweep.points import (
     check_folder,
     parse_point,
     point_files,
+    prepare_folder,
     read_points,
     unfinished,
     write_manifest,
@@ -38,7 +42,7 @@ from simspec.sweep.points import (
 )
 from simspec.sweep.spec import Point
 from simspec.sweep.tables import write_tables
-from simspec.sweep.workers import frozen_heap, worker_context
+from simspec.sweep.workers import frozen_heap, worker_context, worker_start
 
 #: The executors :func:`run_sweep` knows.
 EXECUTORS = ("process", "dask")
@@ -75,6 +79,7 @@ def run_sweep(
     scheduler: str | None = None,
     resume: bool = False,
     progress: Progress | None = None,
+    report: Callable[[str], None] | None = None,
 ) -> list[PointResult]:
     """Run every unfinished point, then write ``results.csv``, ``summary.csv`` and ``sweep.json``.
 
@@ -96,6 +101,9 @@ def run_sweep(
         Continue a sweep in ``out``: skip the points already saved there.
     progress : callable, optional
         ``progress(done, total)``.
+    report : callable, optional
+        ``report(line)``: each saved point that is simulated again, and why (unreadable, or
+        its digest does not match).
 
     Returns
     -------
@@ -105,7 +113,8 @@ def run_sweep(
     Raises
     ------
     InputError
-        ``sweep.out`` is a file, or holds finished points and ``resume`` is false;
+        ``sweep.out`` is a file, holds files no sweep wrote, is in use by another running
+        sweep, or holds finished points and ``resume`` is false;
         ``sweep.executor`` or ``sweep.workers`` is invalid; dask is not installed.
     """
     out = Path(out)
@@ -116,7 +125,30 @@ def run_sweep(
     if executor == "dask" and scheduler:
         check_scheduler(scheduler)
     check_folder(out, points, resume)
-    created = not out.exists()  # created by the first point written, removed if none is
+    lock = FolderLock.acquire(out)  # a second sweep into ``out`` is refused meanwhile
+    try:
+        results = _run_locked(points, out, oracle, workers, executor, scheduler, progress, report)
+    except BaseException:
+        lock.release(undo=True)  # a folder this sweep created and wrote nothing into goes
+        raise
+    lock.release()
+    return results
+
+
+def _run_locked(
+    points: Sequence[Point],
+    out: Path,
+    oracle: bool,
+    workers: int,
+    executor: str,
+    scheduler: str | None,
+    progress: Progress | None,
+    report: Callable[[str], None] | None,
+) -> list[PointResult]:
+    """:func:`run_sweep` once the folder is checked and locked."""
+    for line in prepare_folder(out, points):
+        if report is not None:
+            report(f"simulating again: {line}")
     todo = unfinished(out, points)
     done = len(points) - len(todo)
     todo = heaviest_first(todo, oracle)  # the files and tables follow the grid regardless
@@ -144,8 +176,7 @@ def run_sweep(
             else:
                 _run_processes(todo, finished, oracle, workers, pools)
         except BaseException:
-            if created:
-                _remove_empty(out)
+            _remove_empty(out)
             raise
         results = read_points(out, points, parsed)
         write_tables(results, out)
@@ -154,8 +185,9 @@ def run_sweep(
 
 
 def _remove_empty(out: Path) -> None:
-    """Remove the sweep folder we created when nothing was written into it."""
-    for folder in [*(out / name for name in SUBFOLDERS), out]:
+    """Remove the sub-folders of ``out`` nothing was written into (the folder itself goes with
+    its lock, :meth:`~simspec.sweep.lock.FolderLock.release`)."""
+    for folder in [out / name for name in SUBFOLDERS]:
         with contextlib.suppress(OSError):  # missing, or not empty: keep it
             folder.rmdir()
 
@@ -176,7 +208,14 @@ def _run_processes(
     # a result: one worker runs every point in the parent).
     context = worker_context()
     ours = set(multiprocessing.active_children())
-    pool = pools.enter_context(cf.ProcessPoolExecutor(max_workers=workers, mp_context=context))
+    pool = pools.enter_context(
+        cf.ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=worker_start,
+            initargs=(os.getpid(),),
+        )
+    )
     # The first submit forks every worker; they inherit an ignored SIGINT, so a Ctrl-C (sent to
     # the terminal's whole process group) reaches only this process, which stops them below.
     with frozen_heap(), _children_ignore_sigint():
@@ -195,6 +234,9 @@ def _run_processes(
             if future.exception() is None:
                 finished(point, future.result())
         raise
+    except BaseException:  # stopped otherwise (a signal, an error): queued points must not run
+        _stop_processes(pool, set(multiprocessing.active_children()) - ours)
+        raise
     pool.shutdown(wait=False)  # every point is done: let the workers exit meanwhile
 
 
@@ -211,7 +253,10 @@ def _stop_processes(pool: Any, workers: set[Any]) -> None:
 
 #: Seconds to wait for a dask scheduler at ``--scheduler`` before giving up.
 CONNECT_TIMEOUT_S = 5
-_ADDRESS = re.compile(r"(?:(?:tcp|tls|ucx|ws|wss)://)?[A-Za-z0-9_.\-]+(?::\d{1,5})?/?|inproc://\S+")
+_ADDRESS = re.compile(
+    r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)(?::\d{1,5})?/?"
+    r"|inproc://\S+"
+)
 
 
 def check_scheduler(address: str) -> None:
@@ -260,6 +305,13 @@ def _run_dask(
         futures = {client.submit(run_point, p.scenario, oracle, pure=False): p for p in todo}
         for future in as_completed(futures):
             finished(futures[future], future.result())
+    except asyncio.CancelledError:  # the scheduler went away mid-sweep
+        raise InputError(
+            "--scheduler",
+            scheduler or "the local cluster",
+            "a dask scheduler that stays up until the sweep ends",
+            "the connection lost mid-sweep (the points saved so far are kept: --resume goes on)",
+        ) from None
     except KeyboardInterrupt:
         # dask's loggers would report the connections these kills close (now and then with a
         # traceback from its comm thread, after our one line): the cluster is gone, mute them.
@@ -284,7 +336,7 @@ def _connect(client_type: Any, scheduler: str) -> Any:
     check_scheduler(scheduler)
     try:
         return client_type(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
-    except (OSError, TimeoutError, ValueError) as err:
+    except Exception as err:  # refused, timed out, a protocol without its setup (tls, ucx)
         raise InputError(
             "--scheduler",
             scheduler,

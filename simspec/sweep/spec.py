@@ -73,6 +73,7 @@ def _grid_axes(grid: GridAxes, source: str) -> Iterable[tuple[str, list[Any]]]:
                 )
             yield str(key), list(values)
         return
+    seen: set[str] = set()
     for item in [grid] if isinstance(grid, str) else grid:
         if "=" not in item:
             raise InputError(source, "sweep.grid", "an axis key=v1,v2,...", describe(item))
@@ -80,6 +81,9 @@ def _grid_axes(grid: GridAxes, source: str) -> Iterable[tuple[str, list[Any]]]:
         values = [parse_value(v.strip()) for v in text.split(",") if v.strip()]
         if not values:
             raise InputError(source, f"sweep.grid.{key.strip()}", "at least one value", "none")
+        if key.strip() in seen:  # a second axis on one key would replace the first's values
+            raise InputError(source, f"sweep.grid.{key.strip()}", "each key once", "it twice")
+        seen.add(key.strip())
         yield key.strip(), values
 
 
@@ -215,6 +219,7 @@ def expand(
     """
     base = {k: v for k, v in data.items() if k != "sweep"}
     keys = list(spec.grid)
+    check_size(spec, source)
     combos: list[Combo] = []
     for case in spec.cases or [{}]:
         label = str(case.get("label", ""))
@@ -235,6 +240,28 @@ def expand(
                 point.__dict__["digest"] = digest  # what the cached property stores
             points.append(point)
     return points
+
+
+#: Most points one sweep may have (cases x grid values x replications), checked before any
+#: point is built: beyond it a sweep would spend minutes only validating its points.
+MAX_POINTS = 100_000
+
+
+def check_size(spec: SweepSpec, source: str) -> None:
+    """Refuse a sweep of more than :data:`MAX_POINTS` points, before building one."""
+    count = max(len(spec.cases), 1) * spec.replications
+    for values in spec.grid.values():
+        count *= len(values)
+        if count > MAX_POINTS:
+            break
+    if count > MAX_POINTS:
+        sizes = " x ".join(f"{len(v)} ({k})" for k, v in spec.grid.items())
+        raise InputError(
+            source,
+            "sweep.grid",
+            f"at most {MAX_POINTS:,} points (cases x grid values x replications)",
+            f"{max(len(spec.cases), 1)} cases x {sizes} x {spec.replications} replications",
+        )
 
 
 def load_sweep(

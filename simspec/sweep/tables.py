@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,23 @@ def summary_rows(summaries: Sequence[PolicySummary]) -> list[dict[str, Any]]:
 
 
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
-    """CSV text with a header from the first row's keys ('' for no rows)."""
+    """CSV text with a header from the first row's keys ('' for no rows).
+
+    A statistic that does not exist (the CI half-width of one replication, the oracle's columns
+    of a sweep without it) is an empty cell, never ``nan``: every number written is finite.
+    """
     if not rows:
         return ""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows([{k: _cell(v) for k, v in row.items()} for row in rows])
     return buffer.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    """``value`` for a CSV cell: NaN (a statistic that does not exist) becomes empty."""
+    return "" if isinstance(value, float) and math.isnan(value) else value
 
 
 def write_tables(points: Sequence[PointResult], out: Path) -> tuple[Path, Path]:

@@ -2,7 +2,10 @@
 
 On Linux a sweep forks its workers (:func:`worker_context`): a forked child starts with every
 module and cache its parent has, where a spawned one would spend seconds importing simspec and
-numpy again. :func:`frozen_heap` keeps the inherited memory shared.
+numpy again. :func:`frozen_heap` keeps the inherited memory shared. Each worker starts with
+:func:`worker_start`: the default SIGTERM and SIGHUP (the parent's handlers would raise in a
+worker) and a death signal tied to the parent, so that workers never outlive a parent killed by
+SIGTERM or ``kill -9`` (reparented, they would hold its standard output open for good).
 """
 
 from __future__ import annotations
@@ -37,3 +40,27 @@ def frozen_heap() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+#: ``prctl`` option that sends the calling process a signal when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+
+
+def worker_start(parent: int) -> None:
+    """Initializer of a local worker of the process ``parent`` (module docstring)."""
+    import os
+    import signal
+    import sys
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no libc prctl: the check below still runs
+            pass
+    if os.getppid() != parent:  # the parent died before the death signal was set
+        os._exit(1)

@@ -93,7 +93,7 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path):
     run_sweep(points, tmp_path / "one", oracle=spec.oracle, workers=1)
     run_sweep(points, tmp_path / "two", oracle=spec.oracle, workers=2)
     one, two = _files(tmp_path / "one"), _files(tmp_path / "two")
-    assert one.keys() == two.keys() and len(one) == 4 * 3 * 2 + 3  # points, deltas, tables
+    assert one.keys() == two.keys() and len(one) == 4 * 3 * 2 + 4  # points, deltas, files
     for name in one:
         assert one[name] == two[name], name
 
