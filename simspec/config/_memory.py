@@ -36,6 +36,14 @@ def weight_bytes_per_gpu(s: Scenario, target: ModelSpec | None = None) -> float:
     return rest / split.tensor + routed / (split.expert * split.expert_shards)
 
 
+def _splits_heads(s: Scenario, t: int) -> bool:
+    """True when tensor parallelism ``t`` splits the target's heads as engines can (the rule
+    :func:`simspec.config.load._check_parallel` enforces)."""
+    a = s.target.attention
+    kv_ok = a.kind == "mla" or not (a.num_kv_heads % t and t % a.num_kv_heads)
+    return a.num_heads % t == 0 and kv_ok
+
+
 def check_weights_fit(s: Scenario, source: str) -> None:
     """A ScenarioError when the weights exceed the GPUs' memory, with what would fit."""
     per_gpu_usable = s.gpu.memory_bytes * s.hardware.memory_utilization
@@ -56,11 +64,13 @@ def check_weights_fit(s: Scenario, source: str) -> None:
     ):
         hint = 'They would fit in FP8: set [model] precision = "fp8".'
     if pooled >= usable:
+        need = int(-(-pooled // per_gpu_usable))
+        if not s.hardware.tensor_parallel:  # the count must also split the heads
+            need = next((n for n in range(need, 1025) if _splits_heads(s, n)), need)
         raise ScenarioError(
             source,
             "hardware.num_gpus",
-            f"enough GPUs to hold {pooled / 1e9:.1f} GB of weights (at least "
-            f"{int(-(-pooled // per_gpu_usable))})",
+            f"enough GPUs to hold {pooled / 1e9:.1f} GB of weights (at least {need})",
             f"{s.hardware.num_gpus} x {s.gpu.memory_bytes / 1e9:.0f} GB x "
             f"{s.hardware.memory_utilization} usable",
             hint,

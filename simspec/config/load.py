@@ -280,13 +280,6 @@ def _check_parallel(s: Scenario, source: str) -> None:
         )
 
 
-def _splits_heads(s: Scenario, t: int) -> bool:
-    """True when tensor parallelism ``t`` splits the target's heads (:func:`_check_parallel`)."""
-    a = s.target.attention
-    kv_ok = a.kind == "mla" or not (a.num_kv_heads % t and t % a.num_kv_heads)
-    return a.num_heads % t == 0 and kv_ok
-
-
 def _check_context(s: Scenario, source: str) -> None:
     """The longest request (prompt + output, lengths jittered up) fits the target's context."""
     limit = s.target.max_context_tokens
