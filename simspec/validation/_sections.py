@@ -91,8 +91,9 @@ def held_out_lines(held_out: dict[str, Any]) -> list[str]:
     """The presets' in-sample and out-of-sample errors, one row per engine."""
     lines = [
         "",
-        "Engine presets in and out of sample (median |relative error| of the fitted rows; each",
-        "source left out in turn, the preset refitted without it and its rows predicted):",
+        "Engine presets alone in and out of sample (median |relative error| of the fitted rows;",
+        "each source left out in turn and only the preset's overheads refitted without it, the",
+        "labels, rank decay and benchmark spread kept: a partial check, see *Out of sample*):",
         "",
         "| engine | in sample | held-out sources | median of their medians | worst |",
         "|---|---|---|---|---|",
