@@ -5,7 +5,8 @@ the cases file names one, else its source). Each group in turn is held out; on t
 rows, and on those alone, the fold
 
 1. labels inconsistent rows (:func:`simspec.validation.consistency.inconsistent`: stated rules
-   on the measurements, never on predictions); labelled rows are not fitted;
+   on the measurements, never on predictions); labelled rows and test rows
+   (:func:`~simspec.validation.consistency.is_test_row`) are not fitted;
 2. fits the draft trees' rank decay (:func:`rank_decay`: the chain and tree rows of one setting;
    :data:`RANK_DECAY_PRIOR` when no training row identifies it);
 3. chooses the output-length spread of the benchmark rows whose spread is assumed
@@ -40,7 +41,7 @@ import simspec
 from simspec.params import RooflineParams
 from simspec.text.tree import fit_alpha, fit_rank_decay
 from simspec.validation.cases import Case, CaseFile, engine_preset
-from simspec.validation.consistency import fold_key, inconsistent
+from simspec.validation.consistency import fold_key, inconsistent, is_test_row
 from simspec.validation.predictions import is_tree_row, predict_kernel_us, run_times
 
 from . import kernels, presets
@@ -72,6 +73,7 @@ def rank_decay(rows: Sequence[Case]) -> tuple[float | None, list[float]]:
     group, model, GPU, parallelism, batch and engine then has one rho reproducing its measured
     AL (:func:`simspec.text.tree.fit_rank_decay`). None when no tree row has such a chain.
     """
+    rows = [c for c in rows if not is_test_row(c)]
     chains = {_setting(c): c for c in rows if _chain(c)}
     found = []
     for c in rows:
@@ -161,7 +163,11 @@ def _fit_engines(
     out: dict[str, np.ndarray | None] = {}
     for engine in presets.FITTED:
         keys = presets.fitted_keys(engine)
-        used = [r for r in rows if r.engine == engine and r.case.id not in labels]
+        used = [
+            r
+            for r in rows
+            if r.engine == engine and r.case.id not in labels and not is_test_row(r.case)
+        ]
         out[engine] = presets.round_values(presets.fit(used, keys), keys) if used else None
     return out
 
@@ -170,7 +176,7 @@ def _fold_decode(
     train: list[Case], held: list[Case], probes: Probes, rho: float, labels: dict[str, str]
 ) -> tuple[float | None, dict[str, np.ndarray | None], list[dict[str, Any]]]:
     """The fold's spread, its presets, and its held-out decode / speculative predictions."""
-    jittered = [c for c in train if _variant_jitter(c)]
+    jittered = [c for c in train if _variant_jitter(c) and not is_test_row(c)]
     grid: tuple[float | None, ...] = JITTER_GRID if jittered else (None,)
     best: tuple[float, float | None, dict[str, np.ndarray | None]] | None = None
     for jitter in grid:
@@ -179,7 +185,7 @@ def _fold_decode(
         errors = [
             abs(presets.rel(r, theta))
             for r in rows
-            if _variant_jitter(r.case) and r.case.id not in labels
+            if _variant_jitter(r.case) and r.case.id not in labels and not is_test_row(r.case)
             if (theta := thetas[r.engine]) is not None
         ]
         errors += [abs(probes.ideal(c, rho, jitter) / _measured(c) - 1) for c in jittered
@@ -238,7 +244,10 @@ def _fold_kernel(
     pairs = [
         (r, fold_key(c))
         for r, c in zip(rows, kernel_cases, strict=True)
-        if r.series in kernels.FIT_SERIES and r.tokens <= kernels.M_MAX and c.id not in held
+        if r.series in kernels.FIT_SERIES
+        and r.tokens <= kernels.M_MAX
+        and c.id not in held
+        and not is_test_row(c)
     ]
     if not pairs:
         return {"note": "no kernel fit series outside this group"}, [

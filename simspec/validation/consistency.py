@@ -48,6 +48,12 @@ def fold_key(case: Case) -> str:
     return str(reporter) if reporter else case.source
 
 
+def is_test_row(case: Case) -> bool:
+    """A row that is predicted, never fitted: ``role = "test"`` in the cases file (a row found
+    by searching, until a second independent source agrees with it)."""
+    return getattr(case, "role", "") == "test"
+
+
 def _running(case: Case) -> int:
     return min(case.batch, case.num_requests) if case.num_requests else case.batch
 

@@ -63,3 +63,23 @@ def test_a_held_out_rows_prediction_ignores_its_own_measurement(probes):
     assert summary["decode"]["not_identifiable"] == 1
     assert summary["decode"]["predicted_rows"] == 2
     assert "not identifiable" in summary["engines"]["trtllm"]["note"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tagged(Case):
+    role: str = ""
+
+
+def test_a_test_row_is_predicted_when_held_out_and_never_fitted(probes):
+    a = ROW
+    b = dataclasses.replace(ROW, id="b", source="b", batch=2, value=6.0)
+    found = _Tagged(
+        **{**dataclasses.asdict(b), "id": "c", "source": "c", "batch": 4, "value": 50.0}
+    )
+    without = _folds([a, b], probes)
+    tagged = _folds([a, b, dataclasses.replace(found, role="test")], probes)
+    fitted = _folds([a, b, found], probes)
+    pa = _predicted(without, "a")["predicted"]
+    assert _predicted(tagged, "a")["predicted"] == pytest.approx(pa)
+    assert _predicted(fitted, "a")["predicted"] > 1.1 * pa  # the same row, fitted on
+    assert _predicted(tagged, "c")["predicted"] is not None
