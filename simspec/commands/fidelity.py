@@ -9,7 +9,8 @@ with ``--catalog DIR``, writes the presets' TOML files there (``simspec/catalog/
 checkout), so the shipped catalog data is produced by this command. Unless ``--in-sample-only``,
 every reporter (else source) is then held out in turn with everything fitted or chosen refit
 without it (:mod:`simspec.fit.nested`): the report and ``summary.json`` lead with those
-out-of-sample errors and ``folds.json`` holds the fold table.
+out-of-sample errors and ``folds.json`` holds the fold table, reused while the hash of its
+inputs (:func:`simspec.validation.holdout.inputs_hash`) is current.
 """
 
 from __future__ import annotations
@@ -138,9 +139,16 @@ def execute(args: argparse.Namespace) -> int:
     folds = None
     if not args.in_sample_only:
         from simspec.fit.nested import nested_folds
+        from simspec.validation.holdout import inputs_hash, read_folds
 
-        with Progress("held-out folds") as progress:
-            folds = nested_folds(cases.cases, workers=args.workers, progress=progress)
+        current = inputs_hash(args.cases)
+        folds = read_folds(out / "folds.json", current)
+        if folds is not None:
+            print(f"fold table current ({out / 'folds.json'}): reused")
+        else:
+            with Progress("held-out folds") as progress:
+                folds = nested_folds(cases.cases, workers=args.workers, progress=progress)
+            folds = {"inputs_hash": current, **folds}
     with Progress("fidelity rows") as progress:
         summary = fidelity_report(
             args.cases, out, workers=args.workers, progress=progress, folds=folds

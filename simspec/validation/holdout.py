@@ -6,13 +6,15 @@ into what ``summary.json`` holds under ``out_of_sample``: per category the rows,
 predicted, those *not identifiable out of sample* (an engine or kernel fit with no row outside
 the held-out group), median and max |relative error| and wrong signs of speedup − 1, next to
 the targets of issue 27. :func:`inputs_hash` fingerprints what the numbers depend on (the cases
-file, the catalog and the code that prices and fits a row); ``summary.json`` and ``REPORT.md``
-carry it, so a test can tell in milliseconds whether they are current.
+file, the catalog and the code that prices, simulates, fits and reports a row);
+``summary.json``, ``REPORT.md`` and the fold table carry it, so a test can tell in milliseconds
+whether they are current, and ``simspec fidelity`` reuses a fold table whose hash is current.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,32 +25,33 @@ from .predictions import SIGN_NOISE, speedup_sign_right
 
 #: Issue 27's targets: out-of-sample median |relative error| per category.
 TARGETS = {"kernel": 0.10, "decode": 0.15, "speculative": 0.15}
-#: Subpackages whose files (code and data) decide a prediction or a fit.
-HASHED_PACKAGES = (
-    "catalog",
-    "config",
-    "costs",
-    "fit",
-    "params",
-    "physics",
-    "routing",
-    "sim",
-    "text",
-    "validation",
+#: Parts of the package that cannot change a prediction or a fit (everything else is hashed:
+#: code and data that price, simulate, fit or report a row).
+NOT_HASHED = (
+    "__main__.py",
+    "_version.py",
+    "calibrate",
+    "cli.py",
+    "commands",
+    "io",
+    "plots",
+    "record",
+    "sweep",
 )
 #: The one command that regenerates REPORT.md, summary.json and the fold table.
 REGENERATE = "python bench/fidelity.py"
 
 
 def _files(root: Path) -> Iterable[Path]:
-    for package in HASHED_PACKAGES:
-        for path in sorted((root / package).rglob("*")):
-            if path.is_file() and path.suffix in (".py", ".toml", ".json"):
-                yield path
+    for path in sorted(root.rglob("*")):
+        part = path.relative_to(root).parts[0]
+        if part not in NOT_HASHED and path.is_file() and path.suffix in (".py", ".toml", ".json"):
+            yield path
 
 
 def inputs_hash(cases_path: str | Path) -> str:
-    """SHA-256 over the cases file and the package's pricing and fitting code and data."""
+    """SHA-256 over the cases file and the package's files that can change a prediction (all but
+    :data:`NOT_HASHED`): pricing, simulation, fitting and reporting code, the catalog."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     digest.update(b"cases\0" + Path(cases_path).read_bytes() + b"\0")
@@ -56,6 +59,18 @@ def inputs_hash(cases_path: str | Path) -> str:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def read_folds(path: Path, current: str) -> dict[str, Any] | None:
+    """The fold table at ``path`` when it was made from inputs with hash ``current``, else None
+    (missing, unreadable or stale: the folds are recomputed)."""
+    try:
+        folds = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(folds, dict) or folds.get("inputs_hash") != current:
+        return None
+    return folds
 
 
 def _median(values: list[float]) -> float | None:

@@ -34,6 +34,7 @@ def test_the_summary_and_the_report_are_current():
     assert SUMMARY.get("inputs_hash") == now, stale
     assert now in (FOLDER / "REPORT.md").read_text(encoding="utf-8"), stale
     folds = json.loads((FOLDER / "folds.json").read_text(encoding="utf-8"))
+    assert folds.get("inputs_hash") == now, stale
     ids = {c.id for c in load_cases(CASES).cases}
     assert {r["id"] for r in folds["rows"]} == ids, stale  # every row held out exactly once
 
