@@ -11,7 +11,7 @@ rows, and on those alone, the fold
    :data:`RANK_DECAY_PRIOR` when no training row identifies it);
 3. chooses the output-length spread of the benchmark rows whose spread is assumed
    (:data:`JITTER_GRID`: the value whose preset fit has the lowest median error over the
-   training benchmark rows);
+   training benchmark rows; the cases file's stated spread when no training row has one);
 4. fits each engine preset's keys (:func:`simspec.fit.presets.fitted_keys`, the presets'
    declaration) on that engine's training rows; an engine with no training row is *not
    identifiable out of sample* and its held-out rows get no prediction;
@@ -42,7 +42,7 @@ from simspec.params import RooflineParams
 from simspec.text.tree import fit_alpha, fit_rank_decay
 from simspec.validation.cases import Case, CaseFile, engine_preset
 from simspec.validation.consistency import fold_key, inconsistent, is_test_row
-from simspec.validation.predictions import is_tree_row, predict_kernel_us, run_times
+from simspec.validation.predictions import is_tree_row, predict_kernel_us, quantity, run_times
 
 from . import kernels, presets
 
@@ -56,6 +56,14 @@ RANK_DECAY_PRIOR = 0.5
 def _variant_jitter(case: Case) -> bool:
     """A benchmark row whose assumed output spread is a protocol choice (batch 1 runs none)."""
     return case.num_requests > 0 and case.length_jitter > 0 and case.batch > 1
+
+
+def _grid(train: Sequence[Case]) -> tuple[float | None, ...]:
+    """The spreads a fold tries: :data:`JITTER_GRID` when a training row depends on it, else
+    None (a held-out benchmark row keeps the spread the cases file states)."""
+    if any(_variant_jitter(c) and not is_test_row(c) for c in train):
+        return JITTER_GRID
+    return (None,)
 
 
 def _chain(case: Case) -> bool:
@@ -105,8 +113,6 @@ Task = tuple[str, Case, str, dict[str, float] | None, float | None]
 
 def _run(task: Task) -> tuple[str, str, dict[str, float]]:
     key, case, label, costs, rho = task
-    if label == "ideal":
-        return key, label, run_times(case, "ideal", None, rho)
     return key, label, run_times(case, "ideal", costs, rho)
 
 
@@ -146,8 +152,6 @@ class Probes:
 
     def ideal(self, case: Case, rho: float, jitter: float | None) -> float:
         """A row without an engine preset, physics only."""
-        from simspec.validation.predictions import quantity
-
         variant, _, key = _variant(case, rho, jitter)
         return quantity(variant, self.runs[key]["ideal"])
 
@@ -177,19 +181,20 @@ def _fold_decode(
 ) -> tuple[float | None, dict[str, np.ndarray | None], list[dict[str, Any]]]:
     """The fold's spread, its presets, and its held-out decode / speculative predictions."""
     jittered = [c for c in train if _variant_jitter(c) and not is_test_row(c)]
-    grid: tuple[float | None, ...] = JITTER_GRID if jittered else (None,)
+    grid = _grid(train)
     best: tuple[float, float | None, dict[str, np.ndarray | None]] | None = None
+    scored = [c for c in jittered if c.id not in labels]
     for jitter in grid:
         rows = [r for c in train if (r := probes.row(c, rho, jitter)) is not None]
         thetas = _fit_engines(rows, labels)
-        errors = [
-            abs(presets.rel(r, theta))
-            for r in rows
-            if _variant_jitter(r.case) and r.case.id not in labels and not is_test_row(r.case)
-            if (theta := thetas[r.engine]) is not None
-        ]
-        errors += [abs(probes.ideal(c, rho, jitter) / _measured(c) - 1) for c in jittered
-                   if engine_preset(c) not in presets.FITTED]  # fmt: skip
+        errors = []
+        for c in scored:  # the rows the spread changes, as the file has them (not the variant)
+            if engine_preset(c) not in presets.FITTED:
+                errors.append(abs(probes.ideal(c, rho, jitter) / _measured(c) - 1))
+            elif (theta := thetas[engine_preset(c)]) is not None:
+                row = probes.row(c, rho, jitter)
+                assert row is not None
+                errors.append(abs(presets.rel(row, theta)))
         score = statistics.median(errors) if errors else 0.0
         if best is None or score < best[0] - 1e-12:
             best = (score, jitter, thetas)
@@ -288,26 +293,23 @@ def nested_folds(
     """
     cases = list(cases)
     store = Probes(probes)
-    groups = sorted({fold_key(c) for c in cases})
-    plan = []
-    for g in groups:
+    plan = []  # (group, training rows, rank decay, from the prior?); None: every row, no fold
+    for g in [*sorted({fold_key(c) for c in cases}), None]:
         train = [c for c in cases if fold_key(c) != g]
         rho, _ = rank_decay(train)
         plan.append((g, train, rho if rho is not None else RANK_DECAY_PRIOR, rho is None))
     tasks = []
-    for g, train, rho, _ in plan:
-        held = [c for c in cases if fold_key(c) == g and c.category != "kernel"]
-        for c in (*train, *held):
-            if c.category == "kernel":
-                continue
-            grid: tuple[float | None, ...] = JITTER_GRID if _variant_jitter(c) else (None,)
-            for jitter in grid:
-                tasks += store.tasks(c, rho, jitter)
+    for _g, train, rho, _prior in plan:
+        grid = _grid(train)
+        for c in cases:  # the training rows, and the held-out ones at what the fold chooses
+            if c.category != "kernel":
+                for jitter in grid if _variant_jitter(c) else (None,):
+                    tasks += store.tasks(c, rho, jitter)
     store.simulate(tasks, workers, progress)
     default = simspec.load_scenario()
     kernel_cases = [c for c in cases if c.category == "kernel"]
     folds, rows, caveats = [], [], []
-    for g, train, rho, prior in plan:
+    for g, train, rho, prior in plan[:-1]:
         held = [c for c in cases if fold_key(c) == g]
         labels = inconsistent(train)
         decode_held = [c for c in held if c.category != "kernel"]
@@ -330,15 +332,14 @@ def nested_folds(
                     "kernel constants fitted on every kernel row"
                 )
         folds.append(fold)
-    full_rho, per_tree = rank_decay(cases)
+    _, _, full_rho, full_prior = plan[-1]
     full_labels = inconsistent(cases)
-    full_jitter: float | None = None
-    if full_rho is not None:
-        full_jitter, _, _ = _fold_decode(cases, [], store, full_rho, full_labels)
+    full_jitter, _, _ = _fold_decode(cases, [], store, full_rho, full_labels)
     full = {
         "labels": full_labels,
         "rank_decay": full_rho,
-        "rank_decay_per_tree_row": per_tree,
+        "rank_decay_prior": full_prior,
+        "rank_decay_per_tree_row": rank_decay(cases)[1],
         "length_jitter": full_jitter,
     }
     return {

@@ -83,3 +83,20 @@ def test_a_test_row_is_predicted_when_held_out_and_never_fitted(probes):
     assert _predicted(tagged, "a")["predicted"] == pytest.approx(pa)
     assert _predicted(fitted, "a")["predicted"] > 1.1 * pa  # the same row, fitted on
     assert _predicted(tagged, "c")["predicted"] is not None
+
+
+def test_a_fold_chooses_the_benchmark_spread_its_training_rows_measure():
+    from simspec.validation.predictions import quantity, run_times
+
+    bench = dataclasses.replace(
+        ROW, id="bench", source="b", engine="not stated", batch=4, num_requests=8,
+        output_tokens=64, length_jitter=0.8, quantity="tokens_per_s", unit="tok/s",
+    )  # fmt: skip
+    spread = nested.JITTER_GRID[1]
+    truth = dataclasses.replace(bench, length_jitter=spread)
+    measured = quantity(truth, run_times(truth))
+    folds = nested.nested_folds([ROW, dataclasses.replace(bench, value=measured)])
+    fold = next(f for f in folds["folds"] if f["group"] == "a")
+    assert fold["length_jitter"] == spread
+    # Held out, the benchmark row is predicted at the spread of the rows left (none: the file's).
+    assert _predicted(folds, "bench")["predicted"] == pytest.approx(measured, rel=0.5)
