@@ -44,15 +44,26 @@ def _oos() -> dict[str, float | None]:
     return {c: oos.get(c, {}).get("median_abs_relative_error") for c in TARGETS}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 27: out-of-sample medians "
-    + ", ".join(f"{c} {v:.1%} (target {TARGETS[c]:.0%})" for c, v in _oos().items() if v)
-    + " (validation/summary.json)",
-)
-def test_out_of_sample_medians_meet_the_targets():
-    for category, median in _oos().items():
-        assert median is not None and median <= TARGETS[category], category
+#: Categories whose committed out-of-sample median misses its target today, with the number:
+#: expected failures (strict), so each flips to a failure to remove from here when the model
+#: meets its target. Every other category is held to its target for real.
+MISSED_TODAY = {"decode": "28.5 %", "speculative": "25.9 %"}
+
+
+def _target(category: str) -> object:
+    if category not in MISSED_TODAY:
+        return category
+    reason = (
+        f"issue 27: out-of-sample {category} median {MISSED_TODAY[category]} > "
+        f"{TARGETS[category]:.0%} (validation/summary.json)"
+    )
+    return pytest.param(category, marks=pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.mark.parametrize("category", [_target(c) for c in TARGETS])
+def test_out_of_sample_median_meets_its_target(category):
+    median = _oos()[category]
+    assert median is not None and median <= TARGETS[category], (category, median)
 
 
 def _cheapest_fitted_rows(engine: str, count: int = 3) -> list:
