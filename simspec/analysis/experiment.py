@@ -9,7 +9,9 @@ them (common random numbers, so every difference is the policies' alone):
    labelled ``no-spec``, first in the list;
 2. every policy of the scenario, in order;
 3. with ``oracle=True``, the hindsight oracle (:mod:`simspec.analysis.oracle`), its row last,
-   every row's ``gap_to_oracle_pct``, and the Delta-space analysis of its decisions.
+   every row's ``gap_to_oracle_pct``, and the Delta-space analysis of its decisions;
+
+and lists the guardrails' warnings of the run (:mod:`simspec.analysis.guardrails`).
 
 The baseline is recognised by the policy object (:func:`is_plain_decoding`), never by a label.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec._version import __version__
+from simspec.analysis.guardrails import run_warnings
 from simspec.analysis.metrics import plain_decode_s, summarize
 from simspec.analysis.results import OracleSummary, RunResult
 from simspec.config.scenario import Scenario
@@ -137,6 +140,7 @@ def run_experiment(
         )
         for r in runs
     )
+    batch = max((int(r.log.steps.column("batch_size").max(initial=0)) for r in runs), default=0)
     return RunResult(
         scenario=scenario.to_dict(),
         scenario_digest=scenario.digest(),
@@ -144,6 +148,7 @@ def run_experiment(
         seed=scenario.seed,
         policies=rows,
         oracle=summary,
+        warnings=tuple(run_warnings(scenario, rows, max(batch, 1))),
         delta_points=delta_points,
         logs={r.label: r.log for r in runs} if keep_logs else None,
     )

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from simspec.analysis.results import GpuTime, PolicyResult, RunResult
+from simspec.analysis.results import GpuTime, PolicyResult, RunResult, step_parts
 from simspec.config.slo import SloConfig
 from simspec.costs.batch import verify_totals
-from simspec.sim.records import RequestRecord, RunLog
+from simspec.sim.records import PASS_PARTS, RequestRecord, RunLog
 from simspec.sim.setup import EngineSetup
 
 #: The latency percentiles every run reports (``tpot_p50_ms``, ..., ``ttft_p99_ms``).
@@ -90,12 +90,7 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
     steps, refs = log.steps, setup.references
     if not len(steps):
         return 0.0
-    totals = (
-        steps.column("overhead_s")
-        + steps.column("moe_s")
-        + steps.column("attention_s")
-        + steps.column("other_s")
-    )  # PassCost.total_s's order: the verify pass of a step in which nobody drafted
+    totals = _verify_s(log)  # the verify pass of a step in which nobody drafted
     offset, ids, positions = steps.members()
     prompts = np.array([refs.sequence(r).prompt_tokens for r in range(int(ids.max()) + 1)])
     analytic = refs.routing.mode == "analytic"
@@ -126,6 +121,25 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
     return float(sum(totals.tolist()))
 
 
+def _verify_s(log: RunLog) -> np.ndarray:
+    """Each step's verify pass, its components summed in :class:`PassCost`'s order."""
+    columns = [log.steps.column(name) for name in PASS_PARTS]
+    total = columns[0].copy()
+    for column in columns[1:]:
+        total += column
+    return total
+
+
+def gpu_time(log: RunLog) -> GpuTime:
+    """The run's GPU time by part (:func:`~simspec.analysis.results.gpu_time_parts`): each
+    time component of a step (:func:`~simspec.analysis.results.step_parts`, the step log's
+    column of that name) summed over the steps in order, then the prefill passes'. Their sum
+    is the run's whole GPU time."""
+    parts = {part: sum(log.steps.column(name).tolist(), 0.0) for part, name in step_parts()}
+    parts["prefill"] = sum((p.cost.total_s for p in log.prefills), 0.0)
+    return GpuTime(parts)
+
+
 def summarize(
     log: RunLog,
     baseline_tpot_s: float,
@@ -147,17 +161,10 @@ def summarize(
     makespan = max((r.finish_s for r in reqs), default=0.0) - start
     column = steps.column
 
-    def total(name: str) -> float:  # summed in step order
-        return sum(column(name).tolist(), 0.0)
-
     request_steps = int(column("batch_size").sum())
     drafted = int(column("drafted").sum())
     accepted = int(column("accepted").sum())
-    verify_s = sum(
-        (
-            column("overhead_s") + column("moe_s") + column("attention_s") + column("other_s")
-        ).tolist()
-    )
+    verify_s = sum(_verify_s(log).tolist())
     tpot = log.mean_tpot_s()
     prefill = [p.cost for p in log.prefills]
     tpot_p = percentiles_ms(request_tpot_s(reqs))
@@ -180,14 +187,7 @@ def summarize(
         verify_over_decode=verify_s / decode_s if decode_s else 0.0,
         unique_experts_per_layer=float(np.mean(column("unique_experts"))) if len(steps) else 0.0,
         speedup_vs_no_spec=baseline_tpot_s / tpot if tpot > 0 else 0.0,
-        gpu_time_s=GpuTime(
-            draft=total("draft_s"),
-            verify_moe=total("moe_s"),
-            verify_attention=total("attention_s"),
-            verify_other=total("other_s"),
-            overhead=total("overhead_s"),
-            prefill=sum((c.total_s for c in prefill), 0.0),
-        ),
+        gpu_time_s=gpu_time(log),
         requests=len(reqs),
         tokens=tokens,
         # Passes (verify and prefill) with a term outside the calibrated profile's tables.

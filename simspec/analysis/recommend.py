@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec.analysis.experiment import Progress
+from simspec.analysis.guardrails import PRESET_RANGE, best_k_at_edge
 from simspec.analysis.replications import Interval, Replicated, replicate
 from simspec.config.load import with_overrides
 from simspec.config.scenario import Scenario
@@ -58,6 +59,9 @@ class BatchRecommendation:
     best_k: int
     online: tuple[Candidate, ...]  # every online policy, in the scenario's order
     oracle: Interval | None
+    #: Guardrail warnings (:mod:`simspec.analysis.guardrails`): the replications' preset-range
+    #: warnings and whether the best k is the largest searched.
+    warnings: tuple[str, ...] = ()
 
     @property
     def best(self) -> Candidate:
@@ -103,6 +107,7 @@ class BatchRecommendation:
             **(self.oracle.to_dict("oracle_speedup") if self.oracle else {}),
             "fixed": [row(c, draft_tokens=k) for k, c in self.fixed],
             "online": [row(c) for c in self.online],
+            "warnings": list(self.warnings),
         }
 
 
@@ -115,11 +120,14 @@ def fixed_draft_tokens(replicated: Replicated) -> dict[str, int]:
     }
 
 
-def recommend(replicated: Replicated, batch: int) -> BatchRecommendation:
+def recommend(
+    replicated: Replicated, batch: int, max_draft_tokens: int | None = None
+) -> BatchRecommendation:
     """The recommendation for ``batch`` from its replications (module docstring).
 
     The best fixed k maximises the mean speedup over replications (the smallest k on ties:
-    fewer drafts, less work for the same result).
+    fewer drafts, less work for the same result). ``max_draft_tokens``: the drafter's limit,
+    named by the warning when the best k is the largest searched.
     """
     fixed = fixed_draft_tokens(replicated)
     if not fixed:
@@ -137,6 +145,11 @@ def recommend(replicated: Replicated, batch: int) -> BatchRecommendation:
         if p.label not in fixed and not p.is_oracle and not p.is_baseline
     )
     oracle_row = first.oracle_result
+    labels = sorted(fixed, key=fixed.__getitem__)
+    edge = best_k_at_edge(
+        [fixed[label] for label in labels], [mean[label].mean for label in labels], max_draft_tokens
+    )
+    ranges = [w for w in replicated.warnings if w.startswith(PRESET_RANGE)]
     return BatchRecommendation(
         batch=batch,
         replications=len(replicated.runs),
@@ -146,6 +159,7 @@ def recommend(replicated: Replicated, batch: int) -> BatchRecommendation:
         best_k=fixed[best_label],
         online=online,
         oracle=mean[oracle_row.label] if oracle_row is not None else None,
+        warnings=(*ranges, *([edge] if edge else [])),
     )
 
 
@@ -220,5 +234,6 @@ def recommend_batches(
             if progress is not None:
                 progress(offset * total + done, len(scenarios) * total)
 
-        out.append(recommend(replicate(scenario, replications, oracle=True, progress=step), batch))
+        replicated = replicate(scenario, replications, oracle=True, progress=step)
+        out.append(recommend(replicated, batch, scenario.drafter.max_draft_tokens))
     return out

@@ -217,6 +217,11 @@ class Replicated:
         """Mean paired difference ``metric(label) − metric(reference)`` with its 95 % interval."""
         return Interval.of(self.values(label, metric) - self.values(reference, metric))
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The guardrail warnings of every replication, each once, in order of appearance."""
+        return tuple(dict.fromkeys(w for run in self.runs for w in run.warnings))
+
     def best(self, metric: str = "speedup_vs_no_spec") -> str:
         """The label with the highest mean ``metric``, the oracle excluded (first on ties)."""
         return _best_label(self.runs, metric)
@@ -229,10 +234,11 @@ class Replicated:
         """Replication 0's results object plus ``replications``: the seeds and :meth:`summary`.
 
         Readers of the results JSON see the same keys as for a single run (``policies`` are
-        replication 0's rows, the scenario's own seed); the statistics over all replications
-        are added under ``replications``.
+        replication 0's rows, the scenario's own seed; ``warnings`` those of every
+        replication); the statistics over all replications are added under ``replications``.
         """
         data = self.runs[0].to_dict()
+        data["warnings"] = list(self.warnings)
         data["replications"] = {
             "count": len(self.runs),
             "seeds": list(self.seeds),

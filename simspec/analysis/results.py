@@ -11,6 +11,7 @@ an ``[slo]`` table :data:`SLO_METRICS` score each request against its targets.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -40,21 +41,67 @@ def _metric(help: str) -> dict[str, Any]:
     return {"metric": True, "help": help}
 
 
+@functools.cache
+def step_parts() -> tuple[tuple[str, str], ...]:
+    """(part, cost component) of every time component of a decode step, in results-JSON order.
+
+    A cost component is a field of :class:`~simspec.costs.batch.StepCosts` whose name ends in
+    ``_s`` (seconds): the draft phase, each of :class:`~simspec.params.PassCost`'s components of
+    the verify pass (part ``verify_<name>``), the speculation overheads. A component added to
+    the cost model is a part of :class:`GpuTime` without an edit here.
+    """
+    from simspec.costs.batch import StepCosts
+    from simspec.params import PassCost
+
+    verify = {f.name for f in dataclasses.fields(PassCost)}
+    return tuple(
+        (("verify_" if name in verify else "") + name.removesuffix("_s"), name)
+        for name in StepCosts._fields
+        if name.endswith("_s")
+    )
+
+
+def gpu_time_parts() -> tuple[str, ...]:
+    """The parts of :class:`GpuTime`, in results-JSON order: :func:`step_parts`, then
+    ``prefill`` (the prefill passes)."""
+    return (*(part for part, _ in step_parts()), "prefill")
+
+
 @dataclass(frozen=True, slots=True)
 class GpuTime:
-    """Simulated GPU time of a run by component, s (prefill is not part of the decode steps)."""
+    """Simulated GPU time of a run by part, s (:func:`gpu_time_parts`): the parts sum to the
+    run's whole GPU time, every decode step's draft phase, verify pass and speculation
+    overhead plus the prefill passes."""
 
-    draft: float
-    verify_moe: float
-    verify_attention: float
-    verify_other: float
-    overhead: float
-    prefill: float
+    parts: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        expected = gpu_time_parts()
+        if tuple(self.parts) != expected:  # a results file of another version: no defaults
+            missing = [p for p in expected if p not in self.parts]
+            if missing:
+                raise KeyError(f"gpu_time_s.{missing[0]}")
+            extra = [p for p in self.parts if p not in expected]
+            if extra:
+                raise ValueError(f"gpu_time_s has an unknown part {extra[0]!r}")
+            object.__setattr__(self, "parts", {p: self.parts[p] for p in expected})
+
+    def __getitem__(self, name: str) -> float:
+        return self.parts[name]
 
     @property
     def total(self) -> float:
-        """All components together."""
-        return sum(dataclasses.astuple(self))
+        """All parts together, s."""
+        return math.fsum(self.parts.values())
+
+    def to_dict(self) -> dict[str, float]:
+        """The results-JSON object (parts in :func:`gpu_time_parts`'s order)."""
+        return dict(self.parts)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GpuTime:
+        """Inverse of :meth:`to_dict`: exactly the current parts (KeyError otherwise)."""
+        return cls(dict(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +154,14 @@ class PolicyResult:
     def __post_init__(self) -> None:
         for name in (*METRICS, "gap_to_oracle_pct", *SLO_METRICS):
             _require_finite(f"{self.label}: {name}", getattr(self, name))
-        for f in dataclasses.fields(self.gpu_time_s):
-            _require_finite(f"{self.label}: gpu_time_s.{f.name}", getattr(self.gpu_time_s, f.name))
+        for part, seconds in self.gpu_time_s.parts.items():
+            _require_finite(f"{self.label}: gpu_time_s.{part}", seconds)
 
     def to_dict(self) -> dict[str, Any]:
         """The results-JSON row (``gap_to_oracle_pct`` only when there is an oracle)."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["params"] = dict(self.params)
-        data["gpu_time_s"] = dataclasses.asdict(self.gpu_time_s)
+        data["gpu_time_s"] = self.gpu_time_s.to_dict()
         for optional in ("gap_to_oracle_pct", *SLO_METRICS):
             if data[optional] is None:
                 del data[optional]
@@ -124,7 +171,7 @@ class PolicyResult:
     def from_dict(cls, data: Mapping[str, Any]) -> PolicyResult:
         """Inverse of :meth:`to_dict`."""
         values = dict(data)
-        values["gpu_time_s"] = GpuTime(**values["gpu_time_s"])
+        values["gpu_time_s"] = GpuTime.from_dict(values["gpu_time_s"])
         return cls(**values)
 
     def scalars(self) -> dict[str, float]:
@@ -172,6 +219,8 @@ class RunResult:
     seed: int
     policies: tuple[PolicyResult, ...]
     oracle: OracleSummary | None = None
+    #: Guardrail warnings, ``"<code>: <text>"`` each (:mod:`simspec.analysis.guardrails`).
+    warnings: tuple[str, ...] = ()
     #: The oracle's Delta-space points (for figures; not part of the JSON).
     delta_points: DeltaPoints | None = field(default=None, compare=False, repr=False)
     #: Each row's engine records by label, kept on request (``keep_logs``; not in the JSON).
@@ -227,6 +276,7 @@ class RunResult:
             "simspec_version": self.simspec_version,
             "seed": self.seed,
             "policies": [p.to_dict() for p in self.policies],
+            "warnings": list(self.warnings),
         }
         if self.oracle is not None:
             data["oracle"] = {
@@ -248,12 +298,16 @@ class RunResult:
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
         """Inverse of :meth:`to_dict` (the Delta-space points are not in the JSON)."""
         oracle = data.get("oracle")
+        warnings = data["warnings"]
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise TypeError(f"warnings: expected a list of strings, found {warnings!r:.60}")
         return cls(
             scenario=data["scenario"],
             scenario_digest=data["scenario_digest"],
             simspec_version=data["simspec_version"],
             seed=data["seed"],
             policies=tuple(PolicyResult.from_dict(p) for p in data["policies"]),
+            warnings=tuple(warnings),
             oracle=OracleSummary(oracle["exact"], oracle["method"], oracle["delta"])
             if oracle is not None
             else None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from simspec.fit.profiles import assemble_profile
 from simspec.params import RooflineParams
+from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
 from simspec.profile import profile_document, profile_from_dict
@@ -98,6 +99,7 @@ def measure_profile(
     gpu: GpuSpec | None,
     metadata: Mapping[str, Any],
     assumed: RooflineParams | None = None,
+    drafter: DrafterSpec | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Run the torch microbenchmarks on ``device`` and assemble a measured profile.
@@ -115,6 +117,9 @@ def measure_profile(
     assumed : RooflineParams, optional
         What the tables cannot identify, and the MoE kernel form (``moe_kernel``) to fit for
         (default: ``RooflineParams()``).
+    drafter : DrafterSpec, optional
+        The model's EAGLE-3 head: its draft step is timed with the kernel floors (scaled down
+        with the model when ``shapes="tiny"``).
 
     Returns
     -------
@@ -123,11 +128,14 @@ def measure_profile(
     raw : dict
         Every repetition of every benchmark, one list of rows per benchmark (for CSV files).
     """
-    from simspec.calibrate.run import run_all  # imports torch
+    from simspec.calibrate.floors import tiny_drafter  # imports torch
+    from simspec.calibrate.run import run_all
 
     spec = bench_model(model, shapes)
     plan: CalibrationPlan = make_plan(spec, quick=quick, shapes=shapes)
-    result = run_all(spec, plan, device=device, progress=progress)
+    if drafter is not None and shapes == "tiny":
+        drafter = tiny_drafter(drafter)
+    result = run_all(spec, plan, device=device, drafter=drafter, progress=progress)
     ceilings = result.ceilings
     if gpu is not None:
         peak = {
@@ -159,7 +167,7 @@ def measure_profile(
         "durations_s": result.durations_s,
         "bench_model": to_dict(spec),
         "sources": [
-            "simspec/calibrate/{moe,attention,gemm,stack}.py (the benchmarks), "
+            "simspec/calibrate/{moe,attention,gemm,stack,floors}.py (the benchmarks), "
             "simspec/fit/tables.py (the fit)",
         ],
     }

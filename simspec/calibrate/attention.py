@@ -98,6 +98,28 @@ def fit_grid(
     return batch, kv_tokens
 
 
+#: The largest head dimension torch's fused SDPA kernels take; above it SDPA runs its math path.
+FUSED_MAX_HEAD_DIM = 256
+
+
+def memory_per_key(hq: int, hkv: int, dk: int, dv: int, queries: int) -> float:
+    """Device bytes one key of one request costs in a benchmarked attention call.
+
+    The KV cache itself; above ``FUSED_MAX_HEAD_DIM`` (MLA's 576-wide latent key) SDPA's math
+    path also expands K and V to every query head and materialises fp32 scores and
+    probabilities for every query token.
+
+    >>> memory_per_key(32, 4, 128, 128, 9)
+    2048.0
+    >>> memory_per_key(16, 1, 576, 512, 9)  # 1 latent head expanded to 16, 16 x 9 x 2 fp32
+    38144.0
+    """
+    kv = hkv * (dk + dv) * 2.0
+    if dk <= FUSED_MAX_HEAD_DIM:
+        return kv
+    return kv + hq * (dk + dv) * 2.0 + 2 * hq * queries * 4.0
+
+
 def bench_attention(
     spec: ModelSpec,
     plan: CalibrationPlan,
@@ -117,7 +139,10 @@ def bench_attention(
     hq, hkv, dk, dv = attention_dims(spec)
     bytes_per_key = hkv * (dk + dv) * 2.0
     batch, kv_tokens = fit_grid(
-        plan.attention_batch, plan.attention_kv_tokens, bytes_per_key, budget_bytes
+        plan.attention_batch,
+        plan.attention_kv_tokens,
+        memory_per_key(hq, hkv, dk, dv, max(plan.attention_query_tokens)),
+        budget_bytes,
     )
     note = ""
     if (batch, kv_tokens) != (list(plan.attention_batch), list(plan.attention_kv_tokens)):
@@ -133,7 +158,7 @@ def bench_attention(
                 q_t = rand(b, hq, q, dk, scale=1.0)
                 mask = causal_mask(q, s, rand.device, bias)
                 fn = attention_call(q_t, k_t, v_t, mask, hq != hkv)
-                samples = timer.measure(fn)
+                samples = timer.measure(fn, replay=True)
                 per_s.append(median(samples))
                 raw += [
                     {"batch": b, "kv_tokens": s, "query_tokens": q, "rep": r, "time_s": t}

@@ -167,7 +167,7 @@ def bench_moe(
             routing = forced_routing(n, m.experts_per_token, u, order, m.num_experts)
             fn = moe_layer(x, weights, m.experts_per_token, routing, grouped)
             for flush, row in ((True, cold_row), (False, warm_row)):
-                samples = timer.measure(fn, flush=flush)
+                samples = timer.measure(fn, flush=flush, replay=True)
                 row.append(median(samples))
                 raw += [
                     {"tokens": n, "unique_experts": u, "l2_flush": flush, "rep": r, "time_s": s}

@@ -1,7 +1,8 @@
 """Run every torch microbenchmark of a calibration plan on one device (imports torch).
 
 The order is ceilings, MoE layer (:mod:`.moe`), decode attention (:mod:`.attention`), dense
-GEMMs (:mod:`.gemm`), layer stack (:mod:`.stack`); each section is timed, and on a GPU the
+GEMMs (:mod:`.gemm`), layer stack (:mod:`.stack`), kernel floors and draft step (:mod:`.floors`);
+each section is timed, and on a GPU the
 device is synchronised and the allocator's cache emptied between sections so one benchmark's
 buffers do not shrink the next one's memory budget. Only
 :func:`simspec.calibrate.measure_profile` imports this module (lazily).
@@ -16,10 +17,12 @@ from typing import Any, TypeVar
 
 import torch
 
+from simspec.physics.drafters import DrafterSpec
 from simspec.physics.models import ModelSpec
 
 from .attention import bench_attention, lower_right_bias_works
-from .common import Progress, RandomTensors, RawRows, device_info, free_bytes
+from .common import Progress, RandomTensors, RawRows, device_info, first_line, free_bytes
+from .floors import bench_floors
 from .gemm import bench_ceilings, bench_gemm
 from .moe import bench_moe, probe_grouped_mm
 from .plan import CalibrationPlan, attention_layer
@@ -54,20 +57,25 @@ def run_all(
     plan: CalibrationPlan,
     *,
     device: str,
+    drafter: DrafterSpec | None = None,
     progress: Progress = _no_progress,
 ) -> BenchResult:
     """Run every benchmark of ``plan`` on ``device`` ("cuda" or "cpu").
+
+    ``drafter`` (an EAGLE-3 head of the model, already at the benchmarked shapes) adds the draft
+    step to the kernel-floor section.
 
     On a CPU torch runs single-threaded for the duration (restored afterwards): the CPU run
     only exercises the pipeline, and intra-op thread pools on small shared machines turn
     microsecond kernels into milliseconds of spinning.
     """
     if device == "cuda":
-        return _run_all(spec, plan, torch.device("cuda", torch.cuda.current_device()), progress)
+        dev = torch.device("cuda", torch.cuda.current_device())
+        return _run_all(spec, plan, dev, drafter, progress)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run_all(spec, plan, torch.device(device), progress)
+        return _run_all(spec, plan, torch.device(device), drafter, progress)
     finally:
         torch.set_num_threads(threads)
 
@@ -76,6 +84,7 @@ def _run_all(
     spec: ModelSpec,
     plan: CalibrationPlan,
     dev: torch.device,
+    drafter: DrafterSpec | None,
     progress: Progress,
 ) -> BenchResult:
     rand = RandomTensors(dev)
@@ -122,6 +131,15 @@ def _run_all(
         ),
     )
     notes.append(note)
+    try:
+        tables["floors"], raw["floors"], note = section(
+            "floors", lambda: bench_floors(spec, drafter, timer, rand, progress)
+        )
+        notes.append(note)
+    except Exception as err:  # the floors are an addition: a failure keeps the other tables
+        notes.append(f"kernel floors failed ({type(err).__name__}: {first_line(err)})")
+    if timer.eager_fallbacks:
+        notes.append(f"{timer.eager_fallbacks} table cells timed eagerly (graph capture failed)")
     versions = {
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",

@@ -83,6 +83,7 @@ def simulate_replicated(
 ) -> tuple[Scenario, Replicated]:
     """Load the scenario, check every option and output path (``checks`` adds the command's own)
     before any simulation, then run the scenario's replications with a progress bar."""
+    from simspec.analysis.guardrails import print_warnings
     from simspec.analysis.replications import replicate
     from simspec.config.load import load_scenario
     from simspec.io.progress import Progress
@@ -105,6 +106,7 @@ def simulate_replicated(
             progress=progress,
             keep_logs=bool(args.trace_out or args.requests_csv),
         )
+    print_warnings(replicated.warnings)
     return scenario, replicated
 
 

@@ -8,6 +8,7 @@ assumed-efficiency profile of a catalog GPU (no torch; with ``--model``, synthet
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -83,7 +84,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _git_sha() -> str:
-    """The source tree's commit, when simspec runs from a git checkout."""
+    """The source commit: ``$SIMSPEC_GIT_SHA`` when set (a copied tree), else git's HEAD."""
+    if os.environ.get("SIMSPEC_GIT_SHA"):
+        return os.environ["SIMSPEC_GIT_SHA"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -151,6 +154,14 @@ def _torch(device: str) -> Any:
     return torch
 
 
+def _eagle_head(model: str) -> Any:
+    """The catalog's EAGLE-3 head for ``model`` (its draft step is timed), or None."""
+    from simspec import catalog
+
+    name = f"eagle3-{model}"
+    return catalog.get_drafter(name) if name in catalog.drafter_names() else None
+
+
 def _write_raw(folder: str, raw: dict[str, list[dict[str, Any]]]) -> None:
     from simspec.sweep.tables import to_csv
 
@@ -200,6 +211,7 @@ def execute(args: argparse.Namespace) -> int:
             gpu=gpu,
             metadata=meta,
             assumed=params,
+            drafter=_eagle_head(model.name),
             progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         )
     write_output(args.out, profile_json(data), "--out")

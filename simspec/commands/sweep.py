@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simspec.commands import (
     add_allow_large_option,
@@ -14,6 +17,9 @@ from simspec.commands import (
     check_work,
 )
 from simspec.errors import InputError
+
+if TYPE_CHECKING:
+    from simspec.sweep.points import PointResult
 
 NAME = "sweep"
 HELP = "Run a grid of scenario variants (x replications) and write results.csv and summary.csv."
@@ -68,6 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Expand the grid, validate every point, run the unfinished ones, write the tables."""
+    from simspec.analysis.guardrails import print_warnings
     from simspec.io.progress import Progress
     from simspec.sweep.run import run_sweep
     from simspec.sweep.spec import load_sweep
@@ -96,7 +103,7 @@ def execute(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
         with Progress("sweep") as progress:
-            run_sweep(
+            results = run_sweep(
                 points,
                 out,
                 oracle=spec.oracle,
@@ -113,5 +120,48 @@ def execute(args: argparse.Namespace) -> int:
         hint = "Pass --resume to continue the sweep saved there." if resumable else ""
         expected = "an empty folder" if resumable else err.expected
         raise InputError("--out", args.out, expected, err.found, hint) from None
+    print_warnings(sweep_warnings(results))
     print(f"wrote {out / 'results.csv'} and {out / 'summary.csv'}")
     return 0
+
+
+#: A grid axis that searches a fixed policy's draft length.
+_K_AXIS = re.compile(r"policies\[\d+\]\.draft_tokens")
+
+
+def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
+    """Each guardrail warning of the sweep's points once, with how many points gave it (a
+    point file lists its own under ``warnings``). When a grid axis sets a fixed policy's
+    ``draft_tokens``, the sweep itself searches k: the points of each case and other grid
+    values are one search (:func:`~simspec.analysis.guardrails.search_warnings`), and a
+    point's own k-at-edge (its k against k = 0 alone) is left out."""
+    from simspec.analysis.guardrails import K_AT_EDGE, search_warnings
+
+    k_axes = [
+        key for key in dict.fromkeys(k for p in results for k in p.values) if _K_AXIS.fullmatch(key)
+    ]
+    counts: dict[str, int] = {}
+    for point in results:
+        for warning in point.result.warnings:
+            if not (k_axes and warning.startswith(K_AT_EDGE)):
+                counts[warning] = counts.get(warning, 0) + 1
+    lines = [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
+    for axis in k_axes:
+        searched = []
+        for point in results:
+            if axis not in point.values:
+                continue
+            k = int(point.values[axis])
+            others = {key: v for key, v in point.values.items() if key != axis}
+            group = f"case {point.case!r} " if point.case else ""
+            group += f"at {others}" if others else ""
+            where = (group or "the sweep").strip() + f", {axis}"
+            searched += [
+                (where, int(p.params["draft_tokens"]), p.speedup_vs_no_spec)
+                for p in point.result.policies
+                if p.name == "fixed"
+                and not p.is_oracle
+                and (p.is_baseline or p.params.get("draft_tokens") == k)
+            ]
+        lines += search_warnings(searched)
+    return lines

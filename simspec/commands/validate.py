@@ -20,6 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
+    from simspec.analysis.guardrails import planned_warnings, print_warnings
     from simspec.config.load import read_with_overrides, scenario_from_dict
     from simspec.sweep.spec import expand, read_spec
 
@@ -36,6 +37,9 @@ def execute(args: argparse.Namespace) -> int:
     )
     if points is not None:
         print(f"sweep: {len(points)} points, all valid")
+    scenarios = [p.scenario for p in points] if points else [s]
+    # What the runs will warn about their preset's fit, said before they run (each once).
+    print_warnings(w for scenario in scenarios for w in planned_warnings(scenario))
     try:  # a valid scenario may still be hours of work: say so now, not after the run starts
         check_work([p.scenario for p in points] if points else [s], False, allow_large=False)
     except InputError as err:

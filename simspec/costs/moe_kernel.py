@@ -44,6 +44,17 @@ Co-routed re-reads and L2 (``[costs] moe_l2_reuse``, launch form only)
     ``fit`` and ``none`` differ only when re-reads exist *and* the working set fits in L2;
     ``fit`` and ``ideal`` only when re-reads exist and it does not.
 
+Kernel identity
+    A fused-MoE layer is a different kernel on a different GPU generation or weight format:
+    bf16 and fp8 weights run Triton's fused_moe on the tensor cores; MXFP4 experts on Hopper
+    and Ampere, which have no FP4 tensor cores, run dequantising kernels (triton_kernels'
+    matmul_ogs, Marlin). :func:`kernel_identity` names the kernel a layer runs,
+    ``"<architecture>-<expert format>"`` from the bytes per expert parameter it streams, the
+    same bytes the roofline prices. The kernel fit (:mod:`simspec.fit.kernels`) reports which
+    identities its rows measure and how one fitted set of constants transfers between them;
+    an identity no row measures (MXFP4 on Hopper or Ampere in the shipped cases) is priced
+    with those constants as an extrapolation.
+
 Every form is a pure function of floats and arrays; :func:`moe_layer_s` dispatches by name.
 ``unique_experts`` and ``rows`` may be arrays that broadcast together (many passes at once:
 U of shape (passes, layers), rows of shape (passes, 1)), elementwise the same arithmetic as
@@ -148,6 +159,30 @@ def launch_s(
         )
     memory = u * params.moe_expert_s + hbm_bytes / (params.moe_bandwidth_efficiency * bandwidth)
     return params.moe_launch_s + np.maximum(memory, 2.0 * rows * expert_params / flops_per_s)
+
+
+#: GPU generation of a catalog GPU, by its name's prefix.
+ARCHITECTURES = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell"}
+#: Expert weight format by bytes per parameter (:data:`simspec.physics.precision.BYTES_PER_PARAM`).
+_FORMATS = {2.0: "bf16", 1.0: "fp8", 4.25 / 8: "mxfp4", 4.5 / 8: "nvfp4"}
+
+
+def kernel_identity(gpu_name: str, expert_bytes_per_param: float) -> str:
+    """The fused-MoE kernel a layer runs: ``"<architecture>-<format>"`` (module docstring).
+
+    Examples
+    --------
+    >>> kernel_identity("h100-sxm", 4.25 / 8), kernel_identity("a100-pcie-40gb", 2.0)
+    ('hopper-mxfp4', 'ampere-bf16')
+    """
+    architecture = next(
+        (arch for prefix, arch in ARCHITECTURES.items() if gpu_name.startswith(prefix)), gpu_name
+    )
+    weights = next(
+        (name for size, name in _FORMATS.items() if abs(size - expert_bytes_per_param) < 1e-9),
+        f"{expert_bytes_per_param:g}B",
+    )
+    return f"{architecture}-{weights}"
 
 
 def moe_layer_s(

@@ -8,6 +8,8 @@
   ``scipy.optimize.least_squares`` on log residuals; :func:`fitted_profile` writes the profile.
 - :mod:`.kernels`: the MoE kernel forms fitted across published ``fused_moe`` tables of many
   models and GPUs (the defaults of ``[costs]``; ``simspec fidelity --fit-kernels``).
+- :mod:`.floors`: a GPU's kernel floors (CUDA graph and eager) from the small decode kernels
+  its measured profiles time (the catalog's ``kernel_floor_graph_s``/``kernel_floor_eager_s``).
 - :mod:`.presets`: the engine presets' overheads fitted to each engine's published serving
   rows (``simspec/catalog/engines``; ``simspec fidelity --fit-presets``).
 

@@ -4,7 +4,12 @@
 ``validation/cases.toml`` (one MoE layer, both grouped GEMMs, at M tokens routed uniformly at
 random: U = N·(1 − (1 − k_e/N)^M) distinct experts,
 :func:`simspec.physics.experts.independent_union`). A row of a TP run is one GPU's shard: expert
-bytes and parameters / tp, one GPU's bandwidth, FLOP/s and L2. Each form of
+bytes and parameters / tp, one GPU's bandwidth, FLOP/s and L2. A row's expert bytes are the
+case's precision through :func:`simspec.physics.precision.with_precision`, the function a
+decode run prices its experts with, and its kernel is named by
+:func:`simspec.costs.moe_kernel.kernel_identity` (GPU generation x expert format): the report
+shows each identity's rows, how the constants fitted without an identity predict it, and which
+identities the decode and speculative rows run that no kernel row measures. Each form of
 :mod:`simspec.costs.moe_kernel` is fitted with ``scipy.optimize.least_squares`` on the relative
 errors of the rows with M ≤ 256 of the *fit series* (tuned or engine-default kernels), one set
 of constants for every GPU; the compute efficiency stays the default (no fitted row is
@@ -25,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from simspec import catalog
-from simspec.costs.moe_kernel import moe_layer_s
+from simspec.costs.moe_kernel import kernel_identity, moe_layer_s
 from simspec.params import L2_REUSE_MODES, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
-from simspec.validation.cases import CaseFile
+from simspec.validation.cases import CaseFile, for_fitting
 
 #: Rows with M up to this are fitted and scored (decode and verify sizes).
 M_MAX = 256
@@ -39,7 +44,7 @@ FIT_SERIES = {
     "qwen3-30b-h100-fp8-pr-defaults": "vLLM's default configs after PR #24700",
     "qwen3-30b-a100-pcie-bf16": "vLLM default config (what vLLM ran on this GPU)",
     "qwen3-235b-h200-tp8-fp8-untuned": "SGLang default config (no tuned file)",
-    "gpt-oss-120b-h100-triton-after": "tuned Triton config; expert weights read as bf16 (below)",
+    "gpt-oss-120b-h100-triton-after": "tuned Triton config, bf16 experts (cases.toml: why)",
 }
 #: Series predicted with the constants fitted on all fit series, never fitted, and why.
 CHECK_SERIES = {
@@ -48,17 +53,6 @@ CHECK_SERIES = {
     "qwen3-omni-30b-b200-bf16": "Qwen3-Omni priced as Qwen3-30B-A3B (hidden size assumed); B200",
     "qwen3-next-80b-h100-tp4-fp8": "a single point (M = 1)",
 }
-#: Expert weight formats that differ from cases.toml's assumption, with the evidence.
-EXPERT_PRECISION = {
-    "gpt-oss-120b-h100-triton-after": "bf16",
-    "gpt-oss-120b-h100-triton-before": "bf16",
-}
-EXPERT_PRECISION_WHY = (
-    "cases.toml assumes MXFP4 experts for gpt-oss-120b (not stated in the PR). At M = 256 the "
-    "tuned kernel takes 2130 µs for all 128 experts: 6.37 GB of bf16 weights at 89 % of the "
-    "H100's bandwidth, but 1.69 GB of MXFP4 at 24 %. A Triton fused_moe benchmark without a "
-    "quantisation flag runs bf16 weights, so the fit reads these rows as bf16 experts."
-)
 
 
 @dataclass(frozen=True)
@@ -76,18 +70,20 @@ class Row:
     flops_per_s: float  # peak × the default compute efficiency
     l2_bytes: float
     gpu: str
+    identity: str  # the kernel (:func:`simspec.costs.moe_kernel.kernel_identity`)
 
 
 def load_rows(cases: CaseFile) -> list[Row]:
-    """Every kernel row of the case file, as one GPU's shard of the layer."""
+    """Every kernel row of the case file the fits may use (role "fit"), as one GPU's shard."""
     compute_efficiency = RooflineParams().compute_efficiency
     rows = []
-    for case in cases.cases:
+    for case in for_fitting(cases.cases):
         if case.category != "kernel":
             continue
         series = case.id.split("[")[0]
-        expert = EXPERT_PRECISION.get(series, case.expert_precision)
-        spec = with_precision(catalog.get_model(case.model), case.precision, expert=expert)
+        spec = with_precision(
+            catalog.get_model(case.model), case.precision, expert=case.expert_precision
+        )
         shape, gpu = spec.shape, catalog.get_gpu(case.gpu)
         rows.append(
             Row(
@@ -102,6 +98,7 @@ def load_rows(cases: CaseFile) -> list[Row]:
                 flops_per_s=gpu.bf16_flops_per_s * compute_efficiency,
                 l2_bytes=gpu.l2_bytes,
                 gpu=case.gpu,
+                identity=kernel_identity(case.gpu, spec.expert_weight_bytes),
             )
         )
     return rows
@@ -264,11 +261,49 @@ def l2_study(params: RooflineParams, rows: list[Row]) -> dict[str, dict[str, Any
     return out
 
 
+def identity_study(form: Form, params: RooflineParams, rows: list[Row]) -> dict[str, Any]:
+    """Per kernel identity: its series and scored rows, their errors with the constants fitted
+    on every fit series, and (for an identity with fit rows) with the constants fitted
+    without them: how the one set of constants transfers to that kernel."""
+    fit_rows = [r for s in FIT_SERIES for r in scored(rows, s)]
+    out: dict[str, Any] = {}
+    for identity in sorted({r.identity for r in rows}):
+        mine = [r for r in rows if r.identity == identity and r.tokens <= M_MAX]
+        own = [r for r in fit_rows if r.identity == identity]
+        entry: dict[str, Any] = {
+            "series": sorted({r.series for r in mine}),
+            "rows": len(mine),
+            "fit_rows": len(own),
+            "with_all": error_stats(relative_errors(params, mine)),
+        }
+        if own and len(own) < len(fit_rows):
+            part = fit(form, [r for r in fit_rows if r.identity != identity])
+            entry["without_it"] = error_stats(relative_errors(part.params, mine))
+        out[identity] = entry
+    return out
+
+
+def run_identities(cases: CaseFile) -> dict[str, list[str]]:
+    """The kernel identity every decode and speculative series runs, series by identity."""
+    out: dict[str, set[str]] = {}
+    for case in cases.cases:
+        if case.category not in ("decode", "speculative"):
+            continue
+        spec = with_precision(
+            catalog.get_model(case.model), case.precision, expert=case.expert_precision
+        )
+        identity = kernel_identity(case.gpu, spec.expert_weight_bytes)
+        out.setdefault(identity, set()).add(case.id.split("[")[0])
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
 def _pct(value: float) -> str:
     return f"{value:.1%}"
 
 
-def report(results: dict[str, dict], l2: dict, winner: str, mxfp4: dict) -> str:
+def report(
+    results: dict[str, dict], l2: dict, winner: str, identities: dict, runs: dict[str, list[str]]
+) -> str:
     """KERNEL_FIT.md (deterministic)."""
     lines = [
         "# MoE kernel fit: forms of the routed-expert time vs published fused_moe tables",
@@ -287,10 +322,36 @@ def report(results: dict[str, dict], l2: dict, winner: str, mxfp4: dict) -> str:
     ]
     lines += [f"| `{s}` | fit | {why} |" for s, why in FIT_SERIES.items()]
     lines += [f"| `{s}` | check only | {why} |" for s, why in CHECK_SERIES.items()]
-    lines += ["", f"Expert precision: {EXPERT_PRECISION_WHY}", ""]
     lines += [
-        "With MXFP4 experts (the case file's assumption) the fitted launch form misses the "
-        f"tuned gpt-oss rows by a median {_pct(mxfp4['median'])} (max {_pct(mxfp4['max'])}).",
+        "",
+        "## Kernel identities (launch form)",
+        "",
+        "A row's kernel is its GPU generation and the format of the expert bytes it streams",
+        "(`simspec.costs.moe_kernel.kernel_identity`), the bytes decode prices with the same",
+        "`with_precision`. Errors of the scored rows with the constants fitted on every fit",
+        "series, and with those fitted without the identity's own rows.",
+        "",
+        "| kernel | series | rows | fitted on | with all median / max | without it median / max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for identity, e in identities.items():
+        w = e["with_all"]
+        o = e.get("without_it")
+        without = f"{_pct(o['median'])} / {_pct(o['max'])}" if o else "—"
+        lines.append(
+            f"| `{identity}` | {', '.join(f'`{x}`' for x in e['series'])} | {e['rows']} | "
+            f"{e['fit_rows']} | {_pct(w['median'])} / {_pct(w['max'])} | {without} |"
+        )
+    unmeasured = {k: v for k, v in runs.items() if k not in identities}
+    lines += [
+        "",
+        "Kernels the decode and speculative rows run that no kernel row measures (priced with",
+        "these constants, an extrapolation): "
+        + (
+            "; ".join(f"`{k}` ({len(v)} series: {', '.join(v)})" for k, v in unmeasured.items())
+            or "none"
+        )
+        + ".",
         "",
     ]
     for name, r in results.items():
@@ -374,19 +435,17 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
     winner = min(results, key=lambda n: results[n]["held_out_median_of_medians"])
     launch = results["launch"]["_params"]
     l2 = l2_study(launch, rows)
-    mxfp4_rows = [
-        dataclasses.replace(r, expert_bytes=r.expert_bytes * (4.25 / 8) / 2)
-        for r in scored(rows, "gpt-oss-120b-h100-triton-after")
-    ]
-    mxfp4 = error_stats(relative_errors(launch, mxfp4_rows))
+    identities = identity_study(next(f for f in FORMS if f.name == "launch"), launch, rows)
+    runs = run_identities(cases)
     data = {
         "m_max": M_MAX,
         "fit_series": FIT_SERIES,
         "check_series": CHECK_SERIES,
-        "expert_precision": EXPERT_PRECISION,
         "forms": {n: {k: v for k, v in r.items() if k != "_params"} for n, r in results.items()},
         "l2_reuse": l2,
-        "gpt_oss_as_mxfp4": mxfp4,
+        "kernel_identities": identities,
+        "run_identities": runs,
+        "unmeasured_identities": sorted(k for k in runs if k not in identities),
         "winner": winner,
         "recommended_costs": {
             "moe_kernel": winner,
@@ -394,4 +453,4 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
             **({"moe_l2_reuse": "ideal", "moe_tile_rows": 64.0} if winner == "launch" else {}),
         },
     }
-    return data, report(results, l2, winner, mxfp4)
+    return data, report(results, l2, winner, identities, runs)

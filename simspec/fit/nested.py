@@ -245,14 +245,12 @@ def _fold_kernel(
     kernel_cases: list[Case], held: set[str], default: simspec.Scenario
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Choose and fit the kernel form without the held-out group; predict its kernel rows."""
-    rows = kernels.load_rows(CaseFile(sources={}, cases=kernel_cases))
+    fittable = [c for c in kernel_cases if not is_test_row(c)]
+    rows = kernels.load_rows(CaseFile(sources={}, cases=fittable))  # fit rows only, in order
     pairs = [
         (r, fold_key(c))
-        for r, c in zip(rows, kernel_cases, strict=True)
-        if r.series in kernels.FIT_SERIES
-        and r.tokens <= kernels.M_MAX
-        and c.id not in held
-        and not is_test_row(c)
+        for r, c in zip(rows, fittable, strict=True)
+        if r.series in kernels.FIT_SERIES and r.tokens <= kernels.M_MAX and c.id not in held
     ]
     if not pairs:
         return {"note": "no kernel fit series outside this group"}, [

@@ -10,7 +10,8 @@ Every fixed overhead adds its value once per pass (or draft step, or collective)
 fixed-k run decides depends on time, so a run's times are affine in the overheads: each row is
 simulated at zero overheads and once per overhead that can touch it, and the fit interpolates
 those affine times exactly. Rows the stated rules of :mod:`simspec.validation.consistency` call
-inconsistent are predicted and reported, not fitted.
+inconsistent are predicted and reported, not fitted; test rows (``role = "test"`` in the cases
+file) never enter the fit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from simspec.validation.cases import Case, engine_preset
+from simspec.fit.ranges import fitted_ranges, range_toml
+from simspec.validation.cases import Case, engine_preset, for_fitting
 from simspec.validation.consistency import inconsistent
 from simspec.validation.predictions import TIMES, quantity, run_times
 
@@ -200,6 +202,9 @@ def engine_fit(
         "median_abs_relative_error": statistics.median(fitted_errors),
         "rows": table,
         "leave_one_source_out": loso,
+        "fitted_range": fitted_ranges(
+            [r.case for r in used], lambda c: [key for key, _ in probe_runs(c, without)[1:]]
+        ),
     }
 
 
@@ -225,6 +230,7 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
     ]
     for key, value in result["values"].items():
         lines.append(f"{key} = {value!r}")
+    lines += range_toml(result["fitted_range"])
     return "\n".join(lines) + "\n"
 
 
@@ -241,8 +247,9 @@ def fit_presets(
     Parameters
     ----------
     cases : sequence of Case
-        The published rows (:func:`simspec.validation.cases.load_cases`); rows of engines
-        without a fitted preset are skipped.
+        The published rows (:func:`simspec.validation.cases.load_cases`); test rows
+        (:func:`~simspec.validation.cases.for_fitting`) and rows of engines without a fitted
+        preset are skipped.
     workers : int
         Processes that simulate the probe runs.
     probes : dict, optional
@@ -259,7 +266,7 @@ def fit_presets(
         Per engine: ``values``, ``fitted_rows``, ``median_abs_relative_error``, ``rows`` (every
         row's prediction and error) and ``leave_one_source_out``.
     """
-    mine = [c for c in cases if engine_preset(c) in FITTED]
+    mine = [c for c in for_fitting(cases) if engine_preset(c) in FITTED]
     runs = probes if probes is not None else {}
     tasks = [
         (c, label, costs)

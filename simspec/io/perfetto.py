@@ -11,8 +11,10 @@ Each simulated run (one row of a result: a policy, the k = 0 baseline, the oracl
 
 * ``GPU``: one ``prefill`` span per prefill pass and one ``step`` span per decode iteration,
   inside which a ``draft`` span (all draft steps of the iteration, probes included) is followed
-  by a ``verify`` span whose arguments carry the pass's tokens, drafts, accepted drafts and the
-  mean distinct routed experts per MoE layer;
+  by a ``verify`` span whose arguments carry the pass's tokens, drafts, accepted drafts, the
+  mean distinct routed experts per MoE layer and the pass's time components
+  (:data:`~simspec.sim.records.PASS_PARTS`, in ms), then, when the engine has one, a
+  ``speculation overhead`` span (verify bookkeeping and the drafter's extend);
 * ``batch`` and ``unique experts``: counters sampled at every step;
 * ``requests N``: each request's span from arrival to its last token, split into ``waiting +
   prefill`` (arrival to first token) and ``decode``. Requests overlap, and a track shows only
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from simspec.io.atomic import write_atomic
-from simspec.sim.records import PrefillRecord, RequestRecord, StepRecord
+from simspec.sim.records import PASS_PARTS, PrefillRecord, RequestRecord, StepRecord
 
 #: Thread ids of the fixed tracks; request lanes follow from :data:`FIRST_LANE_TID`.
 GPU_TID = 1
@@ -85,8 +87,8 @@ def _gpu_events(records: Records, pid: int) -> list[dict[str, Any]]:
         events.append(_span("prefill", pid, GPU_TID, p.start_s, end, args))
     for s in records.steps:
         verify_start = s.start_s + s.draft_s
-        end = verify_start + s.verify.total_s
-        events.append(_span("step", pid, GPU_TID, s.start_s, end, {"batch_size": s.batch_size}))
+        verify_end = verify_start + s.verify.total_s
+        events.append(_span("step", pid, GPU_TID, s.start_s, s.end_s, {"batch_size": s.batch_size}))
         if s.draft_s > 0:
             args = {"drafted": s.drafted, "probes": s.probes}
             events.append(_span("draft", pid, GPU_TID, s.start_s, verify_start, args))
@@ -96,12 +98,13 @@ def _gpu_events(records: Records, pid: int) -> list[dict[str, Any]]:
             "accepted": s.accepted,
             "batch_size": s.batch_size,
             "unique_experts": s.unique_experts,
-            "moe_ms": _ms(s.verify.moe_s),
-            "attention_ms": _ms(s.verify.attention_s),
-            "other_ms": _ms(s.verify.other_s),
-            "overhead_ms": _ms(s.verify.overhead_s),
+            **{
+                f"{name.removesuffix('_s')}_ms": _ms(getattr(s.verify, name)) for name in PASS_PARTS
+            },
         }
-        events.append(_span("verify", pid, GPU_TID, verify_start, end, args))
+        events.append(_span("verify", pid, GPU_TID, verify_start, verify_end, args))
+        if s.speculation_overhead_s > 0:
+            events.append(_span("speculation overhead", pid, GPU_TID, verify_end, s.end_s, {}))
         ts = _us(s.start_s)
         for name, values in (
             ("batch", {"requests": s.batch_size, "tokens": s.fed_tokens}),

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simspec.params import OVERHEAD_MAX_S
+from simspec.params.ranges import FittedRange
 from simspec.schema import param
 
 #: The RooflineParams keys an engine preset may set.
@@ -72,6 +73,12 @@ class EnginePreset:
         "verify bookkeeping per speculative iteration per additional tensor-parallel rank, s",
         ge=0,
         le=0.01,
+    )
+
+    fitted_range: tuple[FittedRange, ...] = param(
+        (),
+        "the published rows each fitted term was fitted on (simspec.params.ranges; none for a "
+        "preset that fits nothing)",
     )
 
     def overrides(self) -> dict[str, float]:

@@ -15,9 +15,10 @@ sets            expert sets as ids, membership tables and history bitmasks; pass
 reuse           Monte-Carlo: the reuse sampler (uniform popularity, lag-1 overlap)
 replay          trace mode: a recorded trace's sets, request by request
 maxent          Monte-Carlo: the max-entropy sampler (any popularity, any overlap profile)
-overlap         the pairwise max-entropy law: odds ratios fitted to rho_d, Markov closed form
+overlap         lag overlaps per expert by the reuse law (skew and overlap together), Markov form
 ipf             the max-entropy law over T tokens by iterative proportional fitting
 predictor       analytic mode: expected unique experts of a pass (``UniqueExpertPredictor``)
+siblings        analytic mode: draft trees whose nodes at one depth route alike
 hmm             the latent law (a hidden two-state chain per expert): exact U(T), fit to a trace
 trace           the routing-trace file format and the estimator of its statistics
 ==============  ================================================================================

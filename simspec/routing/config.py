@@ -10,7 +10,9 @@ on a trace) and what the unique-experts count of a verify pass depends on:
   rho_d = E|S_t ∩ S_{t−d}| / k_e; unset = independent routing (chance overlap Σ_e p_e²/k_e);
 * the profile of rejected drafts with the tokens before them (``draft_overlap(s)``; default:
   the true tokens' profile), and a per-layer factor on every overlap over depth
-  (``layer_overlap_scale``).
+  (``layer_overlap_scale``);
+* the overlap of two children of one draft-tree node (``sibling_overlap``; default: the lag-1
+  overlap of drafts; :mod:`simspec.routing.siblings`).
 
 ``mode`` picks how a pass's unique experts are obtained: sampled expert sets
 (:mod:`simspec.routing.independent`, :mod:`simspec.routing.maxent`), the max-entropy
@@ -71,6 +73,14 @@ class RoutingConfig:
         None,
         "lag-1..D overlaps of a rejected draft with the tokens before it; unset = the true "
         "tokens' profile",
+        ge=0,
+        le=1,
+    )
+    sibling_overlap: float | None = param(
+        None,
+        "overlap of two draft-tree siblings (children of one node): fraction of a child's "
+        "experts its sibling also uses, analytic mode (simspec.routing.siblings); unset = the "
+        "lag-1 overlap of drafts (no published sibling measurement)",
         ge=0,
         le=1,
     )
@@ -186,7 +196,8 @@ def _check_trace_keys(config: RoutingConfig) -> None:
         return
     if not config.trace:
         raise FieldError("trace", "a routing trace path (.npz) for mode = 'trace'", config.trace)
-    for key in ("overlap", "overlaps", "draft_overlap", "draft_overlaps", "layer_overlap_scale"):
+    keys = ("overlap", "overlaps", "draft_overlap", "draft_overlaps", "layer_overlap_scale")
+    for key in (*keys, "sibling_overlap"):
         value = getattr(config, key)
         if value is not None:
             found = list(value) if isinstance(value, tuple) else value

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simspec.routing.ipf import NODES, pattern_distribution, probability_nodes
-from simspec.routing.overlap import layer_log_odds_ratios, pair_probability
+from simspec.routing.overlap import layer_reuse, pair_probability
 from simspec.routing.sets import history_bits, id_dtype, to_sets
 
 #: Largest per-expert table (entries) the sampler materialises; beyond it, it interpolates.
@@ -93,7 +93,7 @@ def _history_tables(p: np.ndarray, profiles: np.ndarray, nodes: int) -> _History
     """
     depth = profiles.shape[1]
     size = (1 << (depth + 1)) - 1  # Σ_a 2^a history patterns over a = 0..D known tokens
-    lam = layer_log_odds_ratios(p, profiles)
+    lam = layer_reuse(p, profiles)
     _, group = np.unique(lam, axis=0, return_inverse=True)
     group = group.ravel()
     node_tables, node_x, node_group = [], [], []

@@ -1,12 +1,12 @@
 """Memos of the routing fits that a sweep's processes can hand to each other.
 
-Fitting a model's routing statistics (the per-layer odds ratios of the temporal overlaps, the
-max-entropy tables of P(silent) per token count) can cost more than simulating a small sweep
-point, and every point of a sweep with that model and seed asks for the same fit.
-:class:`FitMemo` remembers each answer by its arguments, like ``functools.lru_cache``, and also
-lets a process export the answers it computed itself and another absorb them: a sweep checks
-its points in forked workers, one model each, and the parent takes their fits back before it
-forks the workers that run the points (:func:`simspec.sweep.spec.expand`).
+Fitting a model's routing statistics (the max-entropy tables of P(silent) per token count) can
+cost more than simulating a small sweep point, and every point of a sweep with that model and
+seed asks for the same fit. :class:`FitMemo` remembers each answer by its arguments, like
+``functools.lru_cache``, and also lets a process export the answers it computed itself and
+another absorb them: a sweep checks its points in forked workers, one model each, and the parent
+takes their fits back before it forks the workers that run the points
+(:func:`simspec.sweep.spec.expand`).
 
 The memoised functions are pure and their answers read-only arrays, so an answer is the same
 whichever process computed it: absorbing one changes no result, only who pays for it.

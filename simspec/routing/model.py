@@ -85,9 +85,12 @@ class RoutingModel(Protocol):
         """The max-entropy expectation of the model's statistics."""
         ...
 
-    def expected_unique(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+    def expected_unique(
+        self, fed: np.ndarray, true: np.ndarray, trees: Sequence[tuple[int, ...]] | None = None
+    ) -> np.ndarray:
         """Expected unique experts per layer of a pass whose request b feeds ``fed[b]`` tokens,
-        ``true[b]`` of them true."""
+        ``true[b]`` of them true; with ``trees``, request b's tokens are the nodes of a draft
+        tree (parent indices, :meth:`UniqueExpertPredictor.tree_log_silent`)."""
         ...
 
 
@@ -118,6 +121,8 @@ class _Statistics:
     def statistics_error(self, err: ValueError) -> InputError:
         """The scenario error for overlap statistics no top-k router can have."""
         key = "overlaps" if self.config.overlaps is not None else "overlap"
+        if "sibling overlap" in str(err):
+            key = "sibling_overlap"
         return InputError(
             "", f"routing.{key}", "overlap statistics that a top-k router can have", str(err)
         )
@@ -129,16 +134,23 @@ class _Statistics:
         if self.config.layer_overlap_scale is None:  # pooled statistics: one row
             true, draft = true[0], None if draft is None else draft[0]
         try:
-            predictor = UniqueExpertPredictor(self.inclusion_probabilities, true, draft)
+            predictor = UniqueExpertPredictor(
+                self.inclusion_probabilities,
+                true,
+                draft,
+                sibling_overlap=self.config.sibling_overlap,
+            )
             predictor.log_silent(self.max_draft_tokens + 1)  # fails now if inconsistent
         except ValueError as err:
             raise self.statistics_error(err) from None
         return predictor
 
-    def expected_unique(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+    def expected_unique(
+        self, fed: np.ndarray, true: np.ndarray, trees: Sequence[tuple[int, ...]] | None = None
+    ) -> np.ndarray:
         """:meth:`RoutingModel.expected_unique` (read-only, cached per batch composition)."""
         try:
-            return self.predictor.expected_unique(fed, true)
+            return self.predictor.expected_unique(fed, true, trees)
         except ValueError as err:
             raise self.statistics_error(err) from None
 

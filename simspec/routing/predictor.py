@@ -9,10 +9,16 @@ on/off pattern matters:
 :class:`UniqueExpertPredictor` computes log P(silent) from the inclusion probabilities p_e and
 the lag overlaps rho_1..rho_D under the maximum-entropy pattern law: the Markov closed form when
 only lag 1 is constrained (per expert, exact), IPF on inclusion-probability nodes otherwise
-(:mod:`simspec.routing.ipf`). Layers with the same odds ratios share their fits, and results are
+(:mod:`simspec.routing.ipf`), each lag's overlap shared among experts by the reuse law
+(:mod:`simspec.routing.overlap`). Layers with the same reuse share their fits, and results are
 cached per (nodes, statistics, T) and per batch composition, so a query inside the simulator is a
 dictionary lookup. Rejected drafts may have their own overlap profile: a pair (s, t) whose later
 token is a rejected draft uses the draft profile.
+
+A draft tree is fed as the chain of its nodes, corrected by how much the shared routing of
+its nodes at one depth lowers P(silent) under the lag-1 chain
+(:mod:`simspec.routing.siblings`): exact for a lag-1 profile, the chain's multi-lag answer
+times the lag-1 tree-over-chain factor otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import numpy as np
 from simspec.physics.experts import independent_union_from_inclusion
 from simspec.routing.ipf import NODES, interpolate_nodes, ipf_log_silent, probability_nodes
 from simspec.routing.memo import FitMemo
-from simspec.routing.overlap import layer_log_odds_ratios, markov_log_silent, pair_probability
+from simspec.routing.overlap import layer_reuse, markov_log_silent, pair_probability
+from simspec.routing.siblings import sibling_share, tree_log_silent
 
 if TYPE_CHECKING:
     from simspec.routing.hmm import LatentFit
@@ -67,12 +74,15 @@ class UniqueExpertPredictor:
     inclusion_probabilities : array (L, N)
         p_e per layer (each row sums to k_e).
     overlaps : array (D,) or (L, D)
-        Lag-1..D overlaps of true tokens: one profile pooled over all layers (a common odds
-        ratio per lag) or one per layer.
+        Lag-1..D overlaps of true tokens: one profile pooled over all layers (a common reuse
+        per lag) or one per layer.
     draft_overlaps : array (D',) or (L, D'), optional
         Overlap profile of rejected drafts with the tokens before them; default ``overlaps``.
     nodes : int
         Inclusion-probability nodes per layer group (:mod:`simspec.routing.ipf`).
+    sibling_overlap : float, optional
+        Overlap of two children of one draft-tree node (:mod:`simspec.routing.siblings`);
+        default the lag-1 overlap of drafts.
 
     Tables of log P(silent) per (T, true tokens) and answers per batch composition are cached,
     so repeated queries cost a dictionary lookup.
@@ -91,6 +101,7 @@ class UniqueExpertPredictor:
         draft_overlaps: Sequence[float] | np.ndarray | None = None,
         *,
         nodes: int = NODES,
+        sibling_overlap: float | None = None,
     ):
         self.inclusion_probabilities = np.atleast_2d(
             np.asarray(inclusion_probabilities, dtype=float)
@@ -100,16 +111,57 @@ class UniqueExpertPredictor:
         self._lam_true = self._fit(overlaps)
         self.split = draft_overlaps is not None
         self._lam_draft = self._lam_true if draft_overlaps is None else self._fit(draft_overlaps)
-        # Layers sharing their odds ratios share nodes (pooled statistics: one group).
+        # Layers sharing their reuse share nodes (pooled statistics: one group).
         joint = np.concatenate([self._lam_true, self._lam_draft], axis=1)
         _, self._group_of_layer = np.unique(joint, axis=0, return_inverse=True)
         self._group_of_layer = self._group_of_layer.ravel()
         self._tables: dict[tuple[int, int], np.ndarray] = {}
+        self._trees: dict[tuple[tuple[int, ...], int], np.ndarray] = {}
+        self._tree_answers: dict[tuple, np.ndarray] = {}
         self._answers: dict[tuple[int, bytes], np.ndarray] = {}
         self._exact: dict[tuple[bytes, bytes], np.ndarray] = {}  # raw inputs -> answer
 
+        _, q_draft = self._lag1_pairs()
+        self.sibling_share = sibling_share(self.inclusion_probabilities, q_draft, sibling_overlap)
+
     def _fit(self, overlaps: Sequence[float] | np.ndarray) -> np.ndarray:
-        return layer_log_odds_ratios(self.inclusion_probabilities, overlaps)
+        return layer_reuse(self.inclusion_probabilities, overlaps)
+
+    def _lag1_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lag-1 pair probabilities q of true tokens and of drafts per expert, (L, N) each."""
+        p = self.inclusion_probabilities
+        pairs = []
+        for reuse in (self._lam_true, self._lam_draft):
+            if reuse.shape[1]:
+                pairs.append(pair_probability(p, reuse[:, :1]))
+            else:
+                pairs.append(p * p)
+        return pairs[0], pairs[1]
+
+    def tree_log_silent(self, parents: tuple[int, ...], true_tokens: int) -> np.ndarray:
+        """log P(expert silent over a draft tree's nodes), array (L, N) (module docstring).
+
+        ``parents[i]`` is the parent of node i + 1 (node 0, the root, is the last committed
+        token); ``true_tokens`` nodes (the root and its accepted path) are true tokens.
+        """
+        key = (parents, true_tokens)
+        table = self._trees.get(key)
+        if table is not None:
+            return table
+        chain = self.log_silent(len(parents) + 1, true_tokens)
+        if self.sibling_share == 0.0 or len(set(parents)) == len(parents):
+            table = chain  # no depth holds two nodes (a chain), or no sibling correlation
+        else:
+            p = self.inclusion_probabilities
+            q_true, q_draft = self._lag1_pairs()
+            a = true_tokens if self.split else len(parents) + 1
+            shared = tree_log_silent(p, q_true, q_draft, parents, a, self.sibling_share)
+            alone = tree_log_silent(p, q_true, q_draft, parents, a, 0.0)
+            with np.errstate(invalid="ignore"):
+                table = np.where(np.isfinite(chain), chain + (shared - alone), chain)
+            table.setflags(write=False)
+        self._trees[key] = table
+        return table
 
     def log_silent(self, tokens: int, true_tokens: int | None = None) -> np.ndarray:
         """log P(expert silent over ``tokens`` tokens of one sequence), array (L, N).
@@ -180,6 +232,7 @@ class UniqueExpertPredictor:
         self,
         tokens_per_sequence: Sequence[int] | np.ndarray,
         true_tokens: Sequence[int] | np.ndarray | None = None,
+        trees: Sequence[tuple[int, ...]] | None = None,
     ) -> np.ndarray:
         """E[unique experts] per layer for B independent sequences, array (L,).
 
@@ -190,7 +243,12 @@ class UniqueExpertPredictor:
         true_tokens : sequence of int, optional
             How many of each sequence's tokens are true tokens (accepted drafts + 1); the rest
             are rejected drafts. Ignored unless a draft profile was given.
+        trees : sequence of tuple of int, optional
+            Each sequence's draft tree as parent indices (:meth:`tree_log_silent`), its
+            ``tokens_per_sequence`` being the tree's nodes; default chains.
         """
+        if trees is not None:
+            return self._tree_answer(tokens_per_sequence, true_tokens, trees)
         # A pass often repeats an earlier pass exactly (every plain decode pass of B requests;
         # equal draft lengths when only T matters): the raw inputs are a first, cheaper key.
         lengths = np.asarray(tokens_per_sequence, dtype=np.int64)
@@ -237,6 +295,38 @@ class UniqueExpertPredictor:
         if len(self._answers) > 100_000:
             self._answers.clear()
         self._answers[key] = answer
+        return answer
+
+    def _tree_answer(
+        self,
+        tokens_per_sequence: Sequence[int] | np.ndarray,
+        true_tokens: Sequence[int] | np.ndarray | None,
+        trees: Sequence[tuple[int, ...]],
+    ) -> np.ndarray:
+        """:meth:`expected_unique` of a pass of draft trees, cached per composition."""
+        lengths = np.asarray(tokens_per_sequence, dtype=np.int64).tolist()
+        true = lengths if true_tokens is None else np.asarray(true_tokens, dtype=np.int64).tolist()
+        if len(trees) != len(lengths) or len(true) != len(lengths):
+            raise ValueError("tokens_per_sequence, true_tokens and trees differ in length")
+        items = []
+        for t, a, parents in zip(lengths, true, trees, strict=True):
+            if t <= 0:
+                continue
+            if len(parents) + 1 != t:
+                raise ValueError(f"a tree of {len(parents) + 1} nodes fed as {t} tokens")
+            items.append((tuple(parents), min(max(int(a), 0), t) if self.split else t))
+        key = tuple(sorted(items))
+        answer = self._tree_answers.get(key)
+        if answer is not None:
+            return answer
+        total = np.zeros_like(self.inclusion_probabilities)
+        for parents, a in key:
+            total = total + self.tree_log_silent(parents, a)
+        answer = (1.0 - np.exp(total)).sum(axis=1)
+        answer.setflags(write=False)
+        if len(self._tree_answers) > 100_000:
+            self._tree_answers.clear()
+        self._tree_answers[key] = answer
         return answer
 
     def unique_curve(self, max_tokens: int, batch: int = 1) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 
 from simspec.costs.batch import StepCosts, step_costs
 from simspec.policies.base import BudgetPolicy
-from simspec.sim.records import PrefillRecord, RequestRecord, RunLog
+from simspec.sim.records import PASS_PARTS, PrefillRecord, RequestRecord, RunLog
 from simspec.sim.schedule import Prefill, schedule
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, StepOutcome, mean_unique
@@ -37,10 +37,7 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
     return setup.workload.loop == "closed" and setup.tree is None and not policy.reads_costs
 
 
-_FLOATS = (
-    *("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s", "duration_s"),
-    "unique",
-)
+_FLOATS = ("draft_s", *PASS_PARTS, "extra_s", "duration_s", "unique")
 _INTS = ("fallback_terms", "drafted", "accepted", "probes", "batch_size")
 
 
@@ -69,7 +66,7 @@ class _Steps:
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
             by_size.setdefault(len(outcome.drafts), []).append(j)
-        names = ("draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "extra_s")
+        names = ("draft_s", *PASS_PARTS, "extra_s")
         prices = {name: np.zeros(len(todo)) for name in names}
         fallback = np.zeros(len(todo), dtype=np.int64)
         means = np.zeros(len(todo))  # mean unique experts per layer (0 without MoE layers)
@@ -86,8 +83,10 @@ class _Steps:
                 np.array([o.run for o in group]),
                 np.array([o.committed for o in group]),
             )
-            for name, column in zip(names, (*costs[:5], costs.speculation_overhead_s), strict=True):
-                prices[name][rows] = column
+            for name in names:
+                prices[name][rows] = getattr(
+                    costs, "speculation_overhead_s" if name == "extra_s" else name
+                )
             fallback[rows] = costs.fallback_terms
         drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
         prices["extra_s"][drafted == 0] = 0.0  # as in step: no overhead when nobody drafts
@@ -95,13 +94,10 @@ class _Steps:
         for name, column in prices.items():
             f[name].frombytes(column.tobytes())
         priced = StepCosts(
-            prices["draft_s"],
-            prices["overhead_s"],
-            prices["moe_s"],
-            prices["attention_s"],
-            prices["other_s"],
-            fallback,
-            prices["extra_s"],
+            draft_s=prices["draft_s"],
+            **{name: prices[name] for name in PASS_PARTS},
+            fallback_terms=fallback,
+            speculation_overhead_s=prices["extra_s"],
         )
         f["duration_s"].frombytes(priced.duration_s.tobytes())
         n["fallback_terms"].frombytes(fallback.tobytes())
@@ -163,7 +159,7 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
         n["drafted"],
         n["accepted"],
         f["draft_s"],
-        (f["overhead_s"], f["moe_s"], f["attention_s"], f["other_s"], n["fallback_terms"]),
+        (*(f[name] for name in PASS_PARTS), n["fallback_terms"]),
         f["unique"],
         n["probes"],
         f["extra_s"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
 import numpy as np
@@ -41,10 +41,9 @@ class StepRecord:
         return self.start_s + self.draft_s + self.verify.total_s + self.speculation_overhead_s
 
 
-_FLOATS = (
-    *("start_s", "draft_s", "overhead_s", "moe_s", "attention_s", "other_s", "unique"),
-    "speculation_overhead_s",
-)
+#: The verify pass's time components: :class:`PassCost`'s fields in seconds, in its order.
+PASS_PARTS = tuple(f.name for f in fields(PassCost) if f.name.endswith("_s"))
+_FLOATS = ("start_s", "draft_s", *PASS_PARTS, "unique", "speculation_overhead_s")
 _INTS = ("batch_size", "fed_tokens", "drafted", "accepted", "probes", "fallback_terms")
 
 
@@ -103,9 +102,7 @@ class StepLog(Sequence[StepRecord]):
         drafted: Sequence[int],
         accepted: Sequence[int],
         draft_s: Sequence[float],
-        verify: tuple[
-            Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[int]
-        ],
+        verify: Sequence[Sequence[Any]],
         unique_experts: Sequence[float],
         probes: Sequence[int],
         speculation_overhead_s: Sequence[float],
@@ -114,16 +111,14 @@ class StepLog(Sequence[StepRecord]):
         position: bytes,
     ) -> None:
         """Add many steps at once, one entry of each sequence per step (the fields of
-        :func:`append`; ``verify`` as its columns ``overhead_s``, ``moe_s``, ``attention_s``,
-        ``other_s``, ``fallback_terms``); ``request_id`` and ``position``: every step's int64
+        :func:`append`; ``verify`` as its columns: :data:`PASS_PARTS` in order, then
+        ``fallback_terms``); ``request_id`` and ``position``: every step's int64
         values concatenated, ``batch_size[s]`` of them for step s."""
         self._flush()
         f, n = self._floats, self._ints
         f["start_s"].extend(start_s)
         f["draft_s"].extend(draft_s)
-        for name, column in zip(
-            ("overhead_s", "moe_s", "attention_s", "other_s"), verify[:4], strict=True
-        ):
+        for name, column in zip(PASS_PARTS, verify[:-1], strict=True):
             f[name].extend(column)
         f["unique"].extend(unique_experts)
         f["speculation_overhead_s"].extend(speculation_overhead_s)
@@ -132,7 +127,7 @@ class StepLog(Sequence[StepRecord]):
         n["drafted"].extend(drafted)
         n["accepted"].extend(accepted)
         n["probes"].extend(probes)
-        n["fallback_terms"].extend(verify[4])
+        n["fallback_terms"].extend(verify[-1])
         self._request_id.frombytes(request_id)
         self._position.frombytes(position)
 
@@ -145,10 +140,7 @@ class StepLog(Sequence[StepRecord]):
             *pending, strict=True
         )
         columns = (
-            [v.overhead_s for v in verify],
-            [v.moe_s for v in verify],
-            [v.attention_s for v in verify],
-            [v.other_s for v in verify],
+            *([getattr(v, name) for v in verify] for name in PASS_PARTS),
             [v.fallback_terms for v in verify],
         )
         pending.clear()
@@ -186,11 +178,8 @@ class StepLog(Sequence[StepRecord]):
             raise IndexError("step index out of range")
         f, n = self._floats, self._ints
         verify = PassCost(
-            f["overhead_s"][index],
-            f["moe_s"][index],
-            f["attention_s"][index],
-            f["other_s"][index],
-            n["fallback_terms"][index],
+            **{name: f[name][index] for name in PASS_PARTS},
+            fallback_terms=n["fallback_terms"][index],
         )
         return StepRecord(
             f["start_s"][index],
@@ -227,8 +216,7 @@ class StepLog(Sequence[StepRecord]):
 
     def column(self, name: str) -> np.ndarray:
         """One field of every step, in step order: a :class:`StepRecord` field name (or one of
-        ``verify``'s: ``overhead_s``, ``moe_s``, ``attention_s``, ``other_s``,
-        ``fallback_terms``; ``unique_experts``)."""
+        ``verify``'s: :data:`PASS_PARTS`, ``fallback_terms``; ``unique_experts``)."""
         self._flush()
         key = "unique" if name == "unique_experts" else name
         if key in self._floats:

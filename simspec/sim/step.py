@@ -249,7 +249,9 @@ def step(
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
         drafts, accepted = setup.tree.verify_plan(refs, states, ks)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
-    if state.analytic:  # an expectation over the fed and committed counts
+    if state.analytic and setup.tree is not None:  # trees: their siblings route alike
+        unique = refs.expected_unique(fed, committed, setup.tree.shapes(ks))
+    elif state.analytic:  # an expectation over the fed and committed counts
         unique = refs.expected_unique(fed, committed)
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)

@@ -15,8 +15,11 @@ asks :class:`TreeSpeculation` for the rest of the step:
   path has a drafts is fed as the chain of n + 1 tokens with a + 1 true tokens and n − a rejected
   drafts. Under lag-1 (Markov) routing the two have the same silent probability for every
   expert, P(root silent)·Π_edges P(child silent | parent silent), whatever the tree's shape, so
-  the analytic union is exact there; with longer lag profiles siblings are treated as drafts at
-  consecutive positions (approximate).
+  the analytic union is exact there when siblings are independent given their parent. Siblings
+  route alike (``routing.sibling_overlap``): the analytic mode feeds each tree's shape
+  (:meth:`TreeSpeculation.shapes`) and :mod:`simspec.routing.siblings` prices their shared
+  experts; with longer lag profiles the tree is the chain's answer times the lag-1 tree factor.
+  Sampled routing draws rejected nodes as a chain.
 
 Policies still price a draft token as one more chain token (:mod:`simspec.sim.marginal`).
 """
@@ -60,6 +63,7 @@ class TreeSpeculation:
     seed: int
     _trees: dict[int, DraftTree] = field(default_factory=dict, repr=False)
     _ranks: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _shapes: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_config(
@@ -86,6 +90,24 @@ class TreeSpeculation:
             tree = build_tree(alphas, depth, self.topk, self.num_draft_tokens, self.rank_decay)
             self._trees[depth] = tree
         return tree
+
+    def shape(self, depth: int) -> tuple[int, ...]:
+        """The verified tree of ``depth`` steps as parent indices: node 0 is the root, nodes by
+        depth then rank, entry i the parent of node i + 1 (a chain at depth 0: no nodes)."""
+        shape = self._shapes.get(depth)
+        if shape is None:
+            if depth <= 0:
+                shape = ()
+            else:
+                nodes = sorted(self.tree(depth).graph.nodes, key=lambda v: (len(v), v))
+                index = {v: i for i, v in enumerate(nodes)}
+                shape = tuple(index[v[:-1]] for v in nodes[1:])
+            self._shapes[depth] = shape
+        return shape
+
+    def shapes(self, depths: np.ndarray) -> list[tuple[int, ...]]:
+        """:meth:`shape` of every request's depth."""
+        return [self.shape(int(k)) for k in depths.tolist()]
 
     def rank_paths(self, references: ReferenceSet, request_id: int) -> np.ndarray:
         """Rank of the target's token per (state, depth) of request ``request_id``."""

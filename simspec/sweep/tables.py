@@ -10,7 +10,6 @@ never completion order; a point that sets no value for a grid key leaves its cel
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +38,7 @@ def result_rows(points: Sequence[PointResult]) -> list[dict[str, Any]]:
                 "requests": row.requests,
                 "tokens": row.tokens,
             }
-            for name, value in dataclasses.asdict(row.gpu_time_s).items():
+            for name, value in row.gpu_time_s.parts.items():
                 flat[f"gpu_time_s.{name}"] = value
             rows.append(flat)
     return rows

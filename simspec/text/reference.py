@@ -275,12 +275,18 @@ class ReferenceSet:
         routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
         return union_sizes(routing, self.num_experts).astype(float)
 
-    def expected_unique(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+    def expected_unique(
+        self, fed: np.ndarray, true: np.ndarray, trees: Sequence[tuple[int, ...]] | None = None
+    ) -> np.ndarray:
         """Analytic mode: :meth:`pass_unique_experts` of a pass whose request b feeds ``fed[b]``
-        tokens (k_b + 1), ``true[b]`` of them true (a_b + 1): all the expectation reads."""
+        tokens (k_b + 1), ``true[b]`` of them true (a_b + 1): all the expectation reads. With
+        ``trees`` request b feeds the nodes of a draft tree (parent indices per node after the
+        root, :mod:`simspec.routing.siblings`)."""
         if not self.num_layers:
             return np.zeros(0)
-        return self.model.expected_unique(fed, true)
+        if trees is None:
+            return self.model.expected_unique(fed, true)
+        return self.model.expected_unique(fed, true, trees)
 
     def _pass_routing(
         self,

@@ -11,7 +11,9 @@ needs, and raises :class:`simspec.InputError` naming the file, the key path (e.g
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,12 @@ from simspec.schema import build, param
 CASES_PATH = Path("validation") / "cases.toml"
 
 CATEGORIES = ("kernel", "decode", "speculative")
+#: What a row may be used for: "fit" rows may enter the fits of simspec/fit (presets, kernel
+#: forms); "test" rows are only predicted. A row found by searching enters as "test" and
+#: becomes "fit" only when a second, independent reporter agrees with it (its notes say who).
+ROLES = ("fit", "test")
+#: A reporter is a lowercase slug: letters, digits, and "-", "_" or "." inside.
+_REPORTER = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 #: Measured quantities, their units and the category that may use them.
 QUANTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "moe_layer_us": ("us", ("kernel",)),
@@ -52,6 +60,7 @@ class Case:
     unit: str = param(help="its unit")
     value: float = param(help="the measurement", gt=0)
     source: str = param(help="a key of [sources]")
+    reporter: str = param(help="who ran the measurement (a lowercase slug; leave-one-out unit)")
     expert_precision: str = param("", "routed experts' weight format", choices=PART_PRECISIONS)
     batch: int = param(1, "batch size / concurrency", ge=1)
     tokens: int = param(0, "kernel rows' M", ge=0)
@@ -68,6 +77,7 @@ class Case:
     length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
     notes: str = param("", "notes")
     assumed: str = param("", "what stands in for unstated values")
+    role: str = param("fit", "fit: the fits may use the row; test: predicted only", choices=ROLES)
 
     @property
     def measured_speedup(self) -> float:
@@ -88,7 +98,7 @@ def engine_preset(case: Case) -> str:
     Kernel rows time one MoE layer, outside any serving engine: always "ideal".
 
     >>> engine_preset(Case("x", "decode", "m", "g", 1, 1, 1, "SGLang bench", "bf16", "q", "u",
-    ...                    1.0, "s"))
+    ...                    1.0, "s", "r"))
     'sglang'
     """
     if case.category == "kernel":
@@ -98,6 +108,11 @@ def engine_preset(case: Case) -> str:
         if text.startswith(prefix):
             return preset
     return "ideal"
+
+
+def for_fitting(cases: Iterable[Case]) -> list[Case]:
+    """The rows a fit may use: those of role "fit" (:data:`ROLES`), in their order."""
+    return [case for case in cases if case.role == "fit"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +173,9 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
         ("model", case.model in catalog.model_names(), "a model from `simspec models`"),
         ("gpu", case.gpu in catalog.gpu_names(), "a GPU from `simspec gpus`"),
     )
+    if not _REPORTER.fullmatch(case.reporter):
+        expected = "a reporter slug (lowercase letters, digits, - _ . inside), e.g. 'zzsf11'"
+        raise InputError(source, f"{path}.reporter", expected, describe(case.reporter))
     for key, ok, expected in checks:
         if not ok:
             raise InputError(source, f"{path}.{key}", expected, describe(getattr(case, key)))

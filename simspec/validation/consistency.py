@@ -41,17 +41,14 @@ SOURCE_STATED = {
 
 
 def fold_key(case: Case) -> str:
-    """The group a row is held out with: its ``reporter`` where the file names one, else its
-    ``source`` (two sources of one reporter share a setup and a protocol, so they leave
-    together)."""
-    reporter = getattr(case, "reporter", "")
-    return str(reporter) if reporter else case.source
+    """The group a row is held out with: its ``reporter`` (two sources of one reporter share a
+    setup and a protocol, so they leave together), else its ``source``."""
+    return case.reporter or case.source
 
 
 def is_test_row(case: Case) -> bool:
-    """A row that is predicted, never fitted: ``role = "test"`` in the cases file (a row found
-    by searching, until a second independent source agrees with it)."""
-    return getattr(case, "role", "") == "test"
+    """A row that is predicted, never fitted (``role = "test"``, :data:`~.cases.ROLES`)."""
+    return case.role != "fit"
 
 
 def _running(case: Case) -> int:
@@ -132,8 +129,10 @@ def inconsistent(rows: Sequence[Case], group: Callable[[Case], str] = fold_key) 
     """Row id -> why, for the rows of ``rows`` the module's rules call inconsistent.
 
     ``group`` names a row's reporter or source (rule 2 compares rows of different groups).
-    Only ``rows`` are compared: a fold's labels come from its training rows alone.
+    Only ``rows`` are compared: a fold's labels come from its training rows alone, and test
+    rows (:func:`is_test_row`) neither get nor give a label, since they never enter a fit.
     """
+    rows = [c for c in rows if not is_test_row(c)]
     labels = {c.id: f"{SOURCE_STATED[c.id]} (rule 4)" for c in rows if c.id in SOURCE_STATED}
     decode = []
     for c in rows:

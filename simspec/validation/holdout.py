@@ -110,10 +110,14 @@ def out_of_sample(folds: dict[str, Any]) -> dict[str, Any]:
     for engine in sorted({r["engine"] for r in rows if r["category"] != "kernel"}):
         mine = [r for r in rows if r["engine"] == engine and r["category"] != "kernel"]
         stats = _stats(mine, "decode")
-        entry = {k: stats[k] for k in ("rows", "predicted_rows", "median_abs_relative_error")}
-        groups = sorted({r["group"] for r in mine})
-        if not stats["predicted_rows"]:
-            entry["note"] = f"not identifiable out of sample: one group ({', '.join(groups)})"
+        keys = ("rows", "predicted_rows", "not_identifiable", "median_abs_relative_error")
+        entry = {k: stats[k] for k in keys}
+        alone = sorted({r["group"] for r in mine if r["predicted"] is None})
+        if alone:
+            entry["note"] = (
+                f"{stats['not_identifiable']} rows not identifiable out of sample: with "
+                f"{' or '.join(alone)} held out, no {engine} row is left to fit on"
+            )
         engines[engine] = entry
     out["engines"] = engines
     full = folds["full"]

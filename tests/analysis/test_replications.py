@@ -11,7 +11,7 @@ from scipy import stats
 
 from simspec.analysis.experiment import run_experiment
 from simspec.analysis.replications import Interval, Replicated, replicate
-from simspec.analysis.results import GpuTime, PolicyResult, RunResult
+from simspec.analysis.results import GpuTime, PolicyResult, RunResult, gpu_time_parts
 from simspec.rng import replication_seed
 from simspec.sweep import spec as sweep_spec
 from tests.helpers import tiny
@@ -40,7 +40,7 @@ def row(label: str, speedup: float, *, k: int | None = None, **flags: bool) -> P
         verify_over_decode=1.0,
         unique_experts_per_layer=1.0,
         speedup_vs_no_spec=speedup,
-        gpu_time_s=GpuTime(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        gpu_time_s=GpuTime(dict.fromkeys(gpu_time_parts(), 0.0)),
         requests=1,
         tokens=2,
         cost_fallbacks=0,

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from simspec.analysis.results import GpuTime, NonFiniteResult, PolicyResult
+from simspec.analysis.results import GpuTime, NonFiniteResult, PolicyResult, gpu_time_parts
 
 from .rejects import assert_rejected, scenario, write_scenario
 
@@ -245,7 +245,7 @@ def test_a_non_finite_metric_is_an_internal_error_naming_it(metric, bad):
             name="fixed",
             label="fixed-3",
             params={},
-            gpu_time_s=GpuTime(1.0, 1.0, 1.0, 1.0, 1.0, 0.0),
+            gpu_time_s=GpuTime(dict.fromkeys(gpu_time_parts(), 1.0)),
             requests=1,
             tokens=2,
             cost_fallbacks=0,
@@ -254,12 +254,14 @@ def test_a_non_finite_metric_is_an_internal_error_naming_it(metric, bad):
 
 
 def test_a_non_finite_gpu_time_is_an_internal_error_naming_it():
-    with pytest.raises(NonFiniteResult, match=r"gpu_time_s\.overhead"):
+    with pytest.raises(NonFiniteResult, match=r"gpu_time_s\.verify_overhead"):
         PolicyResult(
             name="fixed",
             label="fixed-3",
             params={},
-            gpu_time_s=GpuTime(1.0, 1.0, 1.0, 1.0, math.inf, 0.0),
+            gpu_time_s=GpuTime(
+                dict.fromkeys(gpu_time_parts(), 1.0) | {"verify_overhead": math.inf}
+            ),
             requests=1,
             tokens=2,
             cost_fallbacks=0,

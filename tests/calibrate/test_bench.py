@@ -47,9 +47,11 @@ def test_cpu_quick_calibration_end_to_end(tmp_path, capsys):
     assert profile.moe is not None and profile.attention is not None
     assert set(profile.gemm) == {"attention_projections", "lm_head"}
     assert {row["use"] for row in data["tables"]["stack"]} == {"fit", "validation"}
+    assert data["tables"]["floors"]["drafter"] == "eagle3-qwen3-30b-a3b"  # the catalog's head
     assert sorted(p.name for p in raw.iterdir()) == [
         "attention.csv",
         "ceilings.csv",
+        "floors.csv",
         "gemm.csv",
         "moe.csv",
         "stack.csv",
@@ -184,3 +186,47 @@ def test_explicit_causal_mask_equals_torchs_lower_right_bias():
         mask = causal_mask(q, keys, cpu, bias=False)
         assert torch.equal(mask, causal_lower_right(q, keys)._materialize(cpu))
     assert not lower_right_bias_works(bench_model(QWEN, "tiny"), cpu)  # GPU only
+
+
+def test_kernel_floor_table_covers_every_op_token_count_and_draft_batch():
+    torch = pytest.importorskip("torch")
+    from simspec.calibrate.common import RandomTensors
+    from simspec.calibrate.floors import DRAFT_BATCH, OPS_TOKENS, bench_floors, tiny_drafter
+    from simspec.calibrate.timing import CpuTimer
+
+    spec = bench_model(QWEN, "tiny")
+    drafter = tiny_drafter(catalog.get_drafter("eagle3-qwen3-30b-a3b"))
+    rand = RandomTensors(torch.device("cpu"))
+    table, raw, _ = bench_floors(spec, drafter, CpuTimer(rand.device, 0, 2), rand, lambda _: None)
+    ops = {(row["op"], row["tokens"]) for row in table["ops"]}
+    names = {"residual_add", "rms_norm", "rope", "router_topk", "swiglu", "gather_rows"}
+    assert ops == {(n, t) for n in names for t in OPS_TOKENS}
+    assert [row["batch"] for row in table["draft"]] == list(DRAFT_BATCH)
+    times = [table["kernel_floor_s"]["eager"]] + [row["eager"] for row in table["ops"]]
+    assert all(t > 0 for t in times)
+    sweep = table["sweep"]
+    assert len(sweep["gemv_s"]) == len(sweep["stream_s"]) == len(sweep["bytes"]) > 1
+    assert sweep["stream_bytes_moved"] == [2 * b for b in sweep["bytes"]]
+    rows = 1 + len(table["ops"]) + len(table["draft"]) + 2 * len(sweep["bytes"])
+    assert len(raw) == 2 * rows  # every repetition
+
+
+def test_floor_ops_and_draft_step_compute_what_they_name():
+    torch = pytest.importorskip("torch")
+    from simspec.calibrate.common import RandomTensors
+    from simspec.calibrate.floors import draft_step, layer_ops, tiny_drafter
+
+    spec = bench_model(QWEN, "tiny")
+    rand = RandomTensors(torch.device("cpu"))
+    ops = layer_ops(spec, 4, rand)
+    values, _ = ops["router_topk"]()
+    assert values.shape == (4, spec.moe.experts_per_token)
+    assert torch.all(values[:, :-1] >= values[:, 1:])  # sorted top-k of a softmax
+    assert float(values.sum(dim=-1).max()) <= 1.0 + 1e-5
+    q, k = ops["rope"]()
+    assert q.shape == (4, spec.attention.num_heads, spec.attention.head_dim)
+    assert k.shape == (4, spec.attention.num_kv_heads, spec.attention.head_dim)
+    drafter = tiny_drafter(catalog.get_drafter("eagle3-qwen3-30b-a3b"))
+    top = draft_step(drafter, 3, 16, rand)()
+    assert top.shape == (3, 8)
+    assert torch.all(top > 0) and float(top.sum(dim=-1).max()) <= 1.0 + 1e-5

@@ -28,6 +28,7 @@ quantity = "moe_layer_us"
 unit = "us"
 value = [60.0, 150.0]
 source = "s"
+reporter = "r"
 
 [[cases]]
 id = "dec"
@@ -46,6 +47,7 @@ quantity = "tpot_ms"
 unit = "ms"
 value = 5.0
 source = "s"
+reporter = "r"
 """
 
 

@@ -51,7 +51,7 @@ def test_least_squares_recovers_known_launch_constants():
             unique = min(128.0, 8.0 * tokens)
             row = kernels.Row(
                 "s", tokens, 0.0, unique, tokens * 8.0, expert_bytes, expert_bytes / 2,
-                3.35e12, 9.89e14 * 0.6, 5e7, "h100-sxm",
+                3.35e12, 9.89e14 * 0.6, 5e7, "h100-sxm", "hopper-bf16",
             )  # fmt: skip
             rows.append(dataclasses.replace(row, measured_s=kernels.predict(truth, row)))
     launch = next(form for form in kernels.FORMS if form.name == "launch")
@@ -61,3 +61,35 @@ def test_least_squares_recovers_known_launch_constants():
     assert got.moe_expert_s == pytest.approx(4e-7, rel=1e-3)
     assert got.moe_bandwidth_efficiency == pytest.approx(0.7, rel=1e-4)
     assert np.max(np.abs(kernels.relative_errors(got, rows))) < 1e-6
+
+
+def test_rows_stream_the_bytes_decode_prices():
+    """A kernel row's expert bytes are the case's precision through with_precision, the
+    function a decode run prices with: no override between the fit and the simulator."""
+    from simspec import catalog
+    from simspec.costs.moe_kernel import kernel_identity
+    from simspec.physics.precision import with_precision
+
+    cases = load_cases(VALIDATION / "cases.toml")
+    rows = kernels.load_rows(cases)
+    kernel_cases = [c for c in cases.cases if c.category == "kernel"]
+    assert len(rows) == len(kernel_cases)
+    for row, case in zip(rows, kernel_cases, strict=True):
+        spec = with_precision(
+            catalog.get_model(case.model), case.precision, expert=case.expert_precision
+        )
+        assert row.expert_bytes == spec.shape.expert_bytes / case.tp
+        assert row.identity == kernel_identity(case.gpu, spec.expert_weight_bytes)
+
+
+def test_identities_name_what_no_kernel_row_measures(fitted):
+    """gpt-oss's MXFP4 experts on Hopper run in decode rows, and no kernel row measures that
+    kernel; every fitted identity reports how the constants fitted without it predict it."""
+    data, text = fitted
+    assert "hopper-mxfp4" in data["unmeasured_identities"]
+    assert "hopper-bf16" in data["kernel_identities"]
+    for identity, entry in data["kernel_identities"].items():
+        assert identity not in data["unmeasured_identities"]
+        if entry["fit_rows"] > 0:
+            assert "without_it" in entry
+    assert "`hopper-mxfp4`" in text

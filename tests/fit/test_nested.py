@@ -14,6 +14,7 @@ from simspec.validation.holdout import out_of_sample
 ROW = Case(
     id="a", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=1, tp=1, ep=1,
     engine="vLLM", precision="bf16", quantity="tpot_ms", unit="ms", value=5.0, source="a",
+    reporter="a",
     batch=1, prompt_tokens=64, output_tokens=8,
 )  # fmt: skip
 CHAIN = dataclasses.replace(
@@ -48,8 +49,10 @@ def _predicted(folds, row_id):
 
 def test_a_held_out_rows_prediction_ignores_its_own_measurement(probes):
     a = ROW
-    b = dataclasses.replace(ROW, id="b", source="b", batch=2, value=6.0)
-    trt = dataclasses.replace(ROW, id="t", source="t", engine="TensorRT-LLM", value=4.0)
+    b = dataclasses.replace(ROW, id="b", source="b", reporter="b", batch=2, value=6.0)
+    trt = dataclasses.replace(
+        ROW, id="t", source="t", reporter="t", engine="TensorRT-LLM", value=4.0
+    )
     first = _folds([a, b, trt], probes)
     moved_a = _folds([dataclasses.replace(a, value=50.0), b, trt], probes)
     moved_b = _folds([a, dataclasses.replace(b, value=50.0), trt], probes)
@@ -65,17 +68,10 @@ def test_a_held_out_rows_prediction_ignores_its_own_measurement(probes):
     assert "not identifiable" in summary["engines"]["trtllm"]["note"]
 
 
-@dataclasses.dataclass(frozen=True)
-class _Tagged(Case):
-    role: str = ""
-
-
 def test_a_test_row_is_predicted_when_held_out_and_never_fitted(probes):
     a = ROW
-    b = dataclasses.replace(ROW, id="b", source="b", batch=2, value=6.0)
-    found = _Tagged(
-        **{**dataclasses.asdict(b), "id": "c", "source": "c", "batch": 4, "value": 50.0}
-    )
+    b = dataclasses.replace(ROW, id="b", source="b", reporter="b", batch=2, value=6.0)
+    found = dataclasses.replace(b, id="c", source="c", reporter="c", batch=4, value=50.0)
     without = _folds([a, b], probes)
     tagged = _folds([a, b, dataclasses.replace(found, role="test")], probes)
     fitted = _folds([a, b, found], probes)
@@ -89,7 +85,7 @@ def test_a_fold_chooses_the_benchmark_spread_its_training_rows_measure():
     from simspec.validation.predictions import quantity, run_times
 
     bench = dataclasses.replace(
-        ROW, id="bench", source="b", engine="not stated", batch=4, num_requests=8,
+        ROW, id="bench", source="b", reporter="b", engine="not stated", batch=4, num_requests=8,
         output_tokens=64, length_jitter=0.8, quantity="tokens_per_s", unit="tok/s",
     )  # fmt: skip
     spread = nested.JITTER_GRID[1]

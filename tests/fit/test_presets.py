@@ -18,7 +18,7 @@ CASES = Path(__file__).resolve().parents[2] / "validation" / "cases.toml"
 ROW = cases_mod.Case(
     id="r", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=2, tp=2, ep=1,
     engine="SGLang bench", precision="bf16", quantity="tpot_ms", unit="ms", value=5.0, source="s",
-    batch=1, prompt_tokens=128, output_tokens=64,
+    reporter="r", batch=1, prompt_tokens=128, output_tokens=64,
 )  # fmt: skip
 
 
@@ -127,3 +127,52 @@ def test_the_catalog_presets_are_what_the_fit_writes():
     for engine, result in fit.items():
         text = (folder / f"{engine}.toml").read_text(encoding="utf-8")
         assert text == presets.preset_toml(engine, result)
+
+
+def _decode_probes(case, tpot_ms, per_unit_ms):
+    """Probe times of a decode row whose TPOT grows by ``per_unit_ms`` per unit of each key."""
+    base = dict.fromkeys(predict.TIMES, 1.0) | {"tpot_ms": tpot_ms}
+    return {
+        label: base | {"tpot_ms": tpot_ms + (0.0 if label == "base" else per_unit_ms)}
+        for label, _ in presets.probe_runs(case)
+    }
+
+
+def test_a_test_row_never_changes_a_fitted_value():
+    """The preset fit skips role = "test" rows: the fitted values are those without the row,
+    and the same row as a "fit" row moves them (so this test can fail)."""
+    fit_rows = [
+        dataclasses.replace(ROW, id=f"f{i}", value=5.0 + i, batch=1 + i) for i in range(3)
+    ] + [  # every fitted engine needs a row
+        dataclasses.replace(ROW, id=engine, engine=engine, value=6.0, batch=2)
+        for engine in ("vLLM", "TensorRT-LLM")
+    ]
+    # Another batch size: at one fit row's configuration the two reporters would disagree by
+    # 8x and both be called inconsistent (simspec.validation.consistency, rule 2).
+    outlier = dataclasses.replace(
+        ROW, id="t", value=40.0, source="other", reporter="other", batch=5
+    )
+    probes = {c.id: _decode_probes(c, 4.0 + c.batch, 1.0) for c in [*fit_rows, outlier]}
+
+    def values(rows):
+        result = presets.fit_presets(rows, probes={k: dict(v) for k, v in probes.items()})
+        return result["sglang"]["values"], result["sglang"]["rows"]
+
+    alone, alone_rows = values(fit_rows)
+    with_test, with_test_rows = values([*fit_rows, dataclasses.replace(outlier, role="test")])
+    as_fit, _ = values([*fit_rows, outlier])
+    assert with_test == alone
+    assert [r["id"] for r in with_test_rows] == [r["id"] for r in alone_rows]
+    assert as_fit != alone  # a fit row 8x slower than the others pulls the overheads up
+    assert as_fit["pass_overhead_s"] > alone["pass_overhead_s"]
+
+
+def test_kernel_fit_reads_only_fit_rows():
+    from simspec.fit.kernels import load_rows
+
+    file = cases_mod.load_cases(CASES)
+    kernel = [c for c in file.cases if c.category == "kernel"]
+    assert kernel and all(c.role == "fit" for c in kernel)
+    marked = dataclasses.replace(file, cases=[dataclasses.replace(kernel[0], role="test")])
+    assert load_rows(marked) == []
+    assert len(load_rows(dataclasses.replace(file, cases=kernel[:1]))) == 1

@@ -98,6 +98,22 @@ def test_hand_built_records_give_a_valid_trace_with_their_numbers():
     assert trace["otherData"] == {"scenario": "tiny"}
 
 
+def test_the_speculation_overhead_is_a_span_of_its_step_after_the_verify_pass():
+    log = RunLog()
+    log.steps.append(0.0, 4, 3, 2, 0.003, _cost(0.008), 20.0, 0, 0.002, _ints(0), _ints(0))
+    trace = trace_events({"sglang": log})
+    check_trace_format(trace)
+    gpu = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == GPU_TID]
+    assert [e["name"] for e in gpu] == ["step", "draft", "verify", "speculation overhead"]
+    step, _, verify, overhead = gpu
+    assert step["dur"] == pytest.approx(13_000)  # draft 3 + verify 8 + overhead 2 ms
+    assert overhead["ts"] == pytest.approx(verify["ts"] + verify["dur"])
+    assert overhead["dur"] == pytest.approx(2_000)
+    parts = {k: v for k, v in verify["args"].items() if k.endswith("_ms")}
+    assert parts == pytest.approx({"overhead_ms": 2.0, "moe_ms": 4.0, "attention_ms": 1.0,
+                                   "other_ms": 1.0})  # fmt: skip
+
+
 def test_requests_are_packed_into_lanes_that_never_overlap():
     log = _log()
     lanes = request_lanes(log.requests)

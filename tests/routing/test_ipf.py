@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from simspec.physics.experts import chance_overlap, independent_union_from_inclusion
+from simspec.physics.experts import chance_overlap, independent_union_from_inclusion, reuse_fraction
 from simspec.routing import ipf
 from simspec.routing.maxent import MaxEntSampler
-from simspec.routing.overlap import fit_log_odds_ratio, markov_log_silent, pair_probability
+from simspec.routing.overlap import markov_log_silent, overlap_range, pair_probability
 from simspec.routing.popularity import inclusion_probabilities
 from simspec.routing.predictor import UniqueExpertPredictor
 from simspec.routing.sets import to_sets
@@ -37,26 +37,30 @@ def correlated_profile(p: np.ndarray, lags: int) -> np.ndarray:
 
 # -- statistics helpers ---------------------------------------------------------------------------
 @pytest.mark.parametrize("p", [0.01, 0.2, 0.5, 0.8, 0.99])
-@pytest.mark.parametrize("lam", [-8.0, -1.0, 0.0, 0.7, 5.0])
-def test_pair_probability_has_the_margins_and_the_odds_ratio(p, lam):
-    q = float(pair_probability(np.array(p), lam))
+@pytest.mark.parametrize("reuse", [0.0, 0.3, 0.9, 1.0])
+def test_pair_probability_has_the_margins_and_the_correlation(p, reuse):
+    """The 2x2 table of (x_t, x_{t+d}) has margins (1 − p, p) and correlation r."""
+    q = float(pair_probability(np.array(p), reuse))
     table = np.array([[1 - 2 * p + q, p - q], [p - q, q]])
     assert (table >= -1e-15).all()
-    odds = table[0, 0] * table[1, 1] / (table[0, 1] * table[1, 0])
-    assert np.log(odds) == pytest.approx(lam, abs=1e-6)
+    assert table.sum() == pytest.approx(1.0)
+    assert (q - p * p) / (p * (1 - p)) == pytest.approx(reuse, abs=1e-12)
 
 
-def test_fit_log_odds_ratio_matches_aggregate_overlap():
+def test_reuse_fraction_matches_aggregate_overlap():
     p = zipf(64, 8)
     for rho in (0.2, 0.38, 0.7):
-        lam = fit_log_odds_ratio(p, [rho])
-        assert pair_probability(p, lam[0]).sum() / 8 == pytest.approx(rho, abs=1e-9)
+        r = reuse_fraction(p, [rho])
+        assert pair_probability(p, r[0]).sum() / 8 == pytest.approx(rho, abs=1e-12)
 
 
 def test_unreachable_overlap_is_a_value_error():
     p = np.full(8, 0.75)  # k = 6 of 8: two tokens share at least 4 experts
+    low, _ = overlap_range(p)
+    assert low == pytest.approx(4 / 6)
+    assert reuse_fraction(p, [low])[0] == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="reachable range"):
-        fit_log_odds_ratio(p, [0.5])
+        reuse_fraction(p, [0.5])
 
 
 def test_inconsistent_lag_overlaps_are_a_value_error():
@@ -69,7 +73,7 @@ def test_inconsistent_lag_overlaps_are_a_value_error():
 @pytest.mark.parametrize(
     ("p", "rho"),
     [
-        (0.0625, 0.0),
+        (0.0625, 0.01),
         (0.0625, 0.38),
         (0.0625, 0.9),
         (0.25, 0.1),
@@ -80,7 +84,7 @@ def test_inconsistent_lag_overlaps_are_a_value_error():
 )
 def test_classical_ipf_with_lag1_equals_markov_closed_form(p, rho):
     """With D = 1, IPF over the 2^T patterns equals the closed form to 1e-6."""
-    q = float(pair_probability(np.array(p), fit_log_odds_ratio(np.array([p]), [rho])[0]))
+    q = float(pair_probability(np.array(p), reuse_fraction(np.array([p]), [rho])[0]))
     for tokens in range(2, 9):
         table = reference_ipf.classical_ipf(p, [q], tokens)
         closed = np.exp(markov_log_silent(np.array([p]), [np.array([q])] * (tokens - 1)))
@@ -145,8 +149,9 @@ def test_independent_u4_is_3_64_and_which_overlaps_give_31_percent():
 
 def test_node_interpolation_matches_per_expert_fit():
     p = zipf(96, 8, exponent=1.0)
-    coarse = UniqueExpertPredictor(p, SLOW[:4])
-    exact = UniqueExpertPredictor(p, SLOW[:4], nodes=96)
+    profile = correlated_profile(p, 4)
+    coarse = UniqueExpertPredictor(p, profile)
+    exact = UniqueExpertPredictor(p, profile, nodes=96)
     for tokens in (2, 5, 9):
         for batch in (1, 16):
             assert coarse.expected_unique([tokens] * batch)[0] == pytest.approx(

@@ -6,17 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simspec.physics.experts import reuse_fraction
 from simspec.routing import ipf
-from simspec.routing.overlap import fit_log_odds_ratio, pair_probability
+from simspec.routing.overlap import pair_probability
 from tests.reference import ipf as reference_ipf
 
 SLOW = (0.38, 0.32, 0.29, 0.27, 0.26, 0.25, 0.245, 0.24)
 
 
 def profile_q(p: np.ndarray, lags: int) -> np.ndarray:
-    """Pair targets q (M, lags) with SLOW's overlaps as common odds ratios."""
-    lam = fit_log_odds_ratio(np.full(16, 1 / 16), SLOW[:lags])
-    return pair_probability(p[:, None], lam[None, :])
+    """Pair targets q (M, lags) with SLOW's overlaps shared by the reuse law."""
+    reuse = reuse_fraction(np.full(16, 1 / 16), SLOW[:lags])
+    return pair_probability(p[:, None], reuse[None, :])
 
 
 def reference(p: np.ndarray, q: np.ndarray, tokens: int) -> np.ndarray:
@@ -119,20 +120,3 @@ def test_inconsistent_overlaps_fail_alone_or_together():
     with ipf.fitted_together(range(1, 6)), pytest.raises(ValueError, match="matched") as together:
         ipf.ipf_log_silent(p, q, 4)
     assert str(alone.value) == str(together.value)
-
-
-def test_odds_ratio_fit_on_distinct_values_is_bit_identical():
-    """fit_log_odds_ratio evaluates q(p_e) per distinct p_e: the same lambda as the full sum."""
-    rng = np.random.default_rng(0)
-    p = np.repeat(rng.dirichlet(np.ones(16)), 8)  # 16 distinct values, 8 experts each
-    rho = np.array([0.4, 0.3, 0.27])
-    lam = fit_log_odds_ratio(p, rho)
-    k = p.sum()
-    lo, hi = np.full(3, -60.0), np.full(3, 60.0)
-    for _ in range(200):  # the bisection on the full array, as before
-        mid = 0.5 * (lo + hi)
-        below = pair_probability(p[None, :], mid[:, None]).sum(axis=1) / k < rho
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        if (hi - lo).max() < 1e-13:
-            break
-    assert np.array_equal(lam, 0.5 * (lo + hi))

@@ -74,7 +74,6 @@ def test_the_registry_exports_and_absorbs_by_memo_name():
 
 
 def test_the_routing_fits_are_registered():
-    import simspec.routing.overlap
     import simspec.routing.predictor  # noqa: F401
 
-    assert {"routing.overlap.layer_fit", "routing.predictor.node_log_silent"} <= set(FIT_MEMOS)
+    assert "routing.predictor.node_log_silent" in FIT_MEMOS

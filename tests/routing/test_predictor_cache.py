@@ -44,33 +44,10 @@ def test_true_tokens_matter_only_with_a_draft_profile():
     )
 
 
-def test_odds_ratio_fits_are_cached_exactly_and_read_only():
-    """The cached per-layer fit is the fresh bisection's answer bit for bit (pooled and per-layer
-    profiles), the same object on a repeat, keyed by the values (an input changed in place
-    after the call gets its own fit), and cannot be written through."""
-    from simspec.routing import overlap
-
-    rng = np.random.default_rng(11)
-    p = np.tile(np.full(32, 4 / 32), (3, 1))
-    for rho in (np.array([0.3, 0.2]), np.array([[0.3, 0.2], [0.25, 0.2], [0.4, 0.1]])):
-        got = overlap.layer_log_odds_ratios(p, rho)
-        fresh = overlap._layer_fit(p, rho)
-        assert got.tobytes() == fresh.tobytes()
-        assert overlap.layer_log_odds_ratios(p.copy(), rho.copy()) is got
-        with pytest.raises(ValueError, match="read-only"):
-            got[0, 0] = 0.0
-    mutable = np.array([0.3, 0.2])
-    first = overlap.layer_log_odds_ratios(p, mutable)
-    mutable[0] = 0.35 + rng.uniform(0, 0.01)  # changed in place: a new key, a new fit
-    second = overlap.layer_log_odds_ratios(p, mutable)
-    assert second[0, 0] > first[0, 0]  # more overlap, a larger odds ratio
-    assert second.tobytes() == overlap._layer_fit(p, mutable).tobytes()
-
-
 def test_unreachable_overlap_raises_on_every_call():
     """A failed fit is not cached as an answer: the error comes back each time."""
-    from simspec.routing.overlap import layer_log_odds_ratios
+    from simspec.routing.overlap import layer_reuse
 
     for _ in range(2):
         with pytest.raises(ValueError, match="outside the reachable range"):
-            layer_log_odds_ratios(P, [1.5])
+            layer_reuse(P, [1.5])

@@ -166,7 +166,7 @@ def test_cli_stats(capsys, tmp_path):
     assert "IPF (rho_1..rho_4)" in out and "Markov (rho_1)" in out
     summary = re.search(r"IPF \(rho_1\.\.rho_4\): mean \|relative error\| ([0-9.]+)%", out)
     assert summary is not None and float(summary.group(1)) < 1.0
-    assert "overlaps = [0.37" in out and "layer_overlap_scale = [0.8" in out
+    assert "overlaps = [0.38" in out and "layer_overlap_scale = [0.8" in out
     assert (tmp_path / "u.png").stat().st_size > 10_000
 
 

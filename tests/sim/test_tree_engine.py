@@ -136,3 +136,22 @@ def test_tree_scenario_runs_end_to_end_through_the_cli(tmp_path, capsys):
     tree_row = next(r for r in rows if r["label"] == "fixed-3")
     assert tree_row["mean_k"] == pytest.approx(7.0)  # verified draft nodes per request and step
     assert 1.0 < tree_row["acceptance_length"] <= 4.0
+
+
+def test_analytic_trees_load_fewer_experts_as_siblings_route_alike():
+    """routing.sibling_overlap reaches the engine: more sibling overlap, fewer experts per
+    verify pass of the same trees (same commits: the text does not depend on routing)."""
+    runs = []
+    for sibling in (0.2, 0.38, 0.9):
+        s = tiny(
+            *TREE,
+            'routing.mode="analytic"',
+            f"routing.sibling_overlap={sibling}",
+            "workload.output_tokens=40",
+        )
+        log = run_policy(build_setup(s), FixedPolicy(draft_tokens=3))
+        runs.append(log)
+    committed = [[r.committed for r in log.requests] for log in runs]
+    assert committed[0] == committed[1] == committed[2]
+    unique = [np.mean([step.unique_experts for step in log.steps]) for log in runs]
+    assert unique[0] > unique[1] > unique[2]

@@ -17,6 +17,13 @@ from simspec.validation import cases as cases_mod
 from simspec.validation import predictions as predict
 
 CASES = Path(__file__).resolve().parents[2] / "validation" / "cases.toml"
+#: Sources transcribed from measurements.md before rows were added by searching (issue 27).
+ORIGINAL_SOURCES = {
+    "tt-340", "specforge-339", "angelslim-163", "specforge-bench", "inferencex-828",
+    "lmsys-gpt-oss", "trtllm-11559", "tt-356", "sglang-10404", "lambda-qwen3-coder-next",
+    "vllm-3240", "specforge-164", "vllm-22331", "dogacel-specdrift", "eagle-330", "vllm-24700",
+    "vllm-19049", "sglang-11730", "vllm-31448", "vllm-39902", "vllm-44830",
+}  # fmt: skip
 
 
 def test_every_case_parses_and_names_catalog_entries():
@@ -40,6 +47,21 @@ def test_every_decode_and_speculative_case_builds_a_valid_scenario():
             scenario = scenario_from_dict(predict.scenario_data(case), case.id)
             assert scenario.workload.concurrency == case.batch
             assert scenario.hardware.num_gpus == case.num_gpus
+
+
+def test_every_row_names_its_reporter_and_role():
+    cases = cases_mod.load_cases(CASES).cases
+    assert all(c.reporter and c.role in cases_mod.ROLES for c in cases)
+    by_id = {c.id: c for c in cases}
+    # SpecForge #339 and AngelSlim #163 are one person: one reporter.
+    assert (
+        by_id["qwen3-30b-2xh100-tp2-eagle3-bs4[0]"].reporter
+        == by_id["qwen3-30b-4xh100-tp4-eagle3[0]"].reporter
+    )
+    # A row found by searching is a test row unless its notes name a second reporter.
+    for case in cases:
+        if case.role == "fit" and case.source not in ORIGINAL_SOURCES:
+            assert "agrees" in case.notes, case.id
 
 
 def test_measured_speedup_is_the_ratio_of_the_two_numbers():
@@ -67,6 +89,7 @@ quantity = "moe_layer_us"
 unit = "us"
 value = [1.0, 2.0]
 source = "s"
+reporter = "someone"
 """
 
 
@@ -82,6 +105,10 @@ source = "s"
         ('unit = "us"', 'unit = "ms"', "cases[0].unit"),
         ("tp = 1", "tp = 2", "cases[0].tp"),
         ('category = "kernel"', 'category = "decode"', "cases[0].quantity"),
+        ('reporter = "someone"', 'reporter = "Some One"', "cases[0].reporter"),
+        ('reporter = "someone"', 'reporter = ""', "cases[0].reporter"),
+        ('reporter = "someone"', "", "cases[0].reporter"),
+        ('source = "s"', 'source = "s"\nrole = "train"', "cases[0].role"),
     ],
 )
 def test_bad_case_files_name_the_key(tmp_path, old, new, key_path):

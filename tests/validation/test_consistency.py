@@ -11,14 +11,15 @@ from simspec.validation.cases import Case
 BASE = Case(
     id="tp1", category="decode", model="gpt-oss-120b", gpu="a100-sxm-80gb", num_gpus=1, tp=1,
     ep=1, engine="vLLM", precision="bf16", quantity="tokens_per_s_per_user", unit="tok/s",
-    value=90.0, source="s", batch=1, prompt_tokens=128, output_tokens=512,
+    value=90.0, source="s", reporter="s", batch=1, prompt_tokens=128, output_tokens=512,
 )  # fmt: skip
 
 
 def _tp(tp: int, value: float, source: str = "s", **kw) -> Case:
     return dataclasses.replace(
-        BASE, id=f"tp{tp}-{source}", tp=tp, num_gpus=tp, value=value, source=source, **kw
-    )
+        BASE, id=f"tp{tp}-{source}", tp=tp, num_gpus=tp, value=value, source=source,
+        reporter=source, **kw,
+    )  # fmt: skip
 
 
 def test_more_tensor_parallelism_slower_per_step_beyond_the_tolerance_is_labelled():
@@ -41,10 +42,11 @@ def test_two_reporters_far_apart_on_one_configuration_are_both_labelled():
     assert set(consistency.inconsistent([a, b])) == {a.id, b.id}
     close = _tp(2, 100.0 * (1 + tol / 2), "b")
     assert consistency.inconsistent([a, close]) == {}
-    # One reporter's two sources are one group: rule 2 compares groups, not files.
-    same = types.SimpleNamespace(reporter="r", source="a")
-    assert consistency.fold_key(same) == "r"  # type: ignore[arg-type]
-    assert consistency.fold_key(a) == "a"
+    # One reporter's two sources are one group: rule 2 compares reporters, not files.
+    assert consistency.inconsistent([a, dataclasses.replace(b, reporter="a")]) == {}
+    assert consistency.fold_key(types.SimpleNamespace(reporter="", source="x")) == "x"  # type: ignore[arg-type]
+    # A test row neither gets nor gives a label: it never enters a fit.
+    assert consistency.inconsistent([a, dataclasses.replace(b, role="test")]) == {}
 
 
 def test_a_speedup_over_a_labelled_baseline_is_labelled():

@@ -36,6 +36,7 @@ quantity = "tokens_per_s"
 unit = "tok/s"
 value = [200.0, 700.0, 1000.0]
 source = "s"
+reporter = "r"
 """
 
 

@@ -1,0 +1,166 @@
+"""Run-time guardrails: warnings when an answer rests on an extrapolation or on a search's edge.
+
+Two things make a prediction less trustworthy than its digits suggest, and a user cannot see
+either in the numbers:
+
+* ``preset-range``: the run uses an engine preset's fitted term (a nonzero value the scenario
+  does not override) outside the published rows it was fitted on: another GPU, model family,
+  tensor- or expert-parallel degree, or a batch size beyond the fitted ones
+  (:class:`~simspec.params.ranges.FittedRange`). A term fitted on speculative rows alone counts
+  only when the run speculates.
+* ``k-at-edge``: the best fixed draft length of the runs is the largest one searched, so the
+  optimum may lie beyond the range (or at the drafter's limit, where the search cannot go on):
+  within one run (its fixed policies), a recommendation, or a sweep over k
+  (:func:`search_warnings`).
+
+Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
+rows (same scenario, same warnings, in the same order); the results JSON lists them under
+``warnings`` and the commands print them on standard error (:func:`print_warnings`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TextIO
+
+from simspec import catalog
+from simspec.analysis.results import PolicyResult
+from simspec.config.scenario import Scenario
+from simspec.params.ranges import FittedRange
+
+PRESET_RANGE = "preset-range"
+K_AT_EDGE = "k-at-edge"
+
+
+def _span(low_high: Sequence[int]) -> str:
+    low, high = low_high
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _outside(entry: FittedRange, gpu: str, family: str, tp: int, ep: int, batch: int) -> list[str]:
+    """What of the run lies outside ``entry``'s rows (empty: inside)."""
+    out = []
+    if gpu not in entry.gpus:
+        out.append(f"GPU {gpu}")
+    if family not in entry.families:
+        out.append(f"model family {family}")
+    for name, value, low_high in (("TP", tp, entry.tp), ("EP", ep, entry.ep)):
+        if not low_high[0] <= value <= low_high[1]:
+            out.append(f"{name} {value}")
+    if not entry.batch[0] <= batch <= entry.batch[1]:
+        out.append(f"batch {batch}")
+    return out
+
+
+def preset_range_warnings(scenario: Scenario, batch: int, speculates: bool) -> list[str]:
+    """``preset-range`` warnings of a run of ``scenario`` whose largest batch was ``batch``
+    (``speculates``: some policy drafted); see the module docstring."""
+    preset = catalog.get_engine(scenario.engine.preset)
+    values = preset.overrides()
+    explicit = scenario.costs.explicit()
+    hw = scenario.hardware
+    tp = hw.tensor_parallel or hw.num_gpus
+    target = scenario.target
+    family = target.family or target.name
+    warnings = []
+    for entry in preset.fitted_range:
+        if entry.speculative and not speculates:
+            continue
+        # A per-rank term adds x·(t − 1): nothing on one tensor-parallel rank.
+        used = [
+            term
+            for term in entry.terms
+            if values.get(term) and term not in explicit
+            if not (term.endswith("_per_tp_s") and tp == 1)
+        ]
+        outside = _outside(entry, hw.gpu, family, tp, hw.expert_parallel, batch)
+        if not used or not outside:
+            continue
+        rows = f"{entry.rows} {'speculative ' if entry.speculative else ''}rows"
+        fitted = (
+            f"GPUs {', '.join(entry.gpus)}; families {', '.join(entry.families)}; "
+            f"TP {_span(entry.tp)}; EP {_span(entry.ep)}; batch {_span(entry.batch)}"
+        )
+        warnings.append(
+            f"{PRESET_RANGE}: the {preset.name} preset's {', '.join(used)} "
+            f"{'was' if len(used) == 1 else 'were'} fitted on {rows} ({fitted}); this run "
+            f"extrapolates to {', '.join(outside)}"
+        )
+    return warnings
+
+
+def planned_warnings(scenario: Scenario) -> list[str]:
+    """The ``preset-range`` warnings a run of ``scenario`` can be told before it runs: at the
+    largest batch the scenario allows (closed loop: its concurrency; open loop: its batch
+    limit; at most its requests), speculating when some policy drafts."""
+    from simspec.policies.fixed import is_plain_decoding
+
+    w = scenario.workload
+    limit = w.concurrency if w.loop == "closed" else w.max_batch_size
+    speculates = any(not is_plain_decoding(spec.policy) for spec in scenario.policies)
+    return preset_range_warnings(scenario, min(limit, w.num_requests), speculates)
+
+
+def best_k_at_edge(
+    ks: Sequence[int], speedups: Sequence[float], limit: int | None = None
+) -> str | None:
+    """A ``k-at-edge`` warning when the best of the fixed draft lengths ``ks`` (highest
+    speedup, the smallest k on ties) is the largest of at least two searched; ``limit``: the
+    drafter's most draft tokens, if known. None otherwise."""
+    if len(set(ks)) < 2:
+        return None
+    best = max(speedups)
+    best_k = min(k for k, s in zip(ks, speedups, strict=True) if s == best)
+    top = max(ks)
+    if best_k != top:
+        return None
+    beyond = (
+        "the drafter's maximum, so no larger k can be tried"
+        if limit is not None and top >= limit
+        else "a larger k may be faster: extend the range searched"
+    )
+    return (
+        f"{K_AT_EDGE}: the best fixed k = {best_k} is the largest searched "
+        f"(k = {', '.join(map(str, sorted(set(ks))))}); {beyond}"
+    )
+
+
+def search_warnings(
+    searched: Iterable[tuple[str, int, float]], limit: int | None = None
+) -> list[str]:
+    """``k-at-edge`` warnings of a search spread over several runs (a sweep whose grid sets a
+    fixed policy's ``draft_tokens``): ``searched`` holds (group, k, speedup) per run, a group
+    being what else the runs share (the speedups of one group and k are averaged, e.g. over
+    replications); one warning per group whose best k is the largest it searched."""
+    groups: dict[str, dict[int, list[float]]] = {}
+    for group, k, speedup in searched:
+        groups.setdefault(group, {}).setdefault(k, []).append(speedup)
+    warnings = []
+    for group, by_k in groups.items():
+        ks = sorted(by_k)
+        edge = best_k_at_edge(ks, [sum(by_k[k]) / len(by_k[k]) for k in ks], limit)
+        if edge is not None:
+            warnings.append(edge.replace(f"{K_AT_EDGE}: ", f"{K_AT_EDGE}: {group}: ", 1))
+    return warnings
+
+
+def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -> list[str]:
+    """Every warning of one run (module docstring): ``rows`` its policies' results, ``batch``
+    the largest batch any of them ran."""
+    speculates = any(p.mean_k > 0 for p in rows)
+    warnings = preset_range_warnings(scenario, batch, speculates)
+    fixed = [p for p in rows if p.name == "fixed" and not p.is_oracle]
+    edge = best_k_at_edge(
+        [int(p.params["draft_tokens"]) for p in fixed],
+        [p.speedup_vs_no_spec for p in fixed],
+        scenario.drafter.max_draft_tokens,
+    )
+    return warnings + ([edge] if edge else [])
+
+
+def print_warnings(warnings: Iterable[str], stream: TextIO | None = None) -> None:
+    """Each warning once, one line each, on standard error (or ``stream``), in order."""
+    out = stream if stream is not None else sys.stderr
+    for warning in dict.fromkeys(warnings):
+        print(f"simspec: warning: {warning}", file=out)

@@ -1,0 +1,181 @@
+"""Guardrails: a warning when a run extrapolates a preset's fit or the best k is at the edge."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simspec import catalog
+from simspec.analysis import guardrails
+from simspec.analysis.experiment import run_experiment
+from simspec.analysis.guardrails import (
+    K_AT_EDGE,
+    PRESET_RANGE,
+    best_k_at_edge,
+    preset_range_warnings,
+)
+from simspec.analysis.recommend import recommend
+from simspec.analysis.results import RunResult
+from simspec.params.presets import EnginePreset
+from simspec.params.ranges import FittedRange
+from tests.analysis.test_recommend import replicated
+from tests.helpers import tiny
+
+#: A preset fitted on Qwen3 rows on H100 SXMs at TP 1-2, EP 1, batch 1-8; its speculative term
+#: on speculative rows at TP 2 only.
+FAKE = EnginePreset(
+    name="sglang",
+    pass_overhead_s=1e-3,
+    verify_overhead_s=2e-3,
+    draft_step_overhead_s=0.0,
+    fitted_range=(
+        FittedRange(
+            terms=("pass_overhead_s",),
+            rows=10,
+            gpus=("h100-sxm",),
+            families=("qwen3",),
+            tp=(1, 2),
+            ep=(1, 1),
+            batch=(1, 8),
+        ),
+        FittedRange(
+            terms=("verify_overhead_s", "draft_step_overhead_s"),
+            rows=4,
+            speculative=True,
+            gpus=("h100-sxm",),
+            families=("qwen3",),
+            tp=(2, 2),
+            ep=(1, 1),
+            batch=(1, 8),
+        ),
+    ),
+)
+
+
+@pytest.fixture
+def fake_preset(monkeypatch):
+    real = catalog.get_engine
+    monkeypatch.setattr(
+        catalog, "get_engine", lambda name: FAKE if name == "sglang" else real(name)
+    )
+
+
+def _codes(warnings) -> list[str]:
+    return [w.split(":")[0] for w in warnings]
+
+
+def test_inside_the_fitted_rows_there_is_no_warning(fake_preset):
+    scenario = tiny("engine.preset=sglang", "hardware.num_gpus=2")
+    assert preset_range_warnings(scenario, batch=4, speculates=True) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "batch", "named"),
+    [
+        (["hardware.gpu=h200"], 4, "GPU h200"),
+        (["model.target=gpt-oss-120b", "model.drafter=eagle3-gpt-oss-120b"], 4, "family gpt-oss"),
+        (["hardware.num_gpus=4"], 4, "TP 4"),
+        (
+            ["hardware.num_gpus=2", "hardware.tensor_parallel=1", "hardware.expert_parallel=2"],
+            4,
+            "EP 2",
+        ),
+        ([], 16, "batch 16"),
+    ],
+)
+def test_each_dimension_outside_the_fitted_rows_is_named(fake_preset, overrides, batch, named):
+    scenario = tiny("engine.preset=sglang", *overrides)
+    warnings = preset_range_warnings(scenario, batch=batch, speculates=False)
+    assert len(warnings) == 1 and warnings[0].startswith(f"{PRESET_RANGE}: ")
+    assert named in warnings[0] and "pass_overhead_s" in warnings[0]
+    assert "\n" not in warnings[0]
+
+
+def test_speculative_terms_count_only_when_the_run_speculates(fake_preset):
+    scenario = tiny("engine.preset=sglang")  # TP 1: outside the speculative rows' TP 2
+    assert preset_range_warnings(scenario, batch=4, speculates=False) == []
+    (warning,) = preset_range_warnings(scenario, batch=4, speculates=True)
+    assert "verify_overhead_s" in warning and "TP 1" in warning
+    assert "draft_step_overhead_s" not in warning  # fitted to 0: it adds nothing
+
+
+def test_a_term_the_scenario_sets_itself_is_not_the_presets(fake_preset):
+    scenario = tiny("engine.preset=sglang", "hardware.gpu=h200", "costs.pass_overhead_s=0.002")
+    assert preset_range_warnings(scenario, batch=4, speculates=False) == []
+
+
+def test_the_physics_only_preset_never_warns():
+    scenario = tiny("hardware.gpu=a100-sxm-80gb", "hardware.num_gpus=8")
+    assert preset_range_warnings(scenario, batch=512, speculates=True) == []
+
+
+def test_a_run_lists_its_warnings_in_the_json_the_same_each_time(fake_preset):
+    scenario = tiny("engine.preset=sglang", "hardware.gpu=h200")
+    first, second = run_experiment(scenario), run_experiment(scenario)
+    assert _codes(first.warnings)[:1] == [PRESET_RANGE]
+    assert first.to_json() == second.to_json()
+    data = json.loads(first.to_json())
+    assert data["warnings"] == list(first.warnings)
+    assert RunResult.from_dict(data).warnings == first.warnings
+    del data["warnings"]
+    with pytest.raises(KeyError):  # a results file of an earlier version: no default
+        RunResult.from_dict(data)
+
+
+# -- the best k at the edge of the range searched --------------------------------------------
+
+
+def test_best_k_at_the_largest_searched_warns():
+    warning = best_k_at_edge([0, 1, 2, 3], [1.0, 1.2, 1.3, 1.4], limit=8)
+    assert warning is not None and warning.startswith(f"{K_AT_EDGE}: ")
+    assert "k = 3" in warning and "larger k may be faster" in warning
+    at_limit = best_k_at_edge([0, 1, 2, 3], [1.0, 1.2, 1.3, 1.4], limit=3)
+    assert at_limit is not None and "drafter's maximum" in at_limit
+
+
+@pytest.mark.parametrize(
+    ("ks", "speedups"),
+    [
+        ([0, 1, 2, 3], [1.0, 1.2, 1.4, 1.3]),  # interior optimum
+        ([0, 1, 2], [1.0, 0.9, 0.8]),  # k = 0 best: the range's natural floor
+        ([0, 1, 2], [1.0, 1.3, 1.3]),  # tie: the smaller k is the best
+        ([3], [1.2]),  # nothing was searched
+    ],
+)
+def test_best_k_inside_the_range_does_not_warn(ks, speedups):
+    assert best_k_at_edge(ks, speedups) is None
+
+
+def test_a_run_whose_best_fixed_k_is_the_largest_warns_and_one_inside_does_not():
+    low = tiny(
+        "acceptance.alpha=0.9", policies=[{"name": "fixed", "draft_tokens": k} for k in (0, 1)]
+    )
+    edge = run_experiment(low)
+    assert edge.get("fixed-1").speedup_vs_no_spec > 1  # premise: k = 1 beats k = 0
+    assert _codes(edge.warnings) == [K_AT_EDGE]
+    wide = tiny(
+        "acceptance.alpha=0.5", policies=[{"name": "fixed", "draft_tokens": k} for k in (0, 2, 8)]
+    )
+    inside = run_experiment(wide)
+    speedups = [inside.get(f"fixed-{k}").speedup_vs_no_spec for k in (0, 2, 8)]
+    assert speedups[1] > max(speedups[0], speedups[2])  # premise: an interior optimum
+    assert inside.warnings == ()
+
+
+def test_recommend_warns_when_its_best_k_is_the_largest_searched():
+    reps = 3
+    rising = {k: np.full(reps, 1.0 + 0.1 * k) + 0.01 * np.arange(reps) for k in range(4)}
+    rec = recommend(replicated(rising, {}, np.full(reps, 2.0)), batch=4, max_draft_tokens=8)
+    assert rec.best_k == 3 and _codes(rec.warnings) == [K_AT_EDGE]
+    assert rec.to_dict()["warnings"] == list(rec.warnings)
+    peaked = {k: np.full(reps, 1.0 + 0.1 * min(k, 4 - k)) for k in range(5)}
+    assert recommend(replicated(peaked, {}, np.full(reps, 2.0)), batch=4).warnings == ()
+
+
+def test_warnings_print_once_each_on_one_line(capsys):
+    guardrails.print_warnings(["a: x", "b: y", "a: x"])
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "simspec: warning: a: x\nsimspec: warning: b: y\n"

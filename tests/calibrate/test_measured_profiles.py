@@ -1,0 +1,62 @@
+"""The measured H200 profiles under calibration/: the fit reproduces them, and the calibrated
+model predicts the held-out layer-stack passes measured on the GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simspec import catalog
+from simspec.calibrate.plan import bench_model
+from simspec.fit import assemble_profile
+from simspec.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = sorted(
+    p for p in (ROOT / "calibration").glob("*.json") if '"kind": "measured"' in p.read_text()
+)
+
+
+def test_measured_profiles_are_shipped():
+    assert {p.name for p in MEASURED} >= {"h200-qwen3-30b-a3b.json", "h200-gpt-oss-120b.json"}
+
+
+@pytest.mark.parametrize("path", MEASURED, ids=lambda p: p.stem)
+def test_refitting_the_measured_tables_gives_the_shipped_profile(path):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    meta = data["metadata"]
+    spec = bench_model(catalog.get_model(meta["model"]), meta["shapes"])
+    refit = assemble_profile(
+        spec,
+        data["tables"],
+        metadata=meta,
+        peak=data["peak"],
+        ceilings=data["ceilings"],
+    )
+    numbers = {k for k, v in data["fitted"].items() if isinstance(v, float)}
+    assert {k: refit["fitted"][k] for k in numbers} == pytest.approx(
+        {k: data["fitted"][k] for k in numbers}, rel=1e-9
+    )
+    assert {k: v for k, v in refit["fitted"].items() if k not in numbers} == {
+        k: v for k, v in data["fitted"].items() if k not in numbers
+    }
+    assert [v["predicted_s"] for v in refit["validation"]] == pytest.approx(
+        [v["predicted_s"] for v in data["validation"]], rel=1e-9
+    )
+    profile = load_profile(path)
+    assert (profile.kind, profile.gpu, profile.shapes) == ("measured", "h200", "full")
+
+
+@pytest.mark.parametrize("path", MEASURED, ids=lambda p: p.stem)
+def test_calibrated_model_predicts_held_out_graph_replays_within_ten_percent(path):
+    """Each held-out layer-stack pass (CUDA-graph replay, as engines decode) was timed on the
+    GPU and never used by the fit; the tables' interpolation plus the fitted overhead must
+    predict it within 10 %."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    held_out = [v for v in data["validation"] if v["use"] == "validation" and v["mode"] == "graph"]
+    assert len(held_out) >= 5
+    for v in held_out:
+        error = v["predicted_s"] / v["measured_s"] - 1.0
+        assert abs(error) <= 0.10, (v["batch"], v["tokens_per_request"], error)
