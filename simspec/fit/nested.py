@@ -42,7 +42,7 @@ from simspec.params import RooflineParams
 from simspec.text.tree import fit_alpha, fit_rank_decay
 from simspec.validation.cases import Case, CaseFile, engine_preset
 from simspec.validation.consistency import fold_key, inconsistent, is_test_row
-from simspec.validation.predictions import is_tree_row, predict_kernel_us, quantity, run_times
+from simspec.validation.predictions import is_tree_row, predict_kernel_us, quantity
 
 from . import kernels, presets
 
@@ -113,7 +113,7 @@ Task = tuple[str, Case, str, dict[str, float] | None, float | None]
 
 def _run(task: Task) -> tuple[str, str, dict[str, float]]:
     key, case, label, costs, rho = task
-    return key, label, run_times(case, "ideal", costs, rho)
+    return key, label, presets.probe_times(case, costs, rho)
 
 
 class Probes:

@@ -85,9 +85,18 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
     return runs
 
 
+def probe_times(
+    case: Case, costs: dict[str, float] | None, rank_decay: float | None = None
+) -> dict[str, float]:
+    """One probe run of ``case``: the physics-only preset with ``costs`` set on top (the
+    engine's overheads at a probe's values) and the trees' ``rank_decay`` (default: the
+    default scenario's). Every probe of a fit goes through here (:mod:`.nested` too)."""
+    return run_times(case, "ideal", costs, rank_decay=rank_decay)
+
+
 def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, float]]:
     case, label, costs = task
-    return case.id, label, run_times(case, "ideal", costs)
+    return case.id, label, probe_times(case, costs)
 
 
 class AffineRow:

@@ -104,6 +104,7 @@ def scenario_data(
     case: Case,
     preset: str | None = None,
     costs: dict[str, float] | None = None,
+    *,
     rank_decay: float | None = None,
 ) -> dict[str, Any]:
     """The default scenario's data with the row's model, hardware, workload and policy.
@@ -166,10 +167,11 @@ def run_times(
     case: Case,
     preset: str | None = None,
     costs: dict[str, float] | None = None,
+    *,
     rank_decay: float | None = None,
 ) -> dict[str, float]:
     """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
-    data = scenario_data(case, preset, costs, rank_decay)
+    data = scenario_data(case, preset, costs, rank_decay=rank_decay)
     scenario = scenario_from_dict(data, f"validation case {case.id}")
     rows = simspec.run(scenario).policies
     row, baseline = rows[-1], rows[0]
