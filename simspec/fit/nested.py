@@ -19,9 +19,9 @@ rows, and on those alone, the fold
    constants on the training fit series (:mod:`simspec.fit.kernels`).
 
 The held-out rows are then predicted with the fold's quantities: their errors are the
-out-of-sample errors. Kernel constants reach decode rows only through the default costs; no
-group holds both kernel rows and decode rows today (:func:`nested_folds` records any that does
-under ``caveats``), so a fold that holds out decode rows has every kernel row to fit on.
+out-of-sample errors. Kernel constants reach decode rows only through the default costs, which
+are fitted on every kernel row: exact for a group without kernel rows, and a group holding both
+is named under ``caveats`` (:func:`nested_folds`).
 Simulations are probe runs (:mod:`simspec.fit.presets`: times affine in the overheads), one
 set per row and per rank decay / spread the row depends on, shared by every fold.
 """

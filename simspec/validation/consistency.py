@@ -8,8 +8,10 @@ the training rows of each held-out fold in :mod:`simspec.fit.nested`):
 1. **Scaling**: two plain-decode rows of the same model, GPU, weight formats, engine, expert
    parallelism, lengths and running requests, where the row with more tensor parallelism (and a
    benchmark at least as long) measures more than :data:`SCALING_TOLERANCE` slower per decode
-   step. Splitting a memory-bound step over more GPUs divides its bytes; the collectives it adds
-   cost tens of µs per layer, not a slower step. The row with more GPUs is labelled.
+   step. Splitting a memory-bound step over more GPUs divides the bytes each one reads; the
+   collectives it adds (tens of µs per layer) can eat that gain on a small model, but a step
+   clearly slower than its smaller-TP twin's points to the setup (PCIe, configuration), not to
+   the model. The row with more GPUs is labelled.
 2. **Disagreement**: two rows of that configuration at the same TP degree and benchmark, from
    different fold groups (reporters or sources), more than :data:`AGREEMENT_TOLERANCE` apart
    per step: both are labelled, since neither is known to be the right one.
