@@ -18,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from simspec.cli import main as simspec_main
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's simspec, whichever one is installed
+
+from simspec.cli import main as simspec_main  # noqa: E402
 
 
 def table(summary: dict) -> str:
