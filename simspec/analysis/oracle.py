@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.batch import draft_step_totals, verify_totals
+from simspec.costs.batch import draft_step_totals, speculation_overhead_totals, verify_totals
 from simspec.physics.experts import independent_union
 from simspec.policies.base import BatchView, BudgetPolicy, Policy
 from simspec.policies.fixed import FixedPolicy
@@ -119,6 +119,23 @@ def alone_costs(setup: EngineSetup, contexts: np.ndarray, unique: np.ndarray) ->
         costs, tokens, np.repeat(ctx, width).reshape(-1, 1), union, unique_index=index
     )
     return draft + verify.reshape(states, width)
+
+
+def _speculation_table(
+    setup: EngineSetup, contexts: np.ndarray, matches: np.ndarray, kmax: int
+) -> np.ndarray:
+    """The engine's speculation overhead of drafting k = 1..kmax at each state, (S, kmax): the
+    request commits min(k, m) + 1 tokens (:func:`~simspec.costs.batch.
+    speculation_overhead_totals`; the engine charges it whenever someone drafts)."""
+    if kmax < 1:
+        return np.zeros((len(contexts), 0))
+    ks = np.arange(1, kmax + 1)
+    committed = np.minimum(ks[None, :], np.asarray(matches)[:, None]) + 1
+    ctx = np.repeat(np.asarray(contexts, dtype=np.int64), kmax)
+    totals = speculation_overhead_totals(
+        setup.cost_model, committed.reshape(-1, 1), ctx.reshape(-1, 1)
+    )
+    return totals.reshape(len(contexts), kmax)
 
 
 def _union_table(
@@ -353,6 +370,7 @@ def request_tables_many(
             contexts = seq.prompt_tokens + np.arange(1, last)
             if step_cost is None:
                 cost[1:] = alone_costs(setup, contexts, unique[1:])
+                cost[1:, 1:] += _speculation_table(setup, contexts, seq.match_lengths[1:], kmax)
             else:
                 cost[1:] = step_cost.table(contexts, unique[1:])
         states = np.arange(last)[:, None]

@@ -115,6 +115,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"kernel forms: {data['winner']} wins -> {out / 'KERNEL_FIT.md'}")
     if args.fit_presets:
         from simspec.fit.presets import fit_presets, preset_toml
+        from simspec.validation.consistency import source_reporters
 
         probes: dict[str, Any] = {}
         if args.probes and Path(args.probes).exists():
@@ -124,7 +125,12 @@ def execute(args: argparse.Namespace) -> int:
                 raise InputError(args.probes, "", "a probe cache (JSON)", str(err)) from None
         with Progress("preset probes") as progress:
             results = fit_presets(
-                cases.cases, workers=args.workers, probes=probes, without=without, progress=progress
+                cases.cases,
+                workers=args.workers,
+                probes=probes,
+                without=without,
+                progress=progress,
+                reporters=cases.reporters() | source_reporters(cases.cases),
             )
         if args.probes:
             write_atomic(args.probes, json.dumps(probes, indent=0) + "\n")

@@ -24,6 +24,18 @@ class EngineConfig:
         "engine preset, a name from simspec/catalog/engines: ideal (physics only, no engine "
         "overheads), or sglang, vllm, trtllm (overheads fitted on that engine's published rows)",
     )
+    cuda_graphs: bool = param(
+        True,
+        "decode passes and draft steps replay CUDA graphs: each kernel costs the GPU's "
+        "kernel_floor_graph_s instead of kernel_floor_eager_s",
+    )
+    overlap_scheduling: bool | None = param(
+        None,
+        "the engine plans the next iteration while the GPU runs this one during speculative "
+        "decoding (TensorRT-LLM's overlap scheduler, vLLM's async scheduling), hiding a "
+        "speculative iteration's host synchronisations (costs.verify_overhead_s); unset = the "
+        "preset's setting (sglang, vllm: false; trtllm: true), else false",
+    )
 
     def __post_init__(self) -> None:
         names = catalog.engine_names()

@@ -27,7 +27,7 @@ from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
 from simspec.costs.base import COST_MODELS
 from simspec.errors import FieldError, ScenarioError
-from simspec.params import RooflineParams
+from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
@@ -42,7 +42,9 @@ from simspec.text.acceptance import AcceptanceConfig
 from simspec.text.workload import WorkloadConfig
 
 #: The efficiencies and overheads of ``[costs]`` (fields of RooflineParams).
-ROOFLINE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RooflineParams))
+ROOFLINE_KEYS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(RooflineParams) if f.name not in SCENARIO_OWNED_KEYS
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +171,7 @@ def _costs_config() -> type[_CostsChoice]:
     optional = [
         (f.name, f"{f.type} | None", field(default=None, metadata=f.metadata))
         for f in dataclasses.fields(RooflineParams)
+        if f.name in ROOFLINE_KEYS
     ]
     cls = dataclasses.make_dataclass(
         "CostsConfig",
@@ -316,8 +319,19 @@ class Scenario:
         """
         profile = self.profile
         fitted = profile.fitted if profile is not None else RooflineParams()
-        preset: dict[str, Any] = catalog.get_engine(self.engine.preset).overrides()
-        return self.costs.resolve(dataclasses.replace(fitted, **preset))
+        engine = catalog.get_engine(self.engine.preset)
+        preset: dict[str, Any] = engine.overrides()
+        params = self.costs.resolve(dataclasses.replace(fitted, **preset))
+        overlap = self.engine.overlap_scheduling
+        if overlap is None:
+            overlap = bool(engine.overlap_scheduling)
+        return dataclasses.replace(
+            params,
+            cuda_graphs=self.engine.cuda_graphs,
+            overlap_scheduling=overlap,
+            temperature=self.workload.temperature,
+            top_p=self.workload.top_p,
+        )
 
     @property
     def usable_memory_bytes(self) -> float:

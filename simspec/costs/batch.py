@@ -83,7 +83,10 @@ def draft_phase_s(
     return draft_phase_by_depth(cost_model, context_tokens, draft_tokens)
 
 
-_PASS_FIELDS = ("overhead_s", "moe_s", "attention_s", "other_s", "fallback_terms")
+_PASS_FIELDS = (
+    *("overhead_s", "moe_s", "attention_s", "other_s", "fallback_terms"),
+    *("floors_s", "collectives_s"),
+)
 
 
 class StepCosts(NamedTuple):
@@ -97,11 +100,20 @@ class StepCosts(NamedTuple):
     other_s: np.ndarray
     fallback_terms: np.ndarray  # int
     speculation_overhead_s: np.ndarray
+    floors_s: np.ndarray
+    collectives_s: np.ndarray
 
     @property
     def verify_s(self) -> np.ndarray:
         """Each verify pass's total, summed as :attr:`PassCost.total_s` sums it."""
-        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+        return (
+            self.overhead_s
+            + self.moe_s
+            + self.attention_s
+            + self.other_s
+            + self.floors_s
+            + self.collectives_s
+        )
 
     @property
     def duration_s(self) -> np.ndarray:
@@ -117,6 +129,8 @@ class StepCosts(NamedTuple):
             float(self.attention_s[step]),
             float(self.other_s[step]),
             int(self.fallback_terms[step]),
+            float(self.floors_s[step]),
+            float(self.collectives_s[step]),
         )
 
 
@@ -152,19 +166,14 @@ def step_costs(
         isinstance(cost_model, RooflineCostModel)
         and own.verify_pass is RooflineCostModel.verify_pass
     ):
-        fixed, moe, attention, other = cost_model.verify_terms(fed, ctx, unique)
-        columns = [np.full(len(fed), fixed), moe, attention, other, np.zeros(len(fed), np.int64)]
+        host, moe, attention, other, floors, comm = cost_model.verify_terms(fed, ctx, unique)
+        zero = np.zeros(len(fed), np.int64)
+        columns = [np.full(len(fed), host), moe, attention, other, zero, np.full(len(fed), floors)]
+        columns.append(comm)
     else:
         passes = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
         columns = [np.array([getattr(v, name) for v in passes]) for name in _PASS_FIELDS]
-    overhead = own.speculation_overhead_s
-    if drafter is not None and overhead in (
-        RooflineCostModel.speculation_overhead_s,
-        CalibratedCostModel.speculation_overhead_s,
-    ):
-        extra = drafter.speculation_overhead_totals(committed, ctx)
-    else:
-        extra = np.array([cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in rows])
+    extra = speculation_overhead_totals(cost_model, committed, ctx)
     fixed_s, moe_s, attention_s, other_s = (np.asarray(c, dtype=float) for c in columns[:4])
     return StepCosts(
         np.asarray(draft, dtype=float),
@@ -174,6 +183,27 @@ def step_costs(
         other_s,
         np.asarray(columns[4], dtype=np.int64),
         np.asarray(extra, dtype=float),
+        np.asarray(columns[5], dtype=float),
+        np.asarray(columns[6], dtype=float),
+    )
+
+
+def speculation_overhead_totals(
+    cost_model: CostModel, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+) -> np.ndarray:
+    """:meth:`~simspec.costs.base.CostModel.speculation_overhead_s` of N steps, one per row of
+    ``accepted_tokens`` and ``context_tokens`` (N, B); (N,). The roofline drafter's array form
+    where the model prices it unchanged, else step by step."""
+    committed, ctx = np.asarray(accepted_tokens), np.asarray(context_tokens)
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None and type(cost_model).speculation_overhead_s in (
+        RooflineCostModel.speculation_overhead_s,
+        CalibratedCostModel.speculation_overhead_s,
+    ):
+        return np.asarray(drafter.speculation_overhead_totals(committed, ctx), dtype=float)
+    return np.array(
+        [cost_model.speculation_overhead_s(committed[p], ctx[p]) for p in range(len(ctx))],
+        dtype=float,
     )
 
 

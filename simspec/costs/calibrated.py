@@ -13,7 +13,7 @@ import numpy as np
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import collectives_s, fixed_overhead_s, pass_constants
+from simspec.costs.passes import collectives_s, kernel_floors_s, pass_constants
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -141,16 +141,20 @@ def calibrated_pass_cost(
         if g.ffn_weight_bytes:
             other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
     other += gemm("lm_head", shape.lm_head_bytes)
+    comm = 0.0
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
-        other += float(collectives_s(constants, n))
-    fixed_s = fixed_overhead_s(params, len(tokens), overhead_s)
+        comm = float(collectives_s(constants, n))
+    # Every kernel's floor from the GPU catalog, as the roofline charges it; a measured
+    # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.
     return PassCost(
-        overhead_s=fixed_s,
+        overhead_s=params.pass_overhead_s if overhead_s is None else overhead_s,
         moe_s=moe,
         attention_s=attention,
         other_s=other,
         fallback_terms=fallbacks,
+        floors_s=kernel_floors_s(shape, gpu, params, split),
+        collectives_s=comm,
     )
 
 

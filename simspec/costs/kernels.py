@@ -5,7 +5,7 @@ cache) that touches U_l distinct routed experts in MoE layer l costs (every term
 max(bytes / (eta·BW), FLOPs / (eta_c·F)) of one kernel, and kernels run one after another, so
 the terms add):
 
-    t = t_fixed (+ request_overhead_s per request)
+    t = t_fixed (kernel floors + engine host time, simspec.physics.launches)
       + Σ_l moe_layer(U_l, rows = n·k_e)                                   routed experts
       + Σ_l roofline(shared experts + router)                              (MoE part)
       + Σ_l roofline(attention projections) + roofline(KV reads, attention FLOPs)   (attention)
@@ -16,9 +16,10 @@ to published fused_moe tables, t0 + max(U·c_e + U·bytes_expert / (eta_bw·BW),
 time per MoE layer that every pass pays whatever its size, which the k+1 verified tokens share —
 or the v0.1 occupancy curve ``saturation``. Every efficiency below is an assumption or a fit to
 published tables unless a calibration profile supplies it (``[costs] profile``,
-:mod:`simspec.profile`); the fixed per-pass overhead is what Cohere's 2026 analysis of
-speculative decoding on MoE models identifies as the batch-1 mechanism (amortised over the k+1
-tokens).
+:mod:`simspec.profile`); the fixed part of a pass, every kernel's floor (counted from the
+architecture, :mod:`simspec.physics.launches`) plus the engine's host time, is what Cohere's
+2026 analysis of speculative decoding on MoE models identifies as the batch-1 mechanism
+(amortised over the k+1 tokens).
 
 Split over GPUs (:mod:`simspec.costs.parallel`: tensor degree t, expert degree e) each term is
 one GPU's: it reads 1/t of the dense weights and KV cache, the busiest expert-parallel rank's

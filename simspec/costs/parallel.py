@@ -11,15 +11,15 @@ arXiv:2006.16668):
   with the most distinct experts to read (:func:`max_rank_experts`);
 - **collectives**, priced by the alpha-beta model (Hockney 1994; Thakur, Rabenseifner & Gropp
   2005, "Optimization of collective communication operations in MPICH"): a message of m bytes
-  among r ranks costs ``alpha + f(r) · m / beta``, alpha the GPU's collective latency and beta
-  its link bandwidth per direction. A ring all-reduce moves f = 2(r − 1)/r of the message per
-  link, an all-to-all f = (r − 1)/r. Every layer has two: after attention and after the FFN
-  (an all-reduce over t GPUs each), except that with expert parallelism the MoE layer's
-  all-reduce becomes a dispatch and a combine all-to-all over the e ranks.
-
-One engine term that is not a collective lives here too, because it also scales with the
-work a pass spreads over its GPUs' host: :func:`request_overhead_s`, the engine's software time
-per request per pass (``RooflineParams.request_overhead_s``).
+  among r ranks costs ``alpha(r) + f(r) · m / beta``, beta the GPU's link bandwidth per
+  direction. A ring all-reduce moves f = 2(r − 1)/r of the message per link in 2(r − 1)
+  steps, an all-to-all f = (r − 1)/r in r − 1; its latency is NCCL's own model
+  (src/graph/tuning.cc): alpha(r) = base + steps · per-step latency (the GPU's
+  ``collective_latency_s`` and ``collective_step_latency_s``), so small-message collectives
+  grow slower with the tensor-parallel degree, as nccl-tests measure (NCCL issue #1259).
+  Every layer has two: after attention and after the FFN (an all-reduce over t GPUs each),
+  except that with expert parallelism the MoE layer's all-reduce becomes a dispatch and a
+  combine all-to-all over the e ranks.
 
 All functions are pure. Each takes its token (or expert) count as a float or as an array of
 them, one per pass, with the same arithmetic elementwise, so
@@ -72,11 +72,19 @@ class Parallelism:
 
 
 def allreduce_s(
-    nbytes: float | np.ndarray, ranks: int, latency_s: float, link_bytes_per_s: float
+    nbytes: float | np.ndarray,
+    ranks: int,
+    latency_s: float,
+    link_bytes_per_s: float,
+    step_latency_s: float = 0.0,
 ) -> float | np.ndarray:
-    """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs: alpha + 2(r − 1)/r · m / beta.
+    """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs:
+    alpha + 2(r − 1)·step + 2(r − 1)/r · m / beta.
 
     ``nbytes`` is a float or an array (one message per entry).
+
+    >>> round(allreduce_s(0.0, 8, 6.6e-6, 4.5e11, 6e-7) * 1e6, 9)  # NCCL's model at TP8
+    15.0
 
     >>> round(allreduce_s(1e6, 2, 5e-6, 1e11), 12)
     1.5e-05
@@ -86,17 +94,22 @@ def allreduce_s(
     if ranks <= 1:
         return 0.0
     wire = 2.0 * (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
-    return latency_s + wire
+    return latency_s + 2 * (ranks - 1) * step_latency_s + wire
 
 
 def all_to_all_s(
-    nbytes: float | np.ndarray, ranks: int, latency_s: float, link_bytes_per_s: float
+    nbytes: float | np.ndarray,
+    ranks: int,
+    latency_s: float,
+    link_bytes_per_s: float,
+    step_latency_s: float = 0.0,
 ) -> float | np.ndarray:
-    """All-to-all where each rank holds ``nbytes`` to scatter: alpha + (r − 1)/r · m / beta."""
+    """All-to-all where each rank holds ``nbytes`` to scatter:
+    alpha + (r − 1)·step + (r − 1)/r · m / beta."""
     if ranks <= 1:
         return 0.0
     wire = (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
-    return latency_s + wire
+    return latency_s + (ranks - 1) * step_latency_s + wire
 
 
 def max_rank_experts(
@@ -142,6 +155,7 @@ def layer_collectives_s(
     latency_s: float,
     link_bytes_per_s: float,
     overhead_s: float = 0.0,
+    step_latency_s: float = 0.0,
 ) -> float | np.ndarray:
     """Collectives of one layer over ``tokens`` tokens (module docstring).
 
@@ -160,37 +174,11 @@ def layer_collectives_s(
         return 0.0
     message = tokens * hidden_size * ACTIVATION_BYTES
     t = parallel.tensor
-    total = allreduce_s(message, t, latency_s, link_bytes_per_s)
+    total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s)
     if is_moe and parallel.expert > 1:
         e = parallel.expert
         per_rank = message * experts_per_token / e
-        total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s)
+        total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s)
     else:
-        total += allreduce_s(message, t, latency_s, link_bytes_per_s)
+        total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s)
     return total + overhead_s
-
-
-def request_overhead_s(
-    requests: float | np.ndarray, seconds_per_request: float | np.ndarray
-) -> np.ndarray:
-    """Engine software time of one target pass over ``requests`` requests: B · s_req.
-
-    What a serving engine does per running request per iteration outside the GPU kernels:
-    batch assembly and metadata (positions, KV-slot tables), the sampler's per-request work and
-    the hand-off of each new token to detokenisation and streaming. It is linear in the number
-    of requests B of the pass (not in its tokens: a verify pass of k + 1 tokens per request
-    costs it once per request) and independent of the GPU count, so it does not shrink under
-    tensor parallelism. Vectorised: ``requests`` and ``seconds_per_request`` may be floats or
-    numpy arrays (broadcast); the result is a numpy array (0-d for scalars).
-
-    Bounds (``RooflineParams.request_overhead_s``, 0-2 ms): steady-state serving rows of
-    validation/cases.toml grow by at most ~0.06 ms (vLLM, gpt-oss-120b TP8, conc 4 to 64) to
-    ~0.15 ms (TensorRT-LLM, GLM-4.7 TP8 EP8, conc 4 to 128) per added request, GPU time
-    included, so an engine's own share is far below 1 ms; 0 (the default) is physics only.
-
-    >>> float(request_overhead_s(8, 5e-5))
-    0.0004
-    >>> request_overhead_s(np.array([1.0, 4.0]), 1e-4).tolist()
-    [0.0001, 0.0004]
-    """
-    return np.asarray(requests, dtype=float) * seconds_per_request

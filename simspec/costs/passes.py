@@ -17,14 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.costs.kernels import _batch_sum, attention_core_s, routed_experts_s
-from simspec.costs.parallel import (
-    Parallelism,
-    layer_collectives_s,
-    max_rank_experts,
-    request_overhead_s,
-)
+from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import EXPERT_PARALLEL_KERNELS
 from simspec.physics.models import ModelShape
 
 #: Entries each memo of :class:`PassConstants` holds before it starts afresh.
@@ -60,6 +56,14 @@ class PassConstants:
     hidden_size: int = 0
     collective_latency_s: float = 0.0
     link_bytes_per_s: float = 0.0
+    collective_step_latency_s: float = 0.0
+    #: Kernel floors of one pass: every kernel its layers and its head and tail launch
+    #: (:mod:`simspec.physics.launches`) times the GPU's per-kernel floor.
+    floor_s: float = 0.0
+    #: One wave of a sampled verify's top-p renormalisation (:func:`renorm_wave_s`) and the
+    #: rows a wave holds (the GPU's SMs: one thread block per row); 0 when greedy.
+    renorm_wave_s: float = 0.0
+    renorm_rows: int = 1
     #: Memos of :func:`pass_terms` for one pass: the terms of a token count, and the MoE total
     #: of a (token count, read-only experts array) pair. Pure functions of their keys, so a
     #: pass costs the same with or without them; each is cleared at :data:`MEMO_ENTRIES`.
@@ -107,7 +111,59 @@ def pass_constants(
         hidden_size=hidden_size,
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
+        collective_step_latency_s=gpu.collective_step_latency_s,
+        floor_s=kernel_floors_s(shape, gpu, params, split),
+        renorm_wave_s=renorm_wave_s(shape, gpu, params),
+        renorm_rows=max(gpu.num_sms, 1),
     )
+
+
+#: Bytes of one probability a sampler reads (fp32).
+PROBABILITY_BYTES = 4.0
+
+
+def renorm_wave_s(shape: ModelShape, gpu: GpuSpec, params: RooflineParams) -> float:
+    """One wave of the top-p renormalisation of a sampled verify pass, s (0 when greedy).
+
+    With temperature > 0 and top_p < 1 a speculative verify renormalises the target's
+    probabilities of every verified token before the accept kernel (SGLang's
+    ``top_p_renorm_prob`` before ``tree_speculative_sampling_target_only``; it dominates a
+    sampled verify, flashinfer issue #1514, sglang issue #6949, the skip at top_p = 1 in
+    sglang PR #9404). FlashInfer's kernel runs one thread block per row and makes
+    ``top_p_renorm_passes`` passes over the vocabulary (a ternary search, flashinfer PR
+    #2752), so a row reads passes · V · 4 bytes at one SM's share of HBM bandwidth, and a wave
+    of up to one row per SM runs at once: t = ceil(rows / SMs) · this.
+    """
+    if params.temperature <= 0 or params.top_p >= 1 or not params.top_p_renorm_passes:
+        return 0.0
+    row_bytes = params.top_p_renorm_passes * shape.vocab_size * PROBABILITY_BYTES
+    return row_bytes * max(gpu.num_sms, 1) / gpu.hbm_bytes_per_s
+
+
+def renorm_s(c: PassConstants, n, requests):
+    """Top-p renormalisation of a pass over ``n`` tokens from ``requests`` requests: waves of
+    :func:`renorm_wave_s` over its n rows when it verifies drafts (n > requests), else 0.
+    ``n`` a float, or an array of one count per pass (then an array)."""
+    if not c.renorm_wave_s:
+        return 0.0
+    waves = np.ceil(np.asarray(n, dtype=float) / c.renorm_rows) * c.renorm_wave_s
+    time = np.where(np.asarray(n) > requests, waves, 0.0)
+    return float(time) if np.ndim(time) == 0 else time
+
+
+def kernel_floors_s(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    parallel: Parallelism | None = None,
+) -> float:
+    """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own (+
+    the dispatch kernels of every MoE layer under expert parallelism), times the GPU's floor
+    per kernel (CUDA graph or eager, ``params.cuda_graphs``; :mod:`simspec.physics.launches`)."""
+    kernels = sum(g.count * g.kernels for g in shape.groups) + shape.pass_kernels
+    if parallel is not None and parallel.expert > 1:
+        kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
+    return kernels * gpu.kernel_floor_s(params.cuda_graphs)
 
 
 def routed_experts_split_s(
@@ -163,6 +219,7 @@ def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray
             c.collective_latency_s,
             c.link_bytes_per_s,
             c.params.comm_s_per_layer,
+            c.collective_step_latency_s,
         )
         for g in c.shape.groups
     )
@@ -183,9 +240,10 @@ def pass_terms(
     counts: np.ndarray | None = None,
     routed: np.ndarray | None = None,
 ):
-    """(moe, attention, other) seconds of one pass (``tokens`` (B,)) or of N passes (``tokens``
-    (N, B), ``unique_experts`` (N, layers)): the one body behind :func:`pass_cost` and
-    :func:`simspec.costs.passes.pass_cost_many`, so the two cannot drift apart.
+    """(moe, attention, other, collectives) seconds of one pass (``tokens`` (B,)) or of N
+    passes (``tokens`` (N, B), ``unique_experts`` (N, layers)): the one body behind
+    :func:`pass_cost` and :func:`simspec.costs.passes.pass_cost_many`, so the two cannot drift
+    apart.
 
     Every sum over requests or layers runs along the last axis, row by row, which is the same
     summation as on one row alone; the rest is elementwise. So each of N passes costs, bit for
@@ -200,7 +258,7 @@ def pass_terms(
         terms = _token_terms(c, n)
         if one:
             _remember(c.token_memo, n, terms)
-    fixed, projections, other = terms
+    fixed, projections, other, comm = terms
 
     moe = 0.0
     if shape.num_moe_layers:
@@ -223,7 +281,10 @@ def pass_terms(
     for g, proj in zip(shape.groups, projections, strict=True):
         core = attention_core_s(g, tokens, ctx, c.kv_bw, c.flops_per_s, counts)
         attention += g.count * (proj + core)
-    return moe, attention, other
+    if c.renorm_wave_s:
+        requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
+        other = other + renorm_s(c, n, requests)
+    return moe, attention, other, comm
 
 
 def _remember(memo: dict, key, value) -> None:
@@ -236,7 +297,7 @@ def _remember(memo: dict, key, value) -> None:
 def _token_terms(c: PassConstants, n):
     """The terms of a pass that depend on its token count ``n`` alone (a float, or an array of
     one count per pass): the shared experts and router of one MoE layer, each layer group's
-    attention projections, and ``other`` (dense FFNs, LM head and collectives, summed).
+    attention projections, ``other`` (dense FFNs and LM head, summed) and the collectives.
     """
     shape, flops_per_s, w_bw = c.shape, c.flops_per_s, c.w_bw
     fixed = 0.0
@@ -254,9 +315,8 @@ def _token_terms(c: PassConstants, n):
             ffn = _weights(g.ffn_weight_bytes, n, shape.ffn_bytes_per_param, w_bw, flops_per_s)
             other += g.count * ffn
     other += _weights(shape.lm_head_bytes, n, shape.weight_bytes_per_param, w_bw, flops_per_s)
-    if c.parallel.is_split:
-        other += collectives_s(c, n)
-    return fixed, tuple(projections), other
+    comm = collectives_s(c, n) if c.parallel.is_split else 0.0
+    return fixed, tuple(projections), other, comm
 
 
 def pass_cost(
@@ -273,10 +333,14 @@ def pass_cost(
     integer, the same number the float arithmetic gives below 2**53, without two conversions.
     """
     tokens, ctx = _numbers(tokens_per_request), _numbers(context_tokens)
-    moe, attention, other = pass_terms(c, tokens, ctx, unique_experts)
-    fixed_s = fixed_overhead_s(c.params, len(tokens), overhead_s)
+    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique_experts)
     return PassCost(
-        overhead_s=fixed_s, moe_s=float(moe), attention_s=float(attention), other_s=float(other)
+        overhead_s=host_overhead_s(c, overhead_s),
+        moe_s=float(moe),
+        attention_s=float(attention),
+        other_s=float(other),
+        floors_s=c.floor_s,
+        collectives_s=float(comm),
     )
 
 
@@ -287,17 +351,11 @@ def _numbers(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
-def fixed_overhead_s(params: RooflineParams, requests: float, overhead_s: float | None) -> float:
-    """Fixed time of a pass: ``overhead_s`` if given (draft steps, extends), else the target
-    pass's ``pass_overhead_s`` plus ``request_overhead_s`` per request in the batch
-    (:func:`~simspec.costs.parallel.request_overhead_s`). Shared by :func:`pass_cost` and
-    :func:`simspec.costs.passes.pass_cost_many`."""
-    if overhead_s is not None:
-        return overhead_s
-    fixed_s = params.pass_overhead_s
-    if params.request_overhead_s:  # target passes only
-        fixed_s += float(request_overhead_s(requests, params.request_overhead_s))
-    return fixed_s
+def host_overhead_s(c: PassConstants, overhead_s: float | None) -> float:
+    """The engine's host time of a pass: ``overhead_s`` if given (draft steps, extends), else
+    the target pass's ``pass_overhead_s`` (its kernels' floors are ``c.floor_s``, apart).
+    Shared by :func:`pass_cost` and :func:`pass_cost_many`."""
+    return c.params.pass_overhead_s if overhead_s is None else overhead_s
 
 
 def target_pass_cost(
@@ -330,7 +388,8 @@ def target_pass_cost(
     unique_experts : array, shape (num_moe_layers,)
         Distinct routed experts touched per MoE layer (the union over all tokens).
     overhead_s : float, optional
-        Fixed time of the pass; defaults to ``params.pass_overhead_s``.
+        Host time of the pass on top of its kernel floors; defaults to
+        ``params.pass_overhead_s``.
     num_gpus, parallel, hidden_size
         How the model is split (:class:`~simspec.costs.parallel.Parallelism`; default: tensor
         parallel over ``num_gpus``) and its hidden size (collective message size).
@@ -341,14 +400,15 @@ def target_pass_cost(
 
     Examples
     --------
-    A pass with no tokens of work left costs only its overhead:
+    Its kernels' floors, 32 layers of 10 kernels and 5 more at 2 µs each (the engine's host
+    time, ``overhead_s``, is 0 by default):
 
     >>> from simspec import catalog
     >>> m = catalog.get_model("llama-3.1-8b")
     >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
     ...                      np.array([1]), np.array([0]), np.zeros(0))
-    >>> round(c.overhead_s, 6)
-    0.0008
+    >>> round(c.floors_s * 1e6, 6), c.overhead_s
+    (650.0, 0.0)
     """
     return pass_cost(
         pass_constants(shape, gpu, params, num_gpus, parallel=parallel, hidden_size=hidden_size),
@@ -411,10 +471,9 @@ def pass_cost_many(
         if c.shape.num_moe_layers:
             routed = _routed_gathered(c, _batch_sum(tokens, weights), unique, unique_index)
         unique = np.zeros((len(tokens), 0))
-    moe, attention, other = pass_terms(c, tokens, ctx, unique, weights, routed)
-    requests = tokens.shape[1] if weights is None else float(weights.sum())
-    fixed_s = fixed_overhead_s(c.params, requests, overhead_s)
-    return fixed_s + moe + attention + other  # PassCost.total_s's order
+    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique, weights, routed)
+    host = host_overhead_s(c, overhead_s)
+    return host + moe + attention + other + c.floor_s + comm  # PassCost.total_s's order
 
 
 def _routed_gathered(

@@ -4,12 +4,16 @@ Split over GPUs (:mod:`simspec.costs.parallel`) the drafter runs with the target
 parallelism, as EAGLE-3 does in SGLang and vLLM: each GPU reads 1/t of the head's weights and
 KV cache, and each head layer ends in two all-reduces. Besides draft steps and the target pass, a
 speculative iteration of a real engine does more (:meth:`RooflineCostModel.speculation_overhead_s`):
-verify bookkeeping and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM:
-the accepted tokens' target hidden states are fed through the head before the next draft).
+verify bookkeeping kernels, host synchronisations an engine without an overlap scheduler
+exposes, and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM: the
+accepted tokens' target hidden states are fed through the head before the next draft). A draft
+step costs its kernels' floors (:func:`~simspec.physics.launches.draft_step_kernels`) besides
+its weights, KV reads and collectives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -20,7 +24,7 @@ from simspec.costs.kernels import _add, _batch_sum
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.passes import (
     PassConstants,
-    fixed_overhead_s,
+    host_overhead_s,
     pass_constants,
     pass_cost,
     pass_cost_many,
@@ -29,6 +33,7 @@ from simspec.costs.passes import (
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import VERIFY_KERNELS, draft_step_kernels
 from simspec.physics.models import ModelSpec
 
 
@@ -47,11 +52,13 @@ class RooflineCostModel:
     draft_model: ModelSpec | None = None  # the dense draft model, when drafter.kind == "dense"
     # Per-model constants, derived once here rather than in every pass (no spec hashing there).
     _target: PassConstants = field(init=False, repr=False, compare=False)
+    _prefill: PassConstants = field(init=False, repr=False, compare=False)  # samples no drafts
     _draft: PassConstants | None = field(init=False, repr=False, compare=False)
     _draft_layers: int = field(init=False, repr=False, compare=False)
     _split: Parallelism = field(init=False, repr=False, compare=False)
     _head_bytes: float = field(init=False, repr=False, compare=False)  # a head step's weights
     _head_kv: float = field(init=False, repr=False, compare=False)  # its KV bytes per token
+    _head_fixed_s: float = field(init=False, repr=False, compare=False)  # floors + host time
 
     def __post_init__(self) -> None:
         split = Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel)
@@ -65,6 +72,8 @@ class RooflineCostModel:
             hidden_size=self.target.hidden_size,
         )
         object.__setattr__(self, "_target", target)
+        # A prefill samples one token per prompt: no verified drafts to renormalise.
+        object.__setattr__(self, "_prefill", dataclasses.replace(target, renorm_wave_s=0.0))
         constants = None
         if self.draft_model is not None:  # a dense draft model: tensor parallel like the target
             t = split.tensor
@@ -81,6 +90,10 @@ class RooflineCostModel:
         object.__setattr__(self, "_draft_layers", draft_moe)
         object.__setattr__(self, "_head_bytes", self.drafter.head_weight_bytes())
         object.__setattr__(self, "_head_kv", self.drafter.head_kv_bytes_per_token())
+        floors = draft_step_kernels(max(self.drafter.num_layers, 1)) * self.gpu.kernel_floor_s(
+            self.params.cuda_graphs
+        )
+        object.__setattr__(self, "_head_fixed_s", floors + self.params.draft_step_overhead_s)
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -111,7 +124,7 @@ class RooflineCostModel:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         unique = prefill_unique_experts(self._target.shape, prompts)
-        return self.verify_pass(prompts, np.zeros_like(prompts), unique)
+        return pass_cost(self._prefill, prompts, np.zeros_like(prompts), unique)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """One draft token for each request in ``context_tokens`` (the drafting ones).
@@ -209,7 +222,7 @@ class RooflineCostModel:
         bit for bit (:meth:`_drafter_pass` sums along the last axis)."""
         p = self.params
         tokens = np.asarray(accepted_tokens, dtype=float)
-        verify = p.verify_overhead_s + p.verify_overhead_per_tp_s * (self._split.tensor - 1)
+        verify = self._verify_fixed_s()
         if not (p.draft_extend_passes and tokens.shape[-1]):
             return np.full(len(tokens), verify + 0.0)
         ctx = np.asarray(context_tokens, dtype=float)
@@ -217,23 +230,26 @@ class RooflineCostModel:
 
     def verify_terms(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
-    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """:meth:`verify_pass` of N passes at once, by component: (overhead_s, moe_s,
-        attention_s, other_s), arrays (N,) but the overhead (one value: every pass has B
-        requests); ``tokens_per_request`` and ``context_tokens`` (N, B), ``unique_experts``
-        (N, layers). Row p equals ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for
-        bit (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
+        attention_s, other_s, floors_s, collectives_s), arrays (N,) but the overhead and the
+        floors (one value each: every pass has B requests); ``tokens_per_request`` and
+        ``context_tokens`` (N, B), ``unique_experts`` (N, layers). Row p equals
+        ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for bit
+        (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
         tokens = np.asarray(tokens_per_request, dtype=float)
         ctx = np.asarray(context_tokens, dtype=float)
         unique = np.asarray(unique_experts, dtype=float)
-        moe, attention, other = pass_terms(self._target, tokens, ctx, unique)
+        moe, attention, other, comm = pass_terms(self._target, tokens, ctx, unique)
         n = len(tokens)
-        fixed_s = fixed_overhead_s(self.params, tokens.shape[1], None)
+        host_s = host_overhead_s(self._target, None)
         return (
-            fixed_s,
+            host_s,
             np.broadcast_to(np.asarray(moe, dtype=float), (n,)),
             np.broadcast_to(np.asarray(attention, dtype=float), (n,)),
             np.broadcast_to(np.asarray(other, dtype=float), (n,)),
+            self._target.floor_s,
+            np.broadcast_to(np.asarray(comm, dtype=float), (n,)),
         )
 
     def speculation_overhead_s(
@@ -241,18 +257,14 @@ class RooflineCostModel:
     ) -> float:
         """Engine work of a speculative iteration besides its draft steps and target pass.
 
-        ``params.verify_overhead_s`` of verify bookkeeping, plus
-        ``params.verify_overhead_per_tp_s``·(t − 1) for a split over t tensor-parallel ranks,
-        plus ``params.draft_extend_passes`` drafter passes over each request's committed tokens
-        (``accepted_tokens``: a_b + 1), each priced like a draft step over those tokens.
-        Exactly 0 when all three are 0 (ideal).
-
-        The per-rank term is an engine cost, not physics: in SGLang's EAGLE worker every rank
-        runs the draft/verify bookkeeping and the ranks synchronise each iteration, and sglang
-        issue #6949 (https://github.com/sgl-project/sglang/issues/6949) measures EAGLE's gain
-        on QwQ-32B vanishing from tp=1 (30 vs 21 tok/s) to tp=4 (59 vs 61). Our published rows
-        cannot separate it from the model: the speculative TP2/TP4 rows are all Qwen3-30B-A3B,
-        the TP1 ones gpt-oss-120b and GLM-4.7-Flash (validation/REPORT.md).
+        By mechanism: the verify bookkeeping's kernels at the GPU's floor
+        (:data:`~simspec.physics.launches.VERIFY_KERNELS`: tree positions and mask, the accept
+        kernel, gathers of the accepted tokens' KV slots and hidden states, the output), the
+        host synchronisations ``params.verify_overhead_s`` unless the engine overlaps
+        scheduling (``params.overlap_scheduling``), and ``params.draft_extend_passes`` drafter
+        passes over each request's committed tokens (``accepted_tokens``: a_b + 1), each
+        priced like a draft step over those tokens. The top-p renormalisation of a sampled
+        verify is part of the verify pass (:func:`~simspec.costs.passes.pass_terms`).
         """
         p = self.params
         extend = 0.0
@@ -260,8 +272,14 @@ class RooflineCostModel:
             tokens = np.asarray(accepted_tokens, dtype=float)
             ctx = np.asarray(context_tokens, dtype=float)
             extend = p.draft_extend_passes * self._drafter_pass(tokens, ctx)
-        verify = p.verify_overhead_s + p.verify_overhead_per_tp_s * (self._split.tensor - 1)
-        return verify + extend
+        return self._verify_fixed_s() + extend
+
+    def _verify_fixed_s(self) -> float:
+        """The part of a speculative iteration's overhead that does not depend on its batch:
+        the verify bookkeeping's kernel floors and the exposed host synchronisations."""
+        p = self.params
+        floors = VERIFY_KERNELS * self.gpu.kernel_floor_s(p.cuda_graphs)
+        return floors + (0.0 if p.overlap_scheduling else p.verify_overhead_s)
 
     def _drafter_pass(self, tokens: np.ndarray, ctx: np.ndarray, counts: np.ndarray | None = None):
         """One drafter forward pass feeding ``tokens[b]`` tokens to request b (context ctx[b]).
@@ -285,7 +303,7 @@ class RooflineCostModel:
         """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in
         all (both Python floats, or arrays of one value per pass): it reads the batch through
         these two sums alone."""
-        overhead = self.params.draft_step_overhead_s
+        overhead = self._head_fixed_s
         d, t = self.drafter, self._split.tensor
         wbytes = self._head_bytes
         flops = 2.0 * fed * wbytes / d.weight_bytes
@@ -299,6 +317,13 @@ class RooflineCostModel:
         comm: float | np.ndarray = 0.0
         if t > 1:  # two all-reduces per head layer, as in the target's layers
             message = fed * d.hidden_size * 2.0
-            one = allreduce_s(message, t, self.gpu.collective_latency_s, self.gpu.link_bytes_per_s)
+            gpu = self.gpu
+            one = allreduce_s(
+                message,
+                t,
+                gpu.collective_latency_s,
+                gpu.link_bytes_per_s,
+                gpu.collective_step_latency_s,
+            )
             comm = max(d.num_layers, 1) * (2.0 * one + self.params.comm_s_per_layer)
         return overhead + weights + kv + comm

@@ -41,7 +41,7 @@ import simspec
 from simspec.params import RooflineParams
 from simspec.text.tree import fit_alpha, fit_rank_decay
 from simspec.validation.cases import Case, CaseFile, engine_preset
-from simspec.validation.consistency import fold_key, inconsistent, is_test_row
+from simspec.validation.consistency import fold_key, inconsistent, is_test_row, source_reporters
 from simspec.validation.predictions import is_tree_row, predict_kernel_us, quantity
 
 from . import kernels, presets
@@ -163,7 +163,9 @@ def _measured(case: Case) -> float:
 def _fit_engines(
     rows: list[presets.AffineRow], labels: dict[str, str]
 ) -> dict[str, np.ndarray | None]:
-    """Each engine's fitted overheads on ``rows`` less the labelled (None: no row)."""
+    """Each engine's fitted overheads on ``rows`` less the labelled (None: no row), every
+    reporter weighing the same (:func:`simspec.fit.presets.reporter_weights`)."""
+    reporters = source_reporters([r.case for r in rows])
     out: dict[str, np.ndarray | None] = {}
     for engine in presets.FITTED:
         keys = presets.fitted_keys(engine)
@@ -172,7 +174,8 @@ def _fit_engines(
             for r in rows
             if r.engine == engine and r.case.id not in labels and not is_test_row(r.case)
         ]
-        out[engine] = presets.round_values(presets.fit(used, keys), keys) if used else None
+        theta = presets.fit(used, keys, reporters) if used else None
+        out[engine] = None if theta is None else presets.round_values(theta, keys)
     return out
 
 

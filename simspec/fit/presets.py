@@ -31,39 +31,69 @@ from simspec.validation.consistency import inconsistent
 from simspec.validation.predictions import TIMES, quantity, run_times
 
 #: Fitted overheads per engine: (unit of the probe run, lower bound, upper bound, start).
-#: Bounds are physical: a pass overhead of at most 50 ms, a draft step's at most 5 ms, verify
-#: bookkeeping at most 20 ms (plus at most 10 ms per extra tensor-parallel rank), at most 100 µs
-#: of software per layer's collectives.
+#: Bounds are physical: host time per pass of at most 5 ms (a scheduler step that stalls the
+#: GPU longer is not a steady decode), per draft step at most 1 ms, host synchronisations of a
+#: speculative iteration at most 10 ms, at most 50 µs of software per layer's collectives.
 BOUNDS = {
-    "pass_overhead_s": (1e-3, 0.0, 0.05, 1e-3),
-    "draft_step_overhead_s": (1e-3, 0.0, 0.005, 2e-4),
-    "verify_overhead_s": (1e-3, 0.0, 0.02, 1e-3),
-    "comm_s_per_layer": (1e-5, 0.0, 1e-4, 5e-6),
-    "request_overhead_s": (1e-4, 0.0, 0.002, 1e-5),
-    "verify_overhead_per_tp_s": (1e-3, 0.0, 0.01, 1e-3),
+    "pass_overhead_s": (1e-3, 0.0, 0.005, 3e-4),
+    "draft_step_overhead_s": (1e-3, 0.0, 0.001, 1e-4),
+    "verify_overhead_s": (1e-3, 0.0, 0.01, 1e-3),
+    "comm_s_per_layer": (1e-5, 0.0, 5e-5, 5e-6),
 }
-#: What each engine's rows can determine: no vLLM or TensorRT-LLM row is speculative, so
-#: their draft and verify overheads keep the built-in values.
+#: The one place that says what each engine preset fits (at most three engine terms; the
+#: GPU's kernel floors and collectives are physics from the catalog, not fitted). No vLLM or
+#: TensorRT-LLM row is speculative, so their speculative terms keep the built-in values.
 FITTED = {
-    "sglang": (
-        "pass_overhead_s",
-        "draft_step_overhead_s",
-        "verify_overhead_s",
-        "comm_s_per_layer",
-        "request_overhead_s",
-        "verify_overhead_per_tp_s",
-    ),
-    "vllm": ("pass_overhead_s", "comm_s_per_layer", "request_overhead_s"),
-    "trtllm": ("pass_overhead_s", "comm_s_per_layer", "request_overhead_s"),
+    "sglang": ("pass_overhead_s", "verify_overhead_s", "comm_s_per_layer"),
+    "vllm": ("pass_overhead_s", "comm_s_per_layer"),
+    "trtllm": ("pass_overhead_s", "comm_s_per_layer"),
 }
+#: What each fitted term stands for, written into the preset's notes (:func:`preset_toml`).
+MEANING = {
+    "pass_overhead_s": "host time per target pass the GPU waits for (scheduler step, batch "
+    "metadata, sampler launch; plausible 0.1-1 ms for a Python scheduler)",
+    "verify_overhead_s": "host time a speculative iteration exposes without an overlap "
+    "scheduler (the scheduler step the baseline hides, accepted tokens copied to the host, the "
+    "next draft planned from them; plausible 1-5 ms for SGLang's EAGLE worker v1)",
+    "comm_s_per_layer": "engine software per layer on top of NCCL's collective latency model "
+    "(custom all-reduce or all-to-all launch, barriers, the dispatch's metadata; plausible "
+    "0-50 us)",
+}
+#: The range in which each fitted term is physically plausible, s (MEANING says why); a fitted
+#: value outside it is flagged in the preset's notes (:func:`preset_toml`): it then absorbs
+#: time the physics misses on its rows rather than measuring the engine.
+PLAUSIBLE = {
+    "pass_overhead_s": (1e-4, 1e-3),
+    "verify_overhead_s": (1e-3, 5e-3),
+    "comm_s_per_layer": (0.0, 5e-5),
+}
+
+
+def implausible(values: Mapping[str, float]) -> list[str]:
+    """The fitted terms among ``values`` outside :data:`PLAUSIBLE`."""
+    return [
+        key
+        for key, value in values.items()
+        if key in PLAUSIBLE and not PLAUSIBLE[key][0] <= value <= PLAUSIBLE[key][1]
+    ]
+
+
 #: Set by the engine's design, not fitted: EAGLE-3 in SGLang and vLLM runs one draft-extend
 #: pass over the accepted tokens after every verify (sglang/srt/speculative/eagle_worker.py,
 #: forward_draft_extend_after_decode; vllm/v1/spec_decode/eagle.py).
 FIXED = {"sglang": {"draft_extend_passes": 1.0}, "vllm": {"draft_extend_passes": 1.0}}
+#: The engine's design settings (``[engine]`` keys a preset sets, not fitted): whether it
+#: overlaps the next iteration's host work with the GPU during speculative decoding. SGLang's
+#: EAGLE worker (the published rows) runs without its overlap scheduler; vLLM's async
+#: scheduling is opt-in; TensorRT-LLM's overlap scheduler is on by default
+#: (https://nvidia.github.io/TensorRT-LLM/features/overlap-scheduler.html).
+DESIGN: dict[str, dict[str, Any]] = {
+    "sglang": {"overlap_scheduling": False},
+    "vllm": {"overlap_scheduling": False},
+    "trtllm": {"overlap_scheduling": True},
+}
 #: Only these overheads can change a plain-decode row.
-DECODE_KEYS = ("pass_overhead_s", "comm_s_per_layer", "request_overhead_s")
-#: Only these overheads need a split over tensor-parallel ranks to touch a row (x·(t − 1)).
-TP_KEYS = ("verify_overhead_per_tp_s",)
+DECODE_KEYS = ("pass_overhead_s", "comm_s_per_layer")
 
 
 def fitted_keys(engine: str, without: Sequence[str] = ()) -> tuple[str, ...]:
@@ -77,8 +107,8 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
     keys = fitted_keys(engine, without)
     if case.category != "speculative":
         keys = tuple(k for k in keys if k in DECODE_KEYS)
-    if case.tp == 1:  # no probe: its slope is exactly 0
-        keys = tuple(k for k in keys if k not in TP_KEYS)
+    if case.tp == 1 and case.ep <= 1:  # one GPU, no collectives: the slope is exactly 0
+        keys = tuple(k for k in keys if k != "comm_s_per_layer")
     base = dict.fromkeys(FITTED[engine], 0.0) | FIXED.get(engine, {})
     runs = [("base", base)]
     runs += [(key, base | {key: BOUNDS[key][0]}) for key in keys]
@@ -89,9 +119,11 @@ def probe_times(
     case: Case, costs: dict[str, float] | None, rank_decay: float | None = None
 ) -> dict[str, float]:
     """One probe run of ``case``: the physics-only preset with ``costs`` set on top (the
-    engine's overheads at a probe's values) and the trees' ``rank_decay`` (default: the
-    default scenario's). Every probe of a fit goes through here (:mod:`.nested` too)."""
-    return run_times(case, "ideal", costs, rank_decay=rank_decay)
+    engine's overheads at a probe's values), the engine's design settings (:data:`DESIGN`)
+    and the trees' ``rank_decay`` (default: the default scenario's). Every probe of a fit
+    goes through here (:mod:`.nested` too)."""
+    design = DESIGN.get(engine_preset(case))
+    return run_times(case, "ideal", costs, design, rank_decay=rank_decay)
 
 
 def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, float]]:
@@ -128,15 +160,33 @@ class AffineRow:
         return math.log(self.predict(theta) / self.measured)
 
 
-def fit(rows: list[AffineRow], keys: tuple[str, ...]) -> np.ndarray:
-    """Least squares of log(predicted / measured) over ``rows`` (soft-L1 against outliers)."""
+def reporter_weights(
+    rows: Sequence[AffineRow], reporters: Mapping[str, str] | None = None
+) -> np.ndarray:
+    """Each row's weight in the fit: 1/sqrt(rows of its reporter), so every reporter carries
+    the same total weight (Σ w² = 1 per reporter) and no single reporter's many rows set an
+    engine term on their own. ``reporters`` maps a source key to who measured it (default:
+    every source its own reporter; :meth:`simspec.validation.cases.CaseFile.reporters`)."""
+    who = [(reporters or {}).get(r.case.source, r.case.source) for r in rows]
+    counts: dict[str, int] = {}
+    for name in who:
+        counts[name] = counts.get(name, 0) + 1
+    return np.array([1.0 / math.sqrt(counts[name]) for name in who])
+
+
+def fit(
+    rows: list[AffineRow], keys: tuple[str, ...], reporters: Mapping[str, str] | None = None
+) -> np.ndarray:
+    """Least squares of log(predicted / measured) over ``rows``, each reporter weighted
+    equally (:func:`reporter_weights`; soft-L1 against outliers)."""
     from scipy.optimize import least_squares
 
     lower = np.array([BOUNDS[k][1] for k in keys])
     upper = np.array([BOUNDS[k][2] for k in keys])
     start = np.array([BOUNDS[k][3] for k in keys])
+    weights = reporter_weights(rows, reporters)
     result = least_squares(
-        lambda th: np.array([r.log_error(th) for r in rows]),
+        lambda th: weights * np.array([r.log_error(th) for r in rows]),
         start,
         bounds=(lower, upper),
         loss="soft_l1",
@@ -161,18 +211,20 @@ def engine_fit(
     engine: str,
     rows: list[AffineRow],
     without: Sequence[str] = (),
+    reporters: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Values, per-row residuals and leave-one-source-out errors of one engine.
 
-    ``labels`` (row id -> why) are the rows called inconsistent: predicted, not fitted
-    (default: :func:`simspec.validation.consistency.inconsistent` of ``rows``).
+    ``reporters`` weighs the rows (:func:`reporter_weights`); ``labels`` (row id -> why) are
+    the rows called inconsistent: predicted, not fitted (default:
+    :func:`simspec.validation.consistency.inconsistent` of ``rows``).
     """
     keys = fitted_keys(engine, without)
     if labels is None:
         labels = inconsistent([r.case for r in rows])
     used = [r for r in rows if r.case.id not in labels]
-    theta = round_values(fit(used, keys), keys)
+    theta = round_values(fit(used, keys, reporters), keys)
     table = [
         {
             "id": r.case.id,
@@ -193,7 +245,7 @@ def engine_fit(
         if not rest:
             loso.append({"source": source, "rows": len(held), "note": "the engine's only source"})
             continue
-        theta_without = round_values(fit(rest, keys), keys)
+        theta_without = round_values(fit(rest, keys, reporters), keys)
         errors = [abs(rel(r, theta_without)) for r in held]
         loso.append(
             {
@@ -235,11 +287,22 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
         f'name = "{engine}"',
         f'display_name = "{names[engine]}"',
         'source = "fitted on published rows: validation/preset_fit.json"',
-        'notes = "Overheads fitted by least squares with physical bounds; see the comment above."',
+        'notes = "Engine terms fitted by least squares within physical bounds (kernel floors '
+        "and collectives are the GPU catalog's physics): "
+        + "; ".join(f"{key}: {MEANING[key]}" for key in result["values"] if key in MEANING)
+        + "."
+        + "".join(
+            f" {key} = {result['values'][key]:.3g} s is OUTSIDE its plausible range: it absorbs "
+            "time the physics misses on these rows."
+            for key in implausible(result["values"])
+        )
+        + '"',
     ]
     for key, value in result["values"].items():
         lines.append(f"{key} = {value!r}")
-    lines += range_toml(result["fitted_range"])
+    for key, setting in DESIGN.get(engine, {}).items():
+        lines.append(f"{key} = {str(setting).lower()}")
+    lines += range_toml(result["fitted_range"])  # tables last: keys after them would join them
     return "\n".join(lines) + "\n"
 
 
@@ -250,6 +313,7 @@ def fit_presets(
     probes: dict[str, dict[str, dict[str, float]]] | None = None,
     without: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    reporters: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Fit every engine preset with rows among ``cases`` (module docstring).
 
@@ -268,6 +332,9 @@ def fit_presets(
         Overheads held at 0 (not fitted).
     progress : callable, optional
         Called as ``progress(done, total)`` after each probe run.
+    reporters : mapping, optional
+        Who measured each source (:meth:`~simspec.validation.cases.CaseFile.reporters`): every
+        reporter weighs the same in the fit.
 
     Returns
     -------
@@ -294,6 +361,8 @@ def fit_presets(
     rows = [AffineRow(c, runs[c.id], without) for c in mine]
     labels = inconsistent(list(cases))
     return {
-        engine: engine_fit(engine, [r for r in rows if r.engine == engine], without, labels)
+        engine: engine_fit(
+            engine, [r for r in rows if r.engine == engine], without, reporters, labels
+        )
         for engine in FITTED
     }

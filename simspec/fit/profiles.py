@@ -43,6 +43,16 @@ SOURCES = (
 
 
 def _peak_gpu(name: str, bytes_per_s: float, flops_per_s: float) -> GpuSpec:
+    """The measured peaks on the catalog GPU ``name`` (its kernel floors and links kept), or
+    on a bare device outside the catalog (no floors: a CPU test run)."""
+    from simspec import catalog
+
+    try:
+        known = catalog.get_gpu(name) if name else None
+    except KeyError:
+        known = None
+    if known is not None:
+        return dataclasses.replace(known, hbm_bytes_per_s=bytes_per_s, bf16_flops_per_s=flops_per_s)
     return GpuSpec(
         name=name or "profile-peaks",
         memory_bytes=1.0,

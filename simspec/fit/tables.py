@@ -16,7 +16,9 @@ fitted constants. eta_c is identified only when some cell is compute-bound; othe
 from the measured matmul ceiling (or stays assumed), and the provenance says so.
 
 The fixed per-pass overhead is what the tables do not explain: the median, over the layer-stack
-points marked "fit", of the measured stack time minus the prediction without overhead.
+points marked "fit", of the measured stack time minus the prediction without overhead (the
+prediction includes every kernel's floor from the GPU catalog, :mod:`simspec.physics.launches`,
+so the overhead is the host time beyond them).
 """
 
 from __future__ import annotations

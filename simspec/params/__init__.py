@@ -39,9 +39,12 @@ PROFILE_OPTIONAL_KEYS = (
     "moe_tile_rows",
     "verify_overhead_s",
     "draft_extend_passes",
-    "request_overhead_s",
-    "verify_overhead_per_tp_s",
+    "top_p_renorm_passes",
+    *("cuda_graphs", "overlap_scheduling", "temperature", "top_p"),
 )
+#: RooflineParams fields that the scenario sets from its own tables (``[engine]``,
+#: ``[workload]``), not from ``[costs]``: :attr:`simspec.config.scenario.Scenario.roofline`.
+SCENARIO_OWNED_KEYS = ("cuda_graphs", "overlap_scheduling", "temperature", "top_p")
 
 
 def moe_efficiency(
@@ -59,24 +62,16 @@ class RooflineParams:
     """Assumed efficiencies and overheads of the roofline cost model (to be calibrated)."""
 
     pass_overhead_s: float = param(
-        8e-4,
-        "fixed time per target pass: launches, scheduling, sampling, MoE glue, s "
-        "(assumed 0.8 ms; plausible range 0.3-2 ms)",
+        0.0,
+        "engine host time per target pass that the GPU waits for (scheduling, batch assembly, "
+        "sampler launch), s; the pass's kernels pay their floors separately (kernel_floor_* of "
+        "the GPU, simspec.physics.launches); 0 = physics only",
         ge=0,
         lt=OVERHEAD_MAX_S,
     )
-    request_overhead_s: float = param(
-        0.0,
-        "engine software time per running request per target pass (batch assembly, sampling, "
-        "token hand-off), s; it does not shrink with tensor parallelism "
-        "(simspec.costs.parallel.request_overhead_s; 0 = physics only; fitted on published "
-        "rows: sglang 0.13 ms, trtllm 0.04 ms, vllm 0; validation/REPORT.md)",
-        ge=0,
-        le=0.002,
-    )
     draft_step_overhead_s: float = param(
-        1e-4,
-        "fixed time per draft step, s (assumed; plausible 0.1-0.3 ms)",
+        0.0,
+        "engine host time per drafter pass beyond its kernels' floors, s (0 = physics only)",
         ge=0,
         lt=OVERHEAD_MAX_S,
     )
@@ -162,20 +157,11 @@ class RooflineParams:
     )
     verify_overhead_s: float = param(
         0.0,
-        "fixed time per speculative iteration for verify bookkeeping (tree mask, rejection "
-        "sampling, accepted-token copies), s (0 = physics only)",
+        "host time of a speculative iteration's synchronisations (accepted tokens copied to the "
+        "host, the next draft planned from them), s: exposed unless the engine overlaps "
+        "scheduling with the GPU (overlap_scheduling), 0 = physics only",
         ge=0,
         lt=OVERHEAD_MAX_S,
-    )
-    verify_overhead_per_tp_s: float = param(
-        0.0,
-        "extra verify bookkeeping per speculative iteration per additional tensor-parallel rank, "
-        "s: a split over t GPUs adds x·(t − 1) to verify_overhead_s (every rank runs the "
-        "draft/verify bookkeeping and the ranks synchronise each iteration; evidence: sglang "
-        "issue #6949, EAGLE on QwQ-32B gains 1.43x at tp=1 and nothing at tp=4; 0 = none; in "
-        "the fitted rows TP degree and model are confounded, validation/REPORT.md)",
-        ge=0,
-        le=0.01,
     )
     draft_extend_passes: float = param(
         0.0,
@@ -183,6 +169,37 @@ class RooflineParams:
         "run 1, a draft extend), each priced as a draft step over those tokens (0 = none)",
         ge=0,
         le=4,
+    )
+    top_p_renorm_passes: float = param(
+        30.0,
+        "passes over the vocabulary of the top-p renormalisation of one verified row when "
+        "sampling (temperature > 0, top_p < 1), one thread block per row (FlashInfer's "
+        "ternary search, ~30 passes: https://github.com/flashinfer-ai/flashinfer/pull/2752)",
+        ge=0,
+        le=1000,
+    )
+    cuda_graphs: bool = param(
+        True,
+        "passes and draft steps replay CUDA graphs (kernel_floor_graph_s per kernel) rather "
+        "than launching eagerly (kernel_floor_eager_s); set by [engine] cuda_graphs",
+    )
+    overlap_scheduling: bool = param(
+        False,
+        "the engine plans the next iteration while the GPU runs this one, so a speculative "
+        "iteration's host synchronisations (verify_overhead_s) are hidden; set by [engine] "
+        "overlap_scheduling",
+    )
+    temperature: float = param(
+        0.0,
+        "sampling temperature (0 = greedy verify); set by [workload] temperature",
+        ge=0,
+        le=100,
+    )
+    top_p: float = param(
+        1.0,
+        "nucleus sampling mass (1 = off); set by [workload] top_p",
+        gt=0,
+        le=1,
     )
 
     def moe_efficiency(self, unique_experts: np.ndarray, expert_bytes: float) -> np.ndarray:
@@ -194,15 +211,30 @@ class RooflineParams:
 
 @dataclass(frozen=True, slots=True)
 class PassCost:
-    """Time of one forward pass, by component, in seconds."""
+    """Time of one forward pass, by component, in seconds.
+
+    ``overhead_s`` is the engine's host time, ``floors_s`` every kernel's fixed floor
+    (:mod:`simspec.physics.launches`), ``collectives_s`` the pass's all-reduces and
+    all-to-alls (:mod:`simspec.costs.parallel`); ``other_s`` holds dense FFNs, the LM head and a
+    sampled verify's top-p renormalisation.
+    """
 
     overhead_s: float
     moe_s: float
     attention_s: float
     other_s: float
     fallback_terms: int = 0  # calibrated model: terms taken from the roofline (outside its tables)
+    floors_s: float = 0.0
+    collectives_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         """The whole pass."""
-        return self.overhead_s + self.moe_s + self.attention_s + self.other_s
+        return (
+            self.overhead_s
+            + self.moe_s
+            + self.attention_s
+            + self.other_s
+            + self.floors_s
+            + self.collectives_s
+        )

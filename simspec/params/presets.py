@@ -1,21 +1,22 @@
 """Engine presets: a serving engine's overheads as named cost-model parameters.
 
-Real speculative iterations cost more than draft steps plus one verify pass. A preset (one TOML
-file under ``simspec/catalog/engines``, scenario key ``[engine] preset``) sets the
-:class:`~simspec.params.RooflineParams` that describe an engine rather than the GPU:
+A serving engine adds host time to what the GPU's kernels cost (their bytes, FLOPs and
+per-kernel floors, :mod:`simspec.physics.launches`). A preset (one TOML file under
+``simspec/catalog/engines``, scenario key ``[engine] preset``) sets the
+:class:`~simspec.params.RooflineParams` that describe an engine rather than the GPU, at most
+three of them fitted:
 
-- ``pass_overhead_s``: fixed time of every target pass (launches, scheduling, sampling);
-- ``draft_step_overhead_s``: fixed time of every drafter pass (a draft step or the extend);
-- ``verify_overhead_s``: verify bookkeeping per speculative iteration (tree mask, rejection
-  sampling, copies of the accepted tokens' KV and hidden states);
-- ``verify_overhead_per_tp_s``: extra verify bookkeeping per speculative iteration per
-  additional tensor-parallel rank (x·(t − 1); sglang issue #6949);
-- ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
-  EAGLE-3 in SGLang and vLLM);
+- ``pass_overhead_s``: host time per target pass the GPU waits for (scheduling, sampler);
+- ``verify_overhead_s``: host synchronisations of a speculative iteration, exposed without an
+  overlap scheduler (``[engine] overlap_scheduling``);
 - ``comm_s_per_layer``: the engine's software time per layer on top of the alpha-beta
   collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
-- ``request_overhead_s``: software time per running request per target pass
-  (:func:`simspec.costs.parallel.request_overhead_s`).
+- ``draft_step_overhead_s``: host time per drafter pass beyond its kernels;
+- ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
+  EAGLE-3 in SGLang and vLLM; set by the engine's design, not fitted);
+- ``top_p_renorm_passes``: the engine's sampling path at temperature > 0 (a design setting);
+- ``overlap_scheduling``: whether the engine hides a speculative iteration's host work behind
+  the GPU (a design setting, the default of ``[engine] overlap_scheduling``).
 
 A key the preset leaves out keeps the profile's or the built-in value. The fitted values, and
 the published rows they were fitted on, are in the files' comments (written by
@@ -37,8 +38,7 @@ PRESET_KEYS = (
     "verify_overhead_s",
     "draft_extend_passes",
     "comm_s_per_layer",
-    "request_overhead_s",
-    "verify_overhead_per_tp_s",
+    "top_p_renorm_passes",
 )
 
 
@@ -51,13 +51,13 @@ class EnginePreset:
     source: str = param("", "what the values were fitted on or taken from")
     notes: str = param("", "assumptions")
     pass_overhead_s: float | None = param(
-        None, "fixed time per target pass, s", ge=0, lt=OVERHEAD_MAX_S
+        None, "host time per target pass, s", ge=0, lt=OVERHEAD_MAX_S
     )
     draft_step_overhead_s: float | None = param(
-        None, "fixed time per drafter pass, s", ge=0, lt=OVERHEAD_MAX_S
+        None, "host time per drafter pass, s", ge=0, lt=OVERHEAD_MAX_S
     )
     verify_overhead_s: float | None = param(
-        None, "verify bookkeeping per speculative iteration, s", ge=0, lt=OVERHEAD_MAX_S
+        None, "host synchronisations per speculative iteration, s", ge=0, lt=OVERHEAD_MAX_S
     )
     draft_extend_passes: float | None = param(
         None, "drafter passes over the accepted tokens after each verify", ge=0, le=4
@@ -65,14 +65,17 @@ class EnginePreset:
     comm_s_per_layer: float | None = param(
         None, "software time per layer on top of the collectives, s", ge=0, lt=0.01
     )
-    request_overhead_s: float | None = param(
-        None, "software time per running request per target pass, s", ge=0, le=0.002
-    )
-    verify_overhead_per_tp_s: float | None = param(
+    top_p_renorm_passes: float | None = param(
         None,
-        "verify bookkeeping per speculative iteration per additional tensor-parallel rank, s",
+        "the engine's sampling path: passes over the vocabulary of a sampled verify's top-p "
+        "renormalisation per verified row (unset = the kernel's default)",
         ge=0,
-        le=0.01,
+        le=1000,
+    )
+    overlap_scheduling: bool | None = param(
+        None,
+        "the engine overlaps the next iteration's host work with the GPU during speculative "
+        "decoding (the default of [engine] overlap_scheduling; unset = false)",
     )
 
     fitted_range: tuple[FittedRange, ...] = param(

@@ -33,8 +33,34 @@ class GpuSpec:
         ge=0,
     )
     collective_latency_s: float = param(
-        0.0, "latency of one small collective (all-reduce, all-to-all) across the GPUs, s", ge=0
+        0.0,
+        "base latency of one small collective (all-reduce, all-to-all) across the GPUs, s "
+        "(NCCL's tuning model: baseLat of the ring's low-latency protocol)",
+        ge=0,
     )
+    collective_step_latency_s: float = param(
+        0.0,
+        "latency of each ring step of a collective over this link, s: an all-reduce over r "
+        "GPUs takes 2(r - 1) steps, an all-to-all r - 1 (NCCL's tuning model: hwLat)",
+        ge=0,
+    )
+    kernel_floor_graph_s: float = param(
+        0.0,
+        "fixed time of one kernel launched from a CUDA graph (launch gap plus the shortest "
+        "kernel's run), s: every kernel of a pass pays it on top of its bytes and FLOPs",
+        ge=0,
+        lt=1e-3,
+    )
+    kernel_floor_eager_s: float = param(
+        0.0,
+        "fixed time of one kernel launched eagerly (host launch path per kernel), s",
+        ge=0,
+        lt=1e-3,
+    )
+
+    def kernel_floor_s(self, cuda_graphs: bool) -> float:
+        """The per-kernel floor of a pass launched from a CUDA graph or eagerly."""
+        return self.kernel_floor_graph_s if cuda_graphs else self.kernel_floor_eager_s
 
     @property
     def ridge_flops_per_byte(self) -> float:

@@ -18,6 +18,7 @@ import functools
 from dataclasses import dataclass
 
 from simspec.errors import FieldError
+from simspec.physics.launches import PASS_KERNELS, layer_kernels
 from simspec.schema import param
 
 
@@ -132,6 +133,7 @@ class LayerGroup:
     attention_flops_per_pair: float  # FLOPs per (query token, context token) pair
     ffn_weight_bytes: float  # dense FFN weights (0 for MoE layers)
     is_moe: bool
+    kernels: int = 0  # kernels the layer launches (simspec.physics.launches), collectives aside
 
 
 def is_linear_attention(group: LayerGroup) -> bool:
@@ -158,6 +160,8 @@ class ModelShape:
     total_weight_bytes: float
     attention_bytes_per_param: float  # attention projections
     ffn_bytes_per_param: float  # shared experts and dense FFN layers
+    pass_kernels: int = 0  # kernels a pass launches outside its layers (physics.launches)
+    vocab_size: int = 0  # rows of the LM head (what a sampler reads per token)
 
 
 def attention_params(spec: ModelSpec, layer_kind: str) -> float:
@@ -234,6 +238,9 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 attention_flops_per_pair=0.0 if linear else pair_flops,
                 ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
                 is_moe=moe,
+                kernels=layer_kernels(
+                    a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
+                ),
             )
         )
     num_moe = sum(g.count for g in groups if g.is_moe)
@@ -265,6 +272,8 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         total_weight_bytes=total,
         attention_bytes_per_param=ab,
         ffn_bytes_per_param=sb,
+        pass_kernels=PASS_KERNELS,
+        vocab_size=spec.vocab_size,
     )
 
 

@@ -10,6 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from simspec.params import SCENARIO_OWNED_KEYS
+
 from .tables import SCHEMA, SCHEMA_VERSION
 
 
@@ -32,8 +34,12 @@ def profile_document(
     """A profile's JSON-ready data, every section in the format's order (:mod:`simspec.profile`).
 
     Every profile writer (measured, analytic, fitted) builds its document here, so the sections
-    and their order are defined once.
+    and their order are defined once. The parameters a scenario sets from its own tables
+    (:data:`~simspec.params.SCENARIO_OWNED_KEYS`: sampling, CUDA graphs, overlap scheduling)
+    describe a run, not a GPU, so a profile does not carry them.
     """
+    fitted = {k: v for k, v in fitted.items() if k not in SCENARIO_OWNED_KEYS}
+    provenance = {k: v for k, v in provenance.items() if k not in SCENARIO_OWNED_KEYS}
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,

@@ -47,6 +47,20 @@ class WorkloadConfig:
     length_jitter: float = param(
         0.0, "lengths are uniform in [mean·(1 − j), mean·(1 + j)]", ge=0, lt=1
     )
+    temperature: float = param(
+        0.0,
+        "sampling temperature of every request (0 = greedy): above 0 a speculative verify "
+        "samples from renormalised target probabilities (costs.top_p_renorm_passes)",
+        ge=0,
+        le=100,
+    )
+    top_p: float = param(
+        1.0,
+        "nucleus sampling mass (1 = off); below 1 with temperature > 0 every verified row is "
+        "renormalised over the vocabulary",
+        gt=0,
+        le=1,
+    )
 
     def __post_init__(self) -> None:
         # Arrivals spread over num_requests / rate seconds; beyond MAX_ARRIVAL_SPAN_S the

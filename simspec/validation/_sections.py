@@ -40,18 +40,6 @@ def target_lines(targets: dict[str, Any]) -> list[str]:
     return lines
 
 
-#: What the per-rank verify overhead is, its evidence, and why its fitted value is uncertain.
-_PER_TP_NOTE = (
-    "`verify_overhead_per_tp_s` adds x·(t − 1) of verify bookkeeping per speculative iteration",
-    "at tensor-parallel degree t (every rank runs it and the ranks synchronise each iteration;",
-    "sglang issue #6949: EAGLE on QwQ-32B gains 1.43x at tp=1 and nothing at tp=4). In these",
-    "rows TP degree and model are confounded: every TP2/TP4 speculative row is Qwen3-30B-A3B,",
-    "every TP1 one gpt-oss-120b or GLM-4.7-Flash, so the term also absorbs whatever else",
-    "separates those models. Its slope rests on angelslim-163 (the only TP4 rows): fitted",
-    "without them it comes out several times larger (leave-one-source-out table below).",
-)
-
-
 def read_preset_fit(path: Path) -> dict[str, Any] | None:
     """The presets' fit (``preset_fit.json``), or None when there is none yet."""
     if not path.exists():
@@ -127,8 +115,6 @@ def preset_lines(outcomes: list[Any], fit: dict[str, Any] | None, fit_path: Path
         lines += ["", f"### {engine}", "", "| key | fitted | catalog |", "|---|---|---|"]
         for key, value in result["values"].items():
             lines.append(f"| {key} | {value:.3g} | {preset.get(key, float('nan')):.3g} |")
-        if "verify_overhead_per_tp_s" in result["values"]:
-            lines += ["", *_PER_TP_NOTE]
         drift = [
             abs(simulated[row["id"]] / row["predicted"] - 1)
             for row in result["rows"]

@@ -131,6 +131,10 @@ class CaseFile:
     cases: list[Case]
     unexpressed: list[Unexpressed] = field(default_factory=list)
 
+    def reporters(self) -> dict[str, str]:
+        """Who measured each source: its ``reporter``, else the source key itself."""
+        return {key: value.get("reporter", key) for key, value in self.sources.items()}
+
 
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
 
@@ -219,6 +223,9 @@ def load_cases(path: str | Path) -> CaseFile:
     for key, value in sources.items():
         if not isinstance(value, dict) or not isinstance(value.get("url"), str):
             raise InputError(source, f"sources.{key}.url", "a URL string", describe(value))
+        if not isinstance(value.get("reporter", ""), str):
+            where = f"sources.{key}.reporter"
+            raise InputError(source, where, "a string (who measured)", describe(value["reporter"]))
     cases: list[Case] = []
     seen: set[str] = set()
     for index, table in enumerate(data.get("cases", [])):

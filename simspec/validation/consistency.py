@@ -48,6 +48,12 @@ def fold_key(case: Case) -> str:
     return case.reporter or case.source
 
 
+def source_reporters(rows: Sequence[Case]) -> dict[str, str]:
+    """Source key -> the group its rows are held out with (:func:`fold_key`): the mapping the
+    preset fit weighs reporters by (:func:`simspec.fit.presets.reporter_weights`)."""
+    return {c.source: fold_key(c) for c in rows}
+
+
 def is_test_row(case: Case) -> bool:
     """A row that is predicted, never fitted (``role = "test"``, :data:`~.cases.ROLES`)."""
     return case.role != "fit"

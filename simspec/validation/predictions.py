@@ -72,9 +72,9 @@ def is_tree_row(case: Case) -> bool:
 def tree_alpha(case: Case, rank_decay: float = RANK_DECAY) -> float:
     """The i.i.d. alpha whose (steps, topk, draft_tokens) tree has the row's AL.
 
-    Siblings share the rest of a node's acceptance by ``rank_decay`` (default: the catalog's,
-    :mod:`simspec.text.tree`); capped at the tree's largest AL. A chain is the tree with
-    ``topk = 1``, where this is Leviathan et al.'s (1 − alpha^(k+1)) / (1 − alpha) = AL.
+    Siblings share the rest of a node's acceptance by ``rank_decay`` (default: the default
+    scenario's, :mod:`simspec.text.tree`); capped at the tree's largest AL. A chain is the tree
+    with ``topk = 1``, where this is Leviathan et al.'s (1 − alpha^(k+1)) / (1 − alpha) = AL.
     """
     top = expected_acceptance_length(1.0, case.steps, case.topk, case.draft_tokens, rank_decay)
     target = min(case.acceptance_length, top)
@@ -104,17 +104,19 @@ def scenario_data(
     case: Case,
     preset: str | None = None,
     costs: dict[str, float] | None = None,
+    engine: dict[str, Any] | None = None,
     *,
     rank_decay: float | None = None,
 ) -> dict[str, Any]:
     """The default scenario's data with the row's model, hardware, workload and policy.
 
     ``preset`` is the engine preset (default: the row's engine, :func:`engine_preset`);
-    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes); ``rank_decay`` the
-    draft trees' (default: the catalog's; a held-out fold's own, :mod:`simspec.fit.nested`).
+    ``costs`` are ``[costs]`` keys set on top (the preset fit's probes), ``engine`` further
+    ``[engine]`` keys (the engine's design settings in those probes); ``rank_decay`` the draft
+    trees' (default: the default scenario's; a held-out fold's own, :mod:`simspec.fit.nested`).
     """
     data, _ = read_scenario_data(None)
-    data["engine"] = {"preset": preset or engine_preset(case)}
+    data["engine"] = {"preset": preset or engine_preset(case), **(engine or {})}
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}
@@ -167,11 +169,12 @@ def run_times(
     case: Case,
     preset: str | None = None,
     costs: dict[str, float] | None = None,
+    engine: dict[str, Any] | None = None,
     *,
     rank_decay: float | None = None,
 ) -> dict[str, float]:
     """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
-    data = scenario_data(case, preset, costs, rank_decay=rank_decay)
+    data = scenario_data(case, preset, costs, engine, rank_decay=rank_decay)
     scenario = scenario_from_dict(data, f"validation case {case.id}")
     rows = simspec.run(scenario).policies
     row, baseline = rows[-1], rows[0]

@@ -11,15 +11,20 @@ from tests.analysis.test_oracle_tables import _step_cost_reference
 from tests.helpers import tiny
 
 
-def _alone_reference(setup, ctx: int, unique: np.ndarray) -> np.ndarray:
-    """cost(i, k) at B = 1 written out: one draft step and one verify pass per call."""
+def _alone_reference(setup, ctx: int, unique: np.ndarray, match: int) -> np.ndarray:
+    """cost(i, k) at B = 1 written out: one draft step and one verify pass per call, plus the
+    engine's speculation overhead when k >= 1 (the request commits min(k, m) + 1 tokens)."""
     costs, kmax = setup.cost_model, unique.shape[0] - 1
     draft = np.cumsum([0.0] + [costs.draft_step(np.array([ctx + j])) for j in range(kmax)])
     verify = [
         costs.verify_pass(np.array([k + 1]), np.array([ctx]), unique[k]).total_s
         for k in range(kmax + 1)
     ]
-    return draft + np.array(verify)
+    extra = [0.0] + [
+        costs.speculation_overhead_s(np.array([min(k, match) + 1]), np.array([ctx]))
+        for k in range(1, kmax + 1)
+    ]
+    return (draft + np.array(verify)) + np.array(extra)
 
 
 def _solve_reference(cost_s: np.ndarray, next_state: np.ndarray):
@@ -45,7 +50,8 @@ def test_alone_costs_equal_pricing_each_state(overrides):
         unique = oracle.unique_experts_table(setup, rid, kmax)
         table = oracle.request_tables(setup, rid, kmax).cost_s
         for i in range(1, seq.output_tokens):
-            want = _alone_reference(setup, seq.prompt_tokens + i, unique[i])
+            match = int(seq.match_lengths[i])
+            want = _alone_reference(setup, seq.prompt_tokens + i, unique[i], match)
             assert np.array_equal(table[i], want)
 
 

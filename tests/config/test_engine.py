@@ -12,6 +12,7 @@ from simspec.config.load import load_scenario, with_overrides
 from simspec.errors import ScenarioError
 from simspec.params import RooflineParams
 from simspec.params.presets import PRESET_KEYS, EnginePreset
+from simspec.physics.launches import VERIFY_KERNELS
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
@@ -88,8 +89,11 @@ def test_engine_charges_verify_bookkeeping_once_per_speculative_step():
     plain = _log({}, 2)
     charged = _log({"costs.verify_overhead_s": extra}, 2)
     spec_steps = [st for st in charged.steps if st.drafted]
-    assert spec_steps and all(st.speculation_overhead_s == extra for st in spec_steps)
-    assert all(st.speculation_overhead_s == 0.0 for st in plain.steps)
+    floors = VERIFY_KERNELS * catalog.get_gpu("h100-sxm").kernel_floor_graph_s
+    assert spec_steps and all(
+        st.speculation_overhead_s == pytest.approx(extra + floors) for st in spec_steps
+    )
+    assert all(st.speculation_overhead_s == pytest.approx(floors) for st in plain.steps)
     end = max(r.finish_s for r in charged.requests)
     assert end - max(r.finish_s for r in plain.requests) == pytest.approx(
         extra * len(spec_steps), rel=1e-9

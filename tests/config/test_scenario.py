@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from simspec.config.load import apply_overrides, load_scenario, scenario_from_dict, with_overrides
 from simspec.config.scenario import CostsConfig, HardwareConfig, ModelConfig, Scenario
 from simspec.errors import ScenarioError
-from simspec.params import RooflineParams
+from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 from simspec.policies import FixedPolicy
 from simspec.routing.config import RoutingConfig
 from simspec.text.acceptance import AcceptanceConfig
@@ -134,7 +134,9 @@ def test_to_dict_fills_every_default(tmp_path):
     assert d["seed"] == 0
     assert d["model"] == _defaults(ModelConfig)
     assert d["hardware"] == _defaults(HardwareConfig)
-    assert d["costs"] == {**_defaults(CostsConfig), **_defaults(RooflineParams)}
+    owned = set(SCENARIO_OWNED_KEYS)  # [engine] and [workload] keys, not [costs] ones
+    roofline = {k: v for k, v in _defaults(RooflineParams).items() if k not in owned}
+    assert d["costs"] == {**_defaults(CostsConfig), **roofline}
     assert s.to_data()["costs"] == _defaults(CostsConfig)  # unset efficiencies are None
     assert d["routing"] == _defaults(RoutingConfig)
     assert d["routing"]["overlap"] is None

@@ -21,10 +21,12 @@ from simspec.costs.parallel import (
 from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import RooflineParams
+from simspec.physics.launches import VERIFY_KERNELS, draft_step_kernels
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")
 ALPHA, BETA = H100.collective_latency_s, H100.link_bytes_per_s
+STEP = H100.collective_step_latency_s
 
 
 def test_parallelism_from_scenario_keys():
@@ -87,9 +89,10 @@ def test_tensor_parallel_pass_splits_weights_and_adds_collectives():
     assert two.moe_s == pytest.approx(one.moe_s / 2 + fixed / 2, rel=1e-12)
     assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-12)
     layers = sum(g.count for g in shape.groups)
-    comm = layers * 2 * allreduce_s(QWEN.hidden_size * ACTIVATION_BYTES, 2, ALPHA, BETA)
-    assert two.other_s == pytest.approx(one.other_s / 2 + comm, rel=1e-12)
-    assert two.overhead_s == one.overhead_s
+    comm = layers * 2 * allreduce_s(QWEN.hidden_size * ACTIVATION_BYTES, 2, ALPHA, BETA, STEP)
+    assert two.other_s == pytest.approx(one.other_s / 2, rel=1e-12)
+    assert two.collectives_s == pytest.approx(comm, rel=1e-12) and one.collectives_s == 0.0
+    assert (two.overhead_s, two.floors_s) == (one.overhead_s, one.floors_s)
 
 
 def test_engine_software_time_per_layer_adds_once_per_layer():
@@ -119,23 +122,25 @@ def test_drafter_runs_tensor_parallel_with_its_collectives():
     one = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=params)
     two = dataclasses.replace(one, num_gpus=2)
     ctx = np.array([300, 700])
-    body = one.draft_step(ctx) - 1e-4
+    fixed = 1e-4 + draft_step_kernels(drafter.num_layers) * H100.kernel_floor_graph_s
+    body = one.draft_step(ctx) - fixed  # weights and KV: split over the GPUs; the floors not
     message = len(ctx) * drafter.hidden_size * ACTIVATION_BYTES
-    comm = max(drafter.num_layers, 1) * 2 * allreduce_s(message, 2, ALPHA, BETA)
-    assert two.draft_step(ctx) == pytest.approx(1e-4 + body / 2 + comm, rel=1e-12)
+    comm = max(drafter.num_layers, 1) * 2 * allreduce_s(message, 2, ALPHA, BETA, STEP)
+    assert two.draft_step(ctx) == pytest.approx(fixed + body / 2 + comm, rel=1e-12)
 
 
-def test_speculation_overhead_is_zero_when_ideal_and_an_extend_otherwise():
+def test_speculation_overhead_is_bookkeeping_floors_when_ideal_and_an_extend_otherwise():
     drafter = catalog.get_drafter("eagle3-qwen3-30b-a3b")
     ideal = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100)
     ctx = np.array([100, 200, 300])
-    assert ideal.speculation_overhead_s(np.array([1, 3, 2]), ctx) == 0.0
+    bookkeeping = VERIFY_KERNELS * H100.kernel_floor_graph_s  # its kernels' floors only
+    assert ideal.speculation_overhead_s(np.array([1, 3, 2]), ctx) == pytest.approx(bookkeeping)
     params = RooflineParams(verify_overhead_s=2e-3, draft_extend_passes=1.0)
     engine = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=params)
     # One committed token each: the extend is exactly one draft step at those contexts.
     ones = np.ones(3, dtype=int)
     assert engine.speculation_overhead_s(ones, ctx) == pytest.approx(
-        2e-3 + engine.draft_step(ctx), rel=1e-12
+        bookkeeping + 2e-3 + engine.draft_step(ctx), rel=1e-12
     )
     assert engine.speculation_overhead_s(np.array([4, 4, 4]), ctx) > engine.speculation_overhead_s(
         ones, ctx

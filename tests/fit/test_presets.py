@@ -75,13 +75,13 @@ def test_rounding_keeps_three_digits_and_drops_numerical_dust():
     assert out.tolist() == [0.00271, 0.0]
 
 
-def test_single_gpu_rows_do_not_probe_the_per_rank_verify_overhead():
-    # x·(t − 1) is exactly 0 at t = 1: its probe would equal the base run (slope 0).
+def test_single_gpu_rows_do_not_probe_the_collectives_software():
+    # One GPU runs no collective: a probe of their per-layer software would equal the base run.
     spec = dataclasses.replace(
-        ROW, category="speculative", num_gpus=1, tp=1, steps=3, acceptance_length=2.0
+        ROW, category="speculative", num_gpus=1, tp=1, ep=1, steps=3, acceptance_length=2.0
     )
     labels = {label for label, _ in presets.probe_runs(spec)}
-    assert labels == {"base", *presets.FITTED["sglang"]} - set(presets.TP_KEYS)
+    assert labels == {"base", *presets.FITTED["sglang"]} - {"comm_s_per_layer"}
     row = presets.AffineRow(spec, {"base": dict.fromkeys(predict.TIMES, 1.0)})
     assert not row.slopes.any()
 
@@ -113,6 +113,37 @@ def test_the_summary_checks_the_sign_of_every_speculative_row_outside_the_band()
     held = [r for r in folds["rows"] if r["category"] == "speculative" and r["predicted"]]
     held_outside = sum(1 for r in held if abs(r["measured"] - 1.0) > predict.SIGN_NOISE)
     assert summary["out_of_sample"]["speculative"]["signs_checked"] == held_outside
+
+
+def test_every_preset_fits_at_most_three_engine_terms_each_explained():
+    for engine, keys in presets.FITTED.items():
+        assert 1 <= len(keys) <= 3, engine
+        assert all(
+            k in presets.MEANING and k in presets.BOUNDS and k in presets.PLAUSIBLE for k in keys
+        )
+
+
+def test_a_fitted_value_outside_its_plausible_range_is_flagged_in_the_notes():
+    ok = {"values": {"pass_overhead_s": 5e-4}, "rows": [], "fitted_rows": 0, "fitted_range": []}
+    ok["median_abs_relative_error"] = 0.1
+    assert "OUTSIDE" not in presets.preset_toml("vllm", ok)
+    bad = {**ok, "values": {"pass_overhead_s": 2e-3}}
+    assert presets.implausible(bad["values"]) == ["pass_overhead_s"]
+    assert "pass_overhead_s = 0.002 s is OUTSIDE" in presets.preset_toml("vllm", bad)
+
+
+def test_every_reporter_weighs_the_same_in_the_fit():
+    base = {"base": dict.fromkeys(predict.TIMES, 1.0)}
+    rows = [
+        presets.AffineRow(dataclasses.replace(ROW, id=f"r{i}", source=source), base)
+        for i, source in enumerate(["a", "a", "a", "b", "c", "c"])
+    ]
+    w = presets.reporter_weights(rows)
+    by_source = {s: sum(w[i] ** 2 for i, r in enumerate(rows) if r.case.source == s) for s in "abc"}
+    assert by_source == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
+    # Sources a and b measured by one person: together they weigh what c weighs.
+    w = presets.reporter_weights(rows, {"a": "x", "b": "x"})
+    assert sum(w[:4] ** 2) == pytest.approx(1.0) == sum(w[4:] ** 2)
 
 
 def test_the_catalog_presets_are_what_the_fit_writes():

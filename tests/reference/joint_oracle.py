@@ -80,7 +80,12 @@ def exact_joint_plan(setup: EngineSetup, max_draft_tokens: int | None = None) ->
         drafts = np.array([ks[b] for b in active], dtype=np.int64)
         unique = refs.pass_unique_experts([(b, state[b], ks[b]) for b in active])
         verify = costs.verify_pass(drafts + 1, contexts, unique)
-        return draft_phase_s(costs, contexts, drafts) + verify.total_s
+        total = draft_phase_s(costs, contexts, drafts) + verify.total_s
+        if drafts.sum():  # the engine's speculation overhead (bookkeeping, extend)
+            matches = np.array([int(seqs[b].match_lengths[state[b]]) for b in active])
+            committed = np.minimum(drafts, matches) + 1
+            total += costs.speculation_overhead_s(committed, contexts)
+        return total
 
     @functools.cache
     def value(state: tuple[int, ...]) -> tuple[float, tuple[int, ...]]:

@@ -47,7 +47,7 @@ def _oos() -> dict[str, float | None]:
 #: Categories whose committed out-of-sample median misses its target today, with the number:
 #: expected failures (strict), so each flips to a failure to remove from here when the model
 #: meets its target. Every other category is held to its target for real.
-MISSED_TODAY = {"decode": "28.5 %", "speculative": "25.4 %"}
+MISSED_TODAY = {"decode": "27.0 %", "speculative": "36.2 %"}
 
 
 def _target(category: str) -> object:

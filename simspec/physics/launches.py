@@ -1,0 +1,79 @@
+"""Kernels a forward pass launches, counted from the architecture.
+
+Every kernel costs a fixed floor on top of its bytes and FLOPs (the GPU's
+``kernel_floor_graph_s`` or ``kernel_floor_eager_s``: the launch gap and the shortest run), so a
+decode pass at small batch is dominated by how many kernels its layers launch, not by their
+bytes. The counts below are those of a decode (or verify) pass in the fused form that SGLang,
+vLLM and TensorRT-LLM share (fused residual-add + RMSNorm, fused QKV and gate/up GEMMs, one
+attention kernel); collectives are priced separately (:mod:`simspec.costs.parallel`) and the
+routed experts' own kernels (align/sort, two grouped GEMMs, activation, top-k sum) are inside
+the fitted MoE kernel's fixed time (``moe_launch_s``, :mod:`simspec.costs.moe_kernel`), so
+neither is counted here.
+
+Per layer:
+
+- **GQA / sliding attention** (6): add + RMSNorm, QKV GEMM, RoPE, KV-cache write, attention,
+  output GEMM;
+- **MLA** (11): add + RMSNorm, fused q_a/kv_a GEMM, q_a norm, kv_a norm, q_b GEMM, absorbed
+  key bmm (w_kc), RoPE, KV-cache write, attention, value bmm (w_vc), output GEMM;
+- **linear attention** (Gated DeltaNet, 8): add + RMSNorm, two input projections, causal conv
+  update, gate computation, recurrent state update, gated RMSNorm, output GEMM;
+- **MoE FFN** (3 + 4 with shared experts): add + RMSNorm, router GEMM, top-k softmax; shared
+  experts add gate/up GEMM, activation, down GEMM and the add into the routed output;
+- **dense FFN** (4): add + RMSNorm, gate/up GEMM, activation, down GEMM.
+
+Per pass (5): embedding gather, final RMSNorm, LM head GEMM, logits processing, sampling.
+
+With expert parallelism each MoE layer adds the dispatch's own kernels around its two
+all-to-alls (4): counting tokens per rank, permuting them into per-rank order, unpermuting the
+returned rows and the weighted combine.
+
+An EAGLE-3 draft step (one head layer) launches a GQA layer and a dense FFN (10), the fusion
+of the target's hidden states and the embedding (2), its final norm, LM head and top-k over the
+draft vocabulary (3) and the draft tree's bookkeeping (gather the chosen tokens, scores and
+positions; 3): 18 for a one-layer head. A verify pass of a speculative iteration adds its
+bookkeeping (:data:`VERIFY_KERNELS`): building the tree's positions and mask, the accept
+kernel (greedy tree verify or rejection sampling), gathering the accepted tokens' indices, KV
+slots and hidden states, and writing the output tokens.
+"""
+
+from __future__ import annotations
+
+#: Kernels of one attention block, by kind (module docstring).
+ATTENTION_KERNELS = {"gqa": 6, "sliding": 6, "mla": 11, "linear": 8}
+#: Kernels of a MoE FFN block without shared experts, and what shared experts add.
+MOE_KERNELS, SHARED_EXPERT_KERNELS = 3, 4
+#: Kernels of a dense FFN block.
+DENSE_FFN_KERNELS = 4
+#: Kernels an expert-parallel MoE layer adds around its dispatch and combine.
+EXPERT_PARALLEL_KERNELS = 4
+#: Kernels of a pass outside its layers: embedding, final norm, LM head, logits, sampling.
+PASS_KERNELS = 5
+#: Kernels of a draft head's step outside its layers: fusion + embedding (2), final norm, LM
+#: head and top-k (3), tree bookkeeping (3).
+DRAFT_STEP_KERNELS = 8
+#: Kernels of one speculative iteration's verify bookkeeping (module docstring).
+VERIFY_KERNELS = 6
+
+
+def layer_kernels(attention: str, is_moe: bool, shared_experts: bool) -> int:
+    """Kernels one layer launches: its attention block (``gqa``, ``sliding``, ``mla`` or
+    ``linear``) and its FFN block (MoE, with or without shared experts, or dense).
+
+    >>> layer_kernels("gqa", True, False)  # Qwen3-30B-A3B
+    9
+    >>> layer_kernels("mla", True, True)  # DeepSeek-V3's MoE layers
+    18
+    """
+    ffn = MOE_KERNELS + (SHARED_EXPERT_KERNELS if shared_experts else 0) if is_moe else 0
+    return ATTENTION_KERNELS[attention] + (ffn if is_moe else DENSE_FFN_KERNELS)
+
+
+def draft_step_kernels(head_layers: int) -> int:
+    """Kernels of one EAGLE-style draft step of a head with ``head_layers`` decoder layers.
+
+    >>> draft_step_kernels(1)
+    18
+    """
+    per_layer = ATTENTION_KERNELS["gqa"] + DENSE_FFN_KERNELS
+    return head_layers * per_layer + DRAFT_STEP_KERNELS
