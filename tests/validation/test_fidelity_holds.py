@@ -18,8 +18,9 @@ import pytest
 from simspec import catalog
 from simspec.fit import presets
 from simspec.validation import engine_preset, load_cases
+from simspec.validation.consistency import inconsistent
 from simspec.validation.holdout import REGENERATE, TARGETS, inputs_hash
-from simspec.validation.predictions import quantity, run_times
+from simspec.validation.predictions import quantity
 
 FOLDER = Path(__file__).resolve().parents[2] / "validation"
 CASES = FOLDER / "cases.toml"
@@ -67,16 +68,25 @@ def test_out_of_sample_median_meets_its_target(category):
 
 
 def _cheapest_fitted_rows(engine: str, count: int = 3) -> list:
+    """The engine's cheapest decode rows that its fit uses (role "fit", not labelled)."""
+    cases = load_cases(CASES).cases
+    labels = inconsistent(cases)
     rows = [
-        c for c in load_cases(CASES).cases if engine_preset(c) == engine and c.category == "decode"
+        c
+        for c in cases
+        if engine_preset(c) == engine
+        and c.category == "decode"
+        and c.role == "fit"
+        and c.id not in labels
     ]
     return sorted(rows, key=lambda c: (c.batch * c.output_tokens, c.id))[:count]
 
 
 def _median_error(engine: str, values: dict[str, float]) -> float:
+    """Median |relative error| of those rows with the engine's terms at ``values``."""
     errors = []
     for case in _cheapest_fitted_rows(engine):
-        predicted = quantity(case, run_times(case, "ideal", values))
+        predicted = quantity(case, presets.probe_times(case, values))
         errors.append(abs(predicted / case.value - 1.0))
     return statistics.median(errors)
 
