@@ -27,7 +27,7 @@ def target_lines(targets: dict[str, Any]) -> list[str]:
     """The issue's target series: median |relative error| with presets and physics only."""
     lines = [
         "",
-        "Targets (median |relative error| ≤ 15 %; every sign of speedup − 1 right):",
+        "Target series in sample (the shipped presets; median |relative error| ≤ 15 %):",
         "",
         "| series | rows | median abs rel. error | ideal |",
         "|---|---|---|---|",

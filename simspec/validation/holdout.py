@@ -166,8 +166,9 @@ def out_of_sample_lines(oos: dict[str, Any], folds: dict[str, Any]) -> list[str]
         "|---|---|---|---|---|",
     ]
     for engine, e in oos["engines"].items():
+        name = "ideal (physics only)" if engine == "ideal" else engine
         lines.append(
-            f"| {engine} | {e['rows']} | {e['predicted_rows']} | "
+            f"| {name} | {e['rows']} | {e['predicted_rows']} | "
             f"{_pct(e['median_abs_relative_error'])} | {e.get('note', '')} |"
         )
     full = oos["full_data_choices"]
