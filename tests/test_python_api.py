@@ -39,6 +39,15 @@ def test_readme_example_runs(monkeypatch, capsys):
     assert lines[0] == "['1/2', '2/2']"  # the fixed-3 policy and the k = 0 baseline
     assert [line.split()[0] for line in lines[1:]] == ["no-spec", "fixed-3"]
     assert float(lines[2].split()[2]) > 1.0  # speculation pays on this scenario
+    assert lines == _quoted_output()  # every number the README quotes
+
+
+def _quoted_output() -> list[str]:
+    """The output the README quotes after its Python example (tools/docs_numbers.py)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("<!-- docs: python-block") :]
+    start = section.index("```\n") + len("```\n")
+    return section[start : section.index("```", start)].splitlines()
 
 
 def test_overrides_and_a_loaded_scenario_give_the_same_run():
@@ -77,8 +86,32 @@ def test_to_dataframe_has_one_row_per_policy(small_result):
     pandas = pytest.importorskip("pandas")
     frame = small_result.to_dataframe()
     assert isinstance(frame, pandas.DataFrame)
-    assert list(frame.index) == [p.label for p in small_result.policies]
-    assert frame.loc["fixed-2", "tpot_ms"] == small_result.get("fixed-2").tpot_ms
+    assert list(frame["policy"]) == [p.label for p in small_result.policies]
+    assert frame.to_dict("records") == small_result.records()
+    indexed = frame.set_index("policy")
+    assert indexed.loc["fixed-2", "tpot_ms"] == small_result.get("fixed-2").tpot_ms
+
+
+def test_to_dataframe_has_the_columns_of_records(small_result, monkeypatch):
+    # without pandas installed: a stand-in that keeps what it was given
+    import types
+
+    class Frame:
+        def __init__(self, records):
+            self.records = list(records)
+
+        @classmethod
+        def from_records(cls, records):
+            return cls(records)
+
+        def to_dict(self, orient):
+            assert orient == "records"
+            return self.records
+
+    monkeypatch.setitem(sys.modules, "pandas", types.SimpleNamespace(DataFrame=Frame))
+    frame = small_result.to_dataframe()
+    assert frame.to_dict("records") == small_result.records()
+    assert all("policy" in row for row in frame.to_dict("records"))
 
 
 def test_to_dataframe_without_pandas_says_how_to_get_it(small_result, monkeypatch):

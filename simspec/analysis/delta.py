@@ -308,6 +308,21 @@ def completed(points: DeltaPoints, summary: dict[str, Any]) -> dict[str, Any]:
     return full
 
 
+def control_failure(summary: dict[str, Any]) -> str | None:
+    """Why the separation says nothing, or None: a line that misclassifies at least as much
+    of the oracle's decisions as it does with random cost tables (the control) has not found
+    a boundary the costs explain."""
+    found = summary.get("misclassified_fraction")
+    random_ = summary.get("control_random_tables_misclassified_fraction")
+    if found is None or random_ is None or found < random_:
+        return None
+    return (
+        f"the analysis failed its control: the line misclassifies {100 * found:.1f} % of the "
+        f"extensions, no fewer than with random cost tables ({100 * random_:.1f} %), so it "
+        "is no boundary here"
+    )
+
+
 def describe(summary: dict[str, Any]) -> str:
     """One line for people: the boundary, how well it separates, and the controls."""
 
@@ -325,4 +340,5 @@ def describe(summary: dict[str, Any]) -> str:
         f"AUC {num(control + 'auc', 1, '.2f')}; shuffled labels: "
         f"{num('control_permutation_misclassified_fraction', 100, '.1f')} %); local condition "
         f"fails on {num('local_condition_violation_fraction', 100, '.1f')} % of all extensions"
+        + (f"; WARNING: {failure}" if (failure := control_failure(summary)) else "")
     )

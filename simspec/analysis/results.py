@@ -258,7 +258,9 @@ class RunResult:
         return rows
 
     def to_dataframe(self) -> Any:
-        """The rows as a pandas DataFrame indexed by label (pandas is optional: imported here)."""
+        """:meth:`records` as a pandas DataFrame: the same keys as columns, ``policy`` (the
+        label) among them, one row per policy in order; ``.set_index("policy")`` indexes it by
+        label. pandas is optional: imported here."""
         try:
             import pandas
         except ImportError:
@@ -266,7 +268,7 @@ class RunResult:
                 "RunResult.to_dataframe needs pandas, which simspec does not install: "
                 "`pip install pandas` (or use RunResult.records(), plain dicts)"
             ) from None
-        return pandas.DataFrame.from_records(self.records()).set_index("policy")
+        return pandas.DataFrame.from_records(self.records())
 
     def to_dict(self) -> dict[str, Any]:
         """The results-JSON object (design §4)."""

@@ -25,6 +25,7 @@ from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.passes import target_pass_cost
 from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import table_cell_kernels
 from simspec.physics.models import ModelSpec
 from simspec.schema import help_of
 
@@ -60,6 +61,9 @@ def synthetic_tables(
     flops_per_s = gpu.bf16_flops_per_s * params.compute_efficiency
     wb = shape.weight_bytes_per_param
     w_bw = bw * params.weight_efficiency
+    # A measured cell holds its kernels' floors (simspec.physics.launches.table_kernels).
+    floor = gpu.kernel_floor_s(params.cuda_graphs)
+    cell_kernels = table_cell_kernels(spec.attention.kind)
     tables: dict[str, Any] = {}
     if shape.num_moe_layers:
         k = shape.experts_per_token
@@ -70,6 +74,7 @@ def synthetic_tables(
                         0
                     ]
                     + weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s)
+                    + cell_kernels["moe"] * floor
                 )
                 for u in plan.moe_unique_experts
             ]
@@ -101,6 +106,7 @@ def synthetic_tables(
                             kv_bw,
                             flops_per_s,
                         )
+                        + cell_kernels["attention"] * floor
                     )
                     for q in plan.attention_query_tokens
                 ]
@@ -122,7 +128,8 @@ def synthetic_tables(
         name: {
             "tokens": list(plan.gemm_tokens),
             "time_s": [
-                float(weights_s(nbytes, n, wb, w_bw, flops_per_s)) for n in plan.gemm_tokens
+                float(weights_s(nbytes, n, wb, w_bw, flops_per_s) + cell_kernels[name] * floor)
+                for n in plan.gemm_tokens
             ],
             "weight_bytes": nbytes,
             "flops_per_token": 2.0 * nbytes / wb,

@@ -13,6 +13,7 @@ a table of latency percentiles, SLO attainment and goodput.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,11 @@ from simspec.commands import (
     table,
     write_output,
     write_trace_out,
+)
+from simspec.commands._hints import (
+    analytic_routing_hint,
+    lockstep_hint,
+    preset_mismatch_hint,
 )
 
 if TYPE_CHECKING:
@@ -80,9 +86,11 @@ def simulate_replicated(
     *,
     oracle: bool,
     checks: Callable[[], None] | None = None,
+    header: Callable[[Scenario], str] | None = None,
 ) -> tuple[Scenario, Replicated]:
     """Load the scenario, check every option and output path (``checks`` adds the command's own)
-    before any simulation, then run the scenario's replications with a progress bar."""
+    before any simulation, print ``header(scenario)`` where the notes go (so a long run says at
+    once what it simulates), then run the scenario's replications with a progress bar."""
     from simspec.analysis.guardrails import print_warnings
     from simspec.analysis.replications import replicate
     from simspec.config.load import load_scenario
@@ -98,6 +106,14 @@ def simulate_replicated(
     check_format_output(args)
     if args.trace_out:
         check_writable(args.trace_out, "--trace-out")
+    if header is not None:
+        print(header(scenario), file=notes_stream(args), flush=True)
+    for hint in (
+        analytic_routing_hint([scenario] * args.replications, oracle),
+        preset_mismatch_hint(scenario),
+    ):
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
     with Progress(command) as progress:
         replicated = replicate(
             scenario,
@@ -116,6 +132,10 @@ def write_experiment_outputs(
     """The tables over replications, ``--trace-out``, ``--requests-csv`` and ``--json``."""
     report = notes_stream(args)
     report_replications(args, replicated)
+    print(answer_line(replicated), file=report)
+    hint = lockstep_hint(scenario, replicated.runs[0])
+    if hint:
+        print(hint, file=sys.stderr)
     write_trace_out(args, replicated.runs[0], scenario)
     if args.trace_out and args.trace_out != "-":
         print(f"wrote {args.trace_out}", file=report)
@@ -123,6 +143,24 @@ def write_experiment_outputs(
         write_output(args.json, replicated.to_json(), "--json")
         if args.json != "-":
             print(f"wrote {args.json}")
+
+
+def answer_line(replicated: Replicated) -> str:
+    """The run's answer in one line: the best policy's speedup over no speculation and, with
+    the oracle, the bound no online policy can beat (means over replications, with their 95 %
+    half-widths when there are several)."""
+    best = replicated.best()
+    several = len(replicated.runs) > 1
+
+    def speedup(label: str) -> str:
+        mean = replicated.mean(label)
+        return f"{mean.mean:.2f}x" + (f" ± {mean.half_width:.2f}" if several else "")
+
+    text = f"best: {best}, {speedup(best)} vs no speculation"
+    oracle = next((p.label for p in replicated.runs[0].policies if p.is_oracle), None)
+    if oracle is not None:
+        text += f"; oracle bound {speedup(oracle)}"
+    return text
 
 
 def check_replication_options(args: argparse.Namespace) -> None:

@@ -49,6 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="GPU",
         help="write the analytic profile of catalog GPU (spec sheet + assumed efficiencies)",
     )
+    source.add_argument(
+        "--refit",
+        metavar="PROFILE.json",
+        help="fit a measured profile's tables again with this version's fit (no torch, no GPU):"
+        " the measurement is kept, the fitted values follow the code",
+    )
     parser.add_argument("--out", required=True, metavar="PROFILE.json", help="profile to write")
     parser.add_argument(
         "--model",
@@ -105,6 +111,8 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["simspec", "calibrate"]
     if args.device:
         parts += ["--device", args.device]
+    elif args.refit:
+        parts += ["--refit", args.refit]
     else:
         parts += ["--analytic", args.analytic]
     for flag in ("model", "gpu", "shapes", "moe_kernel"):
@@ -154,6 +162,40 @@ def _torch(device: str) -> Any:
     return torch
 
 
+def _refit(path: str, meta: dict[str, str], params: RooflineParams) -> dict[str, Any]:
+    """The measured profile at ``path`` fitted again (its tables, metadata and peaks kept).
+
+    Only the measurement is read: the fitted section may be another version's (renamed or
+    removed keys), which is the point of refitting.
+    """
+    import json
+
+    from simspec.calibrate.plan import bench_model
+    from simspec.errors import InputError
+    from simspec.fit import assemble_profile
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError("--refit", path, "a readable profile JSON", str(err)) from None
+    meta_in = data.get("metadata") if isinstance(data, dict) else None
+    if not isinstance(meta_in, dict) or meta_in.get("kind") != "measured":
+        kind = meta_in.get("kind") if isinstance(meta_in, dict) else None
+        raise InputError("--refit", path, "a measured profile (metadata.kind)", repr(kind))
+    for key in ("tables", "peak"):
+        if not isinstance(data.get(key), dict):
+            raise InputError("--refit", f"{path}: {key}", "an object", repr(data.get(key)))
+    model = catalog_entry("model", str(meta_in.get("model")), f"{path}: metadata.model")
+    return assemble_profile(
+        bench_model(model, str(meta_in.get("shapes"))),
+        data["tables"],
+        metadata={**meta_in, "refit": meta},
+        peak=data["peak"],
+        ceilings=data.get("ceilings") or {},
+        assumed=params,
+    )
+
+
 def _eagle_head(model: str) -> Any:
     """The catalog's EAGLE-3 head for ``model`` (its draft step is timed), or None."""
     from simspec import catalog
@@ -180,7 +222,10 @@ def execute(args: argparse.Namespace) -> int:
     meta = {"date": date, "command": _command(args), "git_sha": _git_sha()}
     started = time.perf_counter()
     params = RooflineParams(moe_kernel=args.moe_kernel or DEFAULT_MOE_KERNEL)
-    if args.analytic:
+    if args.refit:
+        data = _refit(args.refit, meta, params)
+        raw: dict[str, list[dict[str, Any]]] = {}
+    elif args.analytic:
         gpu = catalog_entry("gpu", args.analytic, "--analytic")
         model = catalog_entry("model", args.model, "--model") if args.model else None
         data = analytic_profile(
@@ -192,7 +237,7 @@ def execute(args: argparse.Namespace) -> int:
             command=meta["command"],
             git_sha=meta["git_sha"],
         )
-        raw: dict[str, list[dict[str, Any]]] = {}
+        raw = {}
     else:
         model = catalog_entry("model", args.model or DEFAULT_MODEL, "--model")
         torch = _torch(args.device)

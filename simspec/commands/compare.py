@@ -47,16 +47,15 @@ def execute(args: argparse.Namespace) -> int:
             check_folder(args.plot, "--plot")
 
     scenario, replicated = simulate_replicated(
-        args, "compare", oracle=True, checks=check_plot_folder
+        args,
+        "compare",
+        oracle=True,
+        checks=check_plot_folder,
+        header=lambda s: f"scenario {s.name} ({s.digest()}), seed {s.seed}",
     )
     result = replicated.runs[0]
     rows = [(p.label, *(getattr(p, c.key) or 0.0 for c in COLUMNS[1:])) for p in result.policies]
-    emit_rows(
-        args,
-        COLUMNS,
-        rows,
-        [f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}"],
-    )
+    emit_rows(args, COLUMNS, rows)
     # The oracle summary follows the rows wherever the human notes go.
     report = notes_stream(args)
     oracle = result.oracle

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from simspec.commands import add_set_option, check_range, check_writable, table, write_output
@@ -75,6 +76,26 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _precedence_note(preset: str, values: Mapping[str, float], out: str) -> str | None:
+    """Which preset values a run with the profile replaces by fitted ones (precedence:
+    Scenario.roofline); None when the preset sets none of the fitted parameters."""
+    from simspec import catalog
+
+    overrides = catalog.get_engine(preset).overrides()
+    replaced = [
+        f"{name} {_number(overrides[name])} -> {_number(values[name])}"
+        for name in values
+        if name in overrides
+    ]
+    if not replaced:
+        return None
+    return (
+        f'note: a scenario with costs.profile = "{out}" uses the fitted values; they outrank '
+        f"the engine preset's, and a key set in [costs] outranks both (over the {preset} "
+        "preset: " + ", ".join(replaced) + ")"
+    )
+
+
 def execute(args: argparse.Namespace) -> int:
     """Read, fit, print the table, write the profile."""
     from simspec.commands.calibrate import _git_sha
@@ -96,8 +117,8 @@ def execute(args: argparse.Namespace) -> int:
         if now - last[0] >= 10.0:
             last[0] = now
             print(
-                f"fit: {evaluations} evaluations of {len(measurements.rows)} rows, "
-                f"rms log residual {rms:.4f}, {now - started:.0f} s",
+                f"fit: running, {evaluations} evaluations of {len(measurements.rows)} rows "
+                f"so far (rms log residual {rms:.4f}, {now - started:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -163,6 +184,9 @@ def execute(args: argparse.Namespace) -> int:
             )
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    note = _precedence_note(scenario.engine.preset, result.values, args.out)
+    if note:
+        print(note, file=sys.stderr)
     write_output(args.out, profile_json(data), "--out")
     print(f"wrote {args.out}")
     return 0

@@ -145,11 +145,10 @@ def execute(args: argparse.Namespace) -> int:
         f"{scenario.hardware.gpu}, {scenario.workload.loop} loop; fixed k = 0..{max_k}, "
         f"{args.replications} replications per batch size, speedups over k = 0 with 95 % CIs"
     )
-    if rows_as_data:
-        emit_rows(args, ROW_COLUMNS, [_row(rec) for rec in recs], [headline])
-    else:
-        print(headline, file=report)
-        print(markdown_table(recs), end="", file=report)
+    # --format table and md print the same columns (ROW_COLUMNS); the answer in words follows
+    # a table on the terminal
+    emit_rows(args, ROW_COLUMNS, [_row(rec) for rec in recs], [headline])
+    if not rows_as_data:
         for rec in recs:
             print(_sentence(rec), file=report)
     if args.markdown:

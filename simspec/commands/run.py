@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from simspec.commands import Column, emit_rows
 from simspec.commands._replications import (
@@ -10,6 +11,9 @@ from simspec.commands._replications import (
     simulate_replicated,
     write_experiment_outputs,
 )
+
+if TYPE_CHECKING:
+    from simspec.config.scenario import Scenario
 
 NAME = "run"
 HELP = "Run a scenario's policies and print one row per policy."
@@ -37,16 +41,19 @@ COLUMNS = (
 )
 
 
-def execute(args: argparse.Namespace) -> int:
-    """Load, simulate, print, and optionally write the results JSON."""
-    scenario, replicated = simulate_replicated(args, "run", oracle=False)
-    result = replicated.runs[0]
-    rows = [(p.label, *(getattr(p, c.key) for c in COLUMNS[1:])) for p in result.policies]
-    note = (
+def _header(scenario: Scenario) -> str:
+    return (
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
         f"{scenario.hardware.gpu}, {scenario.workload.loop} loop"
     )
-    emit_rows(args, COLUMNS, rows, [note])
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Load, simulate, print, and optionally write the results JSON."""
+    scenario, replicated = simulate_replicated(args, "run", oracle=False, header=_header)
+    result = replicated.runs[0]
+    rows = [(p.label, *(getattr(p, c.key) for c in COLUMNS[1:])) for p in result.policies]
+    emit_rows(args, COLUMNS, rows)
     write_experiment_outputs(args, scenario, replicated)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from simspec.commands import (
     check_range,
     check_work,
 )
+from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._words import count
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
@@ -97,9 +100,13 @@ def execute(args: argparse.Namespace) -> int:
     )
     check_work([p.scenario for p in points], spec.oracle, args.allow_large)
     print(
-        f"sweep: {len(points)} points ({len(spec.grid)} axes, {max(len(spec.cases), 1)} cases, "
-        f"{spec.replications} replications), {args.workers} workers, {args.executor} executor"
+        f"sweep: {count(len(points), 'point')} ({count(len(spec.grid), 'axis')}, "
+        f"{count(max(len(spec.cases), 1), 'case')}, {count(spec.replications, 'replication')}), "
+        f"{count(args.workers, 'worker')}, {args.executor} executor"
     )
+    hint = analytic_routing_hint([p.scenario for p in points], spec.oracle)
+    if hint:
+        print(hint, file=sys.stderr, flush=True)
     out = Path(args.out)
     try:
         with Progress("sweep") as progress:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from simspec.commands import add_set_option, check_work
+from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._words import count
 from simspec.errors import InputError
 
 NAME = "validate"
@@ -32,14 +34,17 @@ def execute(args: argparse.Namespace) -> int:
         expand(data, source, read_spec(data, source), base_dir=base) if "sweep" in data else None
     )
     print(
-        f"{args.scenario}: ok — {s.name} ({s.digest()}), {len(s.policies)} policies, "
+        f"{args.scenario}: ok — {s.name} ({s.digest()}), {count(len(s.policies), 'policy')}, "
         f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"
     )
     if points is not None:
-        print(f"sweep: {len(points)} points, all valid")
+        print(f"sweep: {count(len(points), 'point')}, all valid")
     scenarios = [p.scenario for p in points] if points else [s]
     # What the runs will warn about their preset's fit, said before they run (each once).
     print_warnings(w for scenario in scenarios for w in planned_warnings(scenario))
+    hint = analytic_routing_hint(scenarios, False)
+    if hint:
+        print(hint)
     try:  # a valid scenario may still be hours of work: say so now, not after the run starts
         check_work([p.scenario for p in points] if points else [s], False, allow_large=False)
     except InputError as err:

@@ -14,9 +14,8 @@ arguments (docs.vllm.ai/en/latest/configuration/engine_args.html) and SGLang ser
 Two mappings are choices worth knowing. An engine runs one speculation length, so
 ``num_speculative_tokens`` / ``speculative_num_steps`` replace the scenario's policies with the
 one fixed-k policy (the k = 0 baseline is always simulated too). ``max_num_seqs`` caps the batch
-the scheduler forms, which is ``workload.max_batch_size``; in a closed loop the batch is the
-number of clients, ``workload.concurrency``, which an engine flag cannot change, so set that key
-for a closed loop.
+the scheduler forms, which is ``workload.max_batch_size``; in a closed loop the number of
+clients is ``workload.concurrency``, and those beyond the cap wait in line as in the engine.
 """
 
 from __future__ import annotations

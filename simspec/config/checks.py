@@ -81,11 +81,12 @@ def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
     )
 
 
-def drop_stale_drafter(data: dict[str, Any], keys: list[str]) -> None:
-    """Overrides that change the target but not the drafter: drop a drafter that does not fit.
-
-    The loader then picks the new target's own drafter (``--set model.target=...`` just
-    works); a drafter the overrides set themselves is kept (and checked).
+def drop_stale_drafter(data: dict[str, Any], keys: list[str], *, strict: bool = False) -> None:
+    """Overrides that change the target but not a drafter the scenario names, which does not
+    serve the new target: drop that drafter, so the loader picks the new target's own (a sweep
+    case or :func:`~simspec.config.load.with_overrides` naming only a target); with ``strict``
+    (``--set`` on the command line) raise instead, as the same mismatch written in the file
+    does. A drafter the overrides set themselves is kept (and checked by the loader).
     """
     if "model.target" not in keys or any(k in ("model", "model.drafter") for k in keys):
         return
@@ -99,7 +100,24 @@ def drop_stale_drafter(data: dict[str, Any], keys: list[str]) -> None:
         and drafter in catalog.drafter_names()
         and drafter not in compatible_drafters(target)
     ):
-        del model["drafter"]
+        if not strict:
+            del model["drafter"]
+            return
+        names = compatible_drafters(target)
+        expected = (
+            f"a drafter built for target {target!r}: " + ", ".join(names)
+            if names
+            else _none_serves(target)
+        )
+        built_for = ", ".join(catalog.get_drafter(drafter).targets) or "no listed target"
+        raise ScenarioError(
+            "--set model.target",
+            "model.drafter",
+            expected,
+            f"{drafter!r} named by the scenario, built for {built_for}",
+            "Set the drafter too (--set model.drafter=NAME), or leave model.drafter unset in "
+            "the file to get the target's own drafter.",
+        )
 
 
 @functools.lru_cache(maxsize=64)

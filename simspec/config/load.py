@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.config._memory import check_weights_fit
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
@@ -239,17 +240,8 @@ def scenario_from_dict(
 
 def _check_fits(s: Scenario, source: str) -> None:
     """Weights and the longest request's KV cache fit the GPUs; budgets within K_max."""
+    check_weights_fit(s, source)
     usable, weights = s.usable_memory_bytes, s.weight_bytes
-    if weights >= usable:
-        per_gpu = s.gpu.memory_bytes * s.hardware.memory_utilization
-        raise ScenarioError(
-            source,
-            "hardware.num_gpus",
-            f"enough GPUs to hold {weights / 1e9:.1f} GB of weights (at least "
-            f"{int(-(-weights // per_gpu))})",
-            f"{s.hardware.num_gpus} x {s.gpu.memory_bytes / 1e9:.0f} GB x "
-            f"{s.hardware.memory_utilization} usable",
-        )
     w = s.workload
     longest = (
         (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
@@ -286,7 +278,7 @@ def read_with_overrides(
     data, source = read_scenario_data(path)
     base = str(Path(path).parent) if path is not None else ""
     if overrides:
-        data = apply_overrides(data, overrides)
+        data = apply_overrides(data, overrides, strict_drafter=path is not None)
         if touches_profile(overrides):
             base = ""
     return data, source, base

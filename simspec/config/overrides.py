@@ -90,9 +90,17 @@ def _pairs(overrides: Overrides, where: str) -> list[tuple[str, Any]]:
 
 
 def apply_overrides(
-    data: Mapping[str, Any], overrides: Overrides, where: str = "--set"
+    data: Mapping[str, Any],
+    overrides: Overrides,
+    where: str = "--set",
+    *,
+    strict_drafter: bool = False,
 ) -> dict[str, Any]:
     """Apply overrides to parsed scenario data; returns a new dict (``data`` is unchanged).
+
+    A target override leaves a drafter named by ``data`` that cannot serve it dropped (the new
+    target's own is then loaded), or with ``strict_drafter`` refused
+    (:func:`~simspec.config.checks.drop_stale_drafter`).
 
     ``overrides`` is a mapping ``{"routing.overlap": 0.5}`` or ``key=value`` strings whose
     values are TOML (``policies[1].draft_tokens=4`` indexes arrays).
@@ -119,7 +127,7 @@ def apply_overrides(
                 if isinstance(part, str) and part not in node:
                     node[part] = [] if isinstance(parts[depth + 1], int) else {}
                 node = node[part]
-    drop_stale_drafter(result, [key for key, _ in pairs])
+    drop_stale_drafter(result, [key for key, _ in pairs], strict=strict_drafter)
     return result
 
 

@@ -308,19 +308,25 @@ class Scenario:
 
     @property
     def roofline(self) -> RooflineParams:
-        """The cost model's parameters: the scenario's, else the engine preset's, else the
-        profile's, else the built-in defaults.
+        """The cost model's parameters, each from the first of these that sets it:
 
-        The preset outranks the profile because the two measure different things: a profile
-        times kernels one by one on one GPU (its overheads are a microbenchmark's), while a
-        preset's overheads were fitted on a serving engine's end-to-end rows, which is what
-        the simulator predicts. Presets set only overhead keys, so the profile's efficiencies
-        stay in force; a key written in the scenario's ``[costs]`` wins over both.
+        1. the scenario's ``[costs]`` (a key written there, or by ``--set costs.KEY=...``);
+        2. a fitted profile's parameters that ``simspec fit`` fitted to serving measurements
+           (:attr:`~simspec.profile.CalibrationProfile.serving_fit`): they were fitted end to
+           end with the engine preset already applied, so a profile fitted under a preset
+           reproduces its fitted predictions when run under that preset;
+        3. the engine preset (any key it sets): its overheads were fitted on a serving engine's
+           end-to-end rows, while a measured profile times kernels one by one on one GPU (its
+           overheads are a microbenchmark's);
+        4. the profile's other values (efficiencies, MoE constants);
+        5. the built-in defaults.
         """
         profile = self.profile
         fitted = profile.fitted if profile is not None else RooflineParams()
         engine = catalog.get_engine(self.engine.preset)
         preset: dict[str, Any] = engine.overrides()
+        own = profile.serving_fit if profile is not None else ()
+        preset = {key: value for key, value in preset.items() if key not in own}
         params = self.costs.resolve(dataclasses.replace(fitted, **preset))
         overlap = self.engine.overlap_scheduling
         if overlap is None:

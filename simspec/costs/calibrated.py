@@ -13,11 +13,12 @@ import numpy as np
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import collectives_s, kernel_floors_s, pass_constants
+from simspec.costs.passes import collectives_s, pass_constants, untimed_kernel_floors_s
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import table_cell_kernels
 from simspec.physics.models import ModelShape, ModelSpec, is_linear_attention
 from simspec.profile import CalibrationProfile
 
@@ -80,18 +81,23 @@ def calibrated_pass_cost(
     wb = shape.weight_bytes_per_param
     w_bw = bw * params.weight_efficiency
     fallbacks = 0
+    # A table cell's time holds its own kernels' floors; a term priced by the roofline instead
+    # adds them, so the pass charges every kernel's floor once either way.
+    floor = gpu.kernel_floor_s(params.cuda_graphs)
+    cell_floors = {k: c * floor for k, c in table_cell_kernels(shape.attention_kind).items()}
 
     def gemm(name: str, nbytes: float, bpp: float = wb) -> float:
         nonlocal fallbacks
+        roof = float(weights_s(nbytes, n, bpp, w_bw, flops_per_s)) + cell_floors[name]
         table = profile.gemm.get(name)
         if table is None:
             fallbacks += 1
-            return float(weights_s(nbytes, n, bpp, w_bw, flops_per_s))
+            return roof
         value, inside = table.grid.value_at(n)
         if inside:
             return value / num_gpus
         fallbacks += 1
-        return max(value / num_gpus, float(weights_s(nbytes, n, bpp, w_bw, flops_per_s)))
+        return max(value / num_gpus, roof)
 
     moe = 0.0
     if shape.num_moe_layers:
@@ -110,6 +116,7 @@ def calibrated_pass_cost(
             rows = n * shape.experts_per_token
             roof = routed_experts_s(shape, params, u, rows, bw, flops_per_s)
             roof = roof + float(weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s))
+            roof = roof + cell_floors["moe"]
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
         moe = float(per_layer.sum())
         if shape.shared_expert_bytes:
@@ -127,6 +134,7 @@ def calibrated_pass_cost(
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
             core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))
+            core += 0.0 if linear or not batch else cell_floors["attention"]
         else:
             seen = np.minimum(ctx + tokens, g.window_tokens)
             measured, within = profile.attention.grid.value_at(
@@ -136,7 +144,7 @@ def calibrated_pass_cost(
             if not within:
                 fallbacks += 1
                 roof = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
-                core = max(core, float(roof))
+                core = max(core, float(roof) + cell_floors["attention"])
         attention += g.count * (proj + core)
         if g.ffn_weight_bytes:
             other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
@@ -145,7 +153,8 @@ def calibrated_pass_cost(
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
         comm = float(collectives_s(constants, n))
-    # Every kernel's floor from the GPU catalog, as the roofline charges it; a measured
+    # The floors of the kernels no table times (norms, residual adds, RoPE, KV writes,
+    # activations: the tables' measured times hold their own kernels' floors); a measured
     # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.
     return PassCost(
         overhead_s=params.pass_overhead_s if overhead_s is None else overhead_s,
@@ -153,7 +162,7 @@ def calibrated_pass_cost(
         attention_s=attention,
         other_s=other,
         fallback_terms=fallbacks,
-        floors_s=kernel_floors_s(shape, gpu, params, split),
+        floors_s=untimed_kernel_floors_s(shape, gpu, params, split),
         collectives_s=comm,
     )
 

@@ -20,7 +20,7 @@ from simspec.costs.kernels import _batch_sum, attention_core_s, routed_experts_s
 from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
-from simspec.physics.launches import EXPERT_PARALLEL_KERNELS
+from simspec.physics.launches import EXPERT_PARALLEL_KERNELS, TABLE_PASS_KERNELS
 from simspec.physics.models import ModelShape
 
 #: Entries each memo of :class:`PassConstants` holds before it starts afresh.
@@ -164,6 +164,20 @@ def kernel_floors_s(
     if parallel is not None and parallel.expert > 1:
         kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
     return kernels * gpu.kernel_floor_s(params.cuda_graphs)
+
+
+def untimed_kernel_floors_s(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    parallel: Parallelism | None = None,
+) -> float:
+    """:func:`kernel_floors_s` less the kernels a calibration profile's tables time (their
+    floors are inside the measured times; :func:`simspec.physics.launches.table_kernels`)."""
+    timed = sum(g.count * g.table_kernels for g in shape.groups) + TABLE_PASS_KERNELS
+    return kernel_floors_s(shape, gpu, params, parallel) - timed * gpu.kernel_floor_s(
+        params.cuda_graphs
+    )
 
 
 def routed_experts_split_s(
@@ -408,7 +422,7 @@ def target_pass_cost(
     >>> c = target_pass_cost(m.shape, catalog.get_gpu("h100-sxm"), RooflineParams(),
     ...                      np.array([1]), np.array([0]), np.zeros(0))
     >>> round(c.floors_s * 1e6, 6), c.overhead_s
-    (650.0, 0.0)
+    (770.25, 0.0)
     """
     return pass_cost(
         pass_constants(shape, gpu, params, num_gpus, parallel=parallel, hidden_size=hidden_size),

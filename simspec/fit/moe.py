@@ -68,8 +68,10 @@ class MoeCells:
     router_flops_per_token: float
 
 
-def moe_cells(tables: Mapping[str, Any]) -> MoeCells | None:
-    """The flushed cells of ``tables["moe"]``, or None without an MoE table."""
+def moe_cells(tables: Mapping[str, Any], floors_s: float = 0.0) -> MoeCells | None:
+    """The flushed cells of ``tables["moe"]`` less ``floors_s`` (the floors of the router and
+    top-k kernels, which the cost model charges apart; cells under 1.5x the floors are left
+    out), or None without an MoE table."""
     t = tables.get("moe")
     if not t:
         return None
@@ -77,10 +79,15 @@ def moe_cells(tables: Mapping[str, Any]) -> MoeCells | None:
     u, rows, n, time_s = [], [], [], []
     for i, tokens in enumerate(t["tokens"]):
         for j, unique in enumerate(t["unique_experts"]):
+            work = t["time_s"][i][j] - floors_s
+            if work <= 0 or work < 0.5 * floors_s:  # floor-dominated: no information
+                continue
             u.append(unique)
             rows.append(max(tokens * k, unique))  # see bench: one row per otherwise idle expert
             n.append(tokens)
-            time_s.append(t["time_s"][i][j])
+            time_s.append(work)
+    if not u:
+        return None
     return MoeCells(
         np.array(u, dtype=float),
         np.array(rows, dtype=float),

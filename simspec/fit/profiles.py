@@ -24,6 +24,7 @@ from simspec.config.scenario import Scenario
 from simspec.costs.calibrated import calibrated_pass_cost
 from simspec.params import RooflineParams
 from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import table_cell_kernels
 from simspec.physics.models import ModelSpec
 from simspec.profile import CalibrationProfile, profile_document, profile_from_dict
 from simspec.schema import help_of, to_dict
@@ -85,16 +86,20 @@ def assemble_profile(
     ceilings = dict(ceilings or {})
     assumed = assumed or RooflineParams()
     peak_bw, peak_flops = float(peak["hbm_bytes_per_s"]), float(peak["bf16_flops_per_s"])
+    gpu = _peak_gpu(str(metadata.get("gpu", "")), peak_bw, peak_flops)
+    floor = gpu.kernel_floor_s(True)  # table cells are timed as CUDA-graph replays
     fit = fit_efficiencies(
         tables,
         peak_bytes_per_s=peak_bw,
         peak_flops_per_s=peak_flops,
         assumed=assumed,
         matmul_flops_per_s=ceilings.get("matmul_flops_per_s"),
+        cell_floors_s={
+            name: count * floor for name, count in table_cell_kernels(spec.attention.kind).items()
+        },
     )
     provenance = {**fit.provenance}
     details: dict[str, Any] = dict(fit.details)
-    gpu = _peak_gpu(str(metadata.get("gpu", "")), peak_bw, peak_flops)
     shape = spec.shape
 
     def predict(
@@ -258,6 +263,7 @@ def fitted_profile(
             "source": scenario.source,
             "name": scenario.name,
             "digest": scenario.digest(),
+            "engine_preset": scenario.engine.preset,
             "profile": base.source if base is not None else "",
         },
     }

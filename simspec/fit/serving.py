@@ -64,7 +64,7 @@ class FitSettings:
 
     output_cap_tokens: int = 256
     min_requests: int = 4
-    diff_step: float = 1e-3  # relative finite-difference step of the Jacobian
+    diff_step: float = 1e-3  # finite-difference step of the Jacobian, in units of the start
     max_evaluations: int = 200  # optimiser steps (scipy max_nfev; Jacobians not counted)
 
 
@@ -333,6 +333,7 @@ def fit_measurements(
         return [simulate_row(s, row, values) for s, row in zip(prepared, rows, strict=True)]
 
     evaluations = 0
+    last: dict[str, np.ndarray] = {}
 
     def residuals(x: np.ndarray) -> np.ndarray:
         nonlocal evaluations
@@ -341,17 +342,36 @@ def fit_measurements(
         evaluations += 1
         if progress is not None:
             progress(evaluations, float(np.sqrt(np.mean(found**2))))
+        last["x"], last["f"] = x.copy(), found
         return found
+
+    def jacobian(x: np.ndarray) -> np.ndarray:
+        # Forward differences with a step of diff_step scaled units (at least): a step relative
+        # to x itself would vanish for a parameter that sits at 0 (a preset's zero draft-step
+        # overhead), leaving a zero column that reads as "no row depends on it".
+        same = "x" in last and np.array_equal(last["x"], x)
+        f0 = last["f"] if same else residuals(x)
+        columns = []
+        for j in range(len(x)):
+            h = settings.diff_step * max(1.0, abs(float(x[j])))
+            if x[j] + h > upper[j] / scale[j]:
+                h = -h
+            moved = x.copy()
+            moved[j] += h
+            columns.append((residuals(moved) - f0) / h)
+        last["x"], last["f"] = x.copy(), f0
+        return np.column_stack(columns)
 
     solution = least_squares(
         residuals,
         x0 / scale,
+        jac=jacobian,
         bounds=(lower / scale, upper / scale),
         method="trf",
-        diff_step=settings.diff_step,
         max_nfev=settings.max_evaluations,
     )
-    x = solution.x
+    x = np.where(solution.active_mask < 0, lower / scale, solution.x)
+    x = np.where(solution.active_mask > 0, upper / scale, x)
     values = {n: float(v) for n, v in zip(names, x * scale, strict=True)}
     fitted: dict[str, Any] = dict(values)
     jac = np.asarray(solution.jac)

@@ -64,19 +64,28 @@ class TableFit:
     details: dict[str, float] = field(default_factory=dict)
 
 
-def _gemm_cells(tables: Mapping[str, Any]) -> _Cells | None:
+def _work_s(time_s: float, floors_s: float) -> float | None:
+    """A cell's time less its kernels' floors, or None for a cell the floors dominate (its work
+    under half its floors: it says little about bandwidth, and noise could make it negative)."""
+    work = time_s - floors_s
+    return work if work >= 0.5 * floors_s and work > 0 else None
+
+
+def _gemm_cells(tables: Mapping[str, Any], floors: Mapping[str, float]) -> _Cells | None:
     parts: list[tuple[float, float, float, float]] = []
-    for table in tables.get("gemm", {}).values():
+    for name, table in tables.get("gemm", {}).items():
         for n, t in zip(table["tokens"], table["time_s"], strict=True):
             flops = n * table["flops_per_token"]
-            parts.append((table["weight_bytes"], flops, t, table.get("count_per_pass", 1)))
+            work = _work_s(t, floors.get(name, 0.0))
+            if work is not None:
+                parts.append((table["weight_bytes"], flops, work, table.get("count_per_pass", 1)))
     if not parts:
         return None
     a = np.array(parts, dtype=float)
     return _Cells(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
 
 
-def _attention_cells(tables: Mapping[str, Any]) -> _Cells | None:
+def _attention_cells(tables: Mapping[str, Any], floor_s: float) -> _Cells | None:
     t = tables.get("attention")
     if not t:
         return None
@@ -86,7 +95,11 @@ def _attention_cells(tables: Mapping[str, Any]) -> _Cells | None:
             for k, q in enumerate(t["query_tokens"]):
                 kv = b * s * t["kv_bytes_per_token"]
                 flops = b * q * s * t["flops_per_pair"]
-                parts.append((kv, flops, t["time_s"][i][j][k], 1.0))
+                work = _work_s(t["time_s"][i][j][k], floor_s)
+                if work is not None:
+                    parts.append((kv, flops, work, 1.0))
+    if not parts:
+        return None
     a = np.array(parts, dtype=float)
     return _Cells(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
 
@@ -102,6 +115,7 @@ def fit_efficiencies(
     peak_flops_per_s: float,
     assumed: RooflineParams,
     matmul_flops_per_s: float | None = None,
+    cell_floors_s: Mapping[str, float] | None = None,
     rounds: int = 4,
 ) -> TableFit:
     """Fit eta_w, eta_kv, eta_c and the MoE kernel's constants to ``tables`` (module docstring).
@@ -119,6 +133,11 @@ def fit_efficiencies(
         is the form the profile is fitted for.
     matmul_flops_per_s : float, optional
         Measured big-matmul throughput, used for eta_c when no cell is compute-bound.
+    cell_floors_s : mapping, optional
+        Per table (``moe``, ``attention`` and each GEMM table's name), the floors of the kernels
+        one cell runs (:func:`simspec.physics.launches.table_cell_kernels` x the GPU's graph
+        floor): they are taken off each measured time before the efficiencies are fitted, as
+        the cost model charges them apart (``floors_s``).
 
     Returns
     -------
@@ -126,7 +145,10 @@ def fit_efficiencies(
         ``params`` keeps ``assumed``'s overheads (see :func:`fit_overhead`).
     """
     bw, peak = peak_bytes_per_s, peak_flops_per_s
-    gemm, attn, moe = _gemm_cells(tables), _attention_cells(tables), moe_cells(tables)
+    floors = dict(cell_floors_s or {})
+    gemm = _gemm_cells(tables, floors)
+    attn = _attention_cells(tables, floors.get("attention", 0.0))
+    moe = moe_cells(tables, floors.get("moe", 0.0))
     form = assumed.moe_kernel
     provenance = {
         "pass_overhead_s": "assumed (no layer-stack measurement)",

@@ -43,8 +43,9 @@ class Progress:
                     total=total, desc=self.description, file=self.stream, delay=self.delay_s
                 )
             self._bar.total = total
-            self._bar.n = done
-            self._bar.refresh()
+            # update(), not refresh(): it honours the delay and records what it drew, so close()
+            # ends a drawn bar with its newline (else the next line starts on the bar's line)
+            self._bar.update(done - self._bar.n)
             return
         now = self.clock()
         elapsed = now - self.start

@@ -69,6 +69,48 @@ def layer_kernels(attention: str, is_moe: bool, shared_experts: bool) -> int:
     return ATTENTION_KERNELS[attention] + (ffn if is_moe else DENSE_FFN_KERNELS)
 
 
+#: Of those, the kernels a calibration profile's tables time (their floors are in the measured
+#: times): attention projections and the attention kernel, by kind; the MoE layer's router
+#: GEMM and top-k; a shared expert's or dense FFN's two GEMMs; the pass's LM head.
+TABLE_ATTENTION_KERNELS = {"gqa": 3, "sliding": 3, "mla": 6, "linear": 3}
+TABLE_MOE_KERNELS, TABLE_SHARED_EXPERT_KERNELS, TABLE_DENSE_FFN_KERNELS = 2, 2, 2
+TABLE_PASS_KERNELS = 1
+
+
+def table_kernels(attention: str, is_moe: bool, shared_experts: bool) -> int:
+    """Kernels of one layer that the calibration tables time (the rest are norms, residual
+    adds, RoPE, KV-cache writes, activations, whose floors a calibrated pass adds).
+
+    >>> layer_kernels("gqa", True, False) - table_kernels("gqa", True, False)  # Qwen3-30B-A3B
+    4
+    """
+    if is_moe:
+        ffn = TABLE_MOE_KERNELS + (TABLE_SHARED_EXPERT_KERNELS if shared_experts else 0)
+    else:
+        ffn = TABLE_DENSE_FFN_KERNELS
+    return TABLE_ATTENTION_KERNELS[attention] + ffn
+
+
+def table_cell_kernels(attention: str) -> dict[str, int]:
+    """Kernels one cell of each calibration table runs (the cell's measured time holds their
+    floors): the MoE layer's router GEMM and top-k, the attention kernel, and each dense-GEMM
+    table's GEMMs (the attention projections are the attention block's table kernels but the
+    attention kernel itself).
+
+    >>> table_cell_kernels("gqa")["attention_projections"], table_cell_kernels("mla")["moe"]
+    (2, 2)
+    """
+    return {
+        "moe": TABLE_MOE_KERNELS,
+        "attention": 1,
+        "attention_projections": TABLE_ATTENTION_KERNELS.get(attention, 3) - 1,
+        "linear_attention_projections": TABLE_ATTENTION_KERNELS["linear"],
+        "shared_expert": TABLE_SHARED_EXPERT_KERNELS,
+        "dense_ffn": TABLE_DENSE_FFN_KERNELS,
+        "lm_head": TABLE_PASS_KERNELS,
+    }
+
+
 def draft_step_kernels(head_layers: int) -> int:
     """Kernels of one EAGLE-style draft step of a head with ``head_layers`` decoder layers.
 

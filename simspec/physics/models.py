@@ -18,7 +18,7 @@ import functools
 from dataclasses import dataclass
 
 from simspec.errors import FieldError
-from simspec.physics.launches import PASS_KERNELS, layer_kernels
+from simspec.physics.launches import PASS_KERNELS, layer_kernels, table_kernels
 from simspec.schema import param
 
 
@@ -134,6 +134,7 @@ class LayerGroup:
     ffn_weight_bytes: float  # dense FFN weights (0 for MoE layers)
     is_moe: bool
     kernels: int = 0  # kernels the layer launches (simspec.physics.launches), collectives aside
+    table_kernels: int = 0  # of those, the kernels calibration tables time (launches.table_kernels)
 
 
 def is_linear_attention(group: LayerGroup) -> bool:
@@ -161,6 +162,7 @@ class ModelShape:
     attention_bytes_per_param: float  # attention projections
     ffn_bytes_per_param: float  # shared experts and dense FFN layers
     pass_kernels: int = 0  # kernels a pass launches outside its layers (physics.launches)
+    attention_kind: str = "gqa"  # the full-attention layers' kind (gqa or mla; launches)
     vocab_size: int = 0  # rows of the LM head (what a sampler reads per token)
 
 
@@ -241,6 +243,9 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 kernels=layer_kernels(
                     a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
                 ),
+                table_kernels=table_kernels(
+                    a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
+                ),
             )
         )
     num_moe = sum(g.count for g in groups if g.is_moe)
@@ -273,6 +278,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         attention_bytes_per_param=ab,
         ffn_bytes_per_param=sb,
         pass_kernels=PASS_KERNELS,
+        attention_kind=a.kind,
         vocab_size=spec.vocab_size,
     )
 

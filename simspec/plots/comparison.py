@@ -4,8 +4,9 @@ Within a panel the points are the combinations of the free axes
 (:func:`simspec.plots.layout.free_keys`: keys tied to another axis add no label). A panel with
 one point puts the policies on the x axis, each bar annotated with its speedup over plain
 decoding; a panel with several points groups the bars by point, with one legend for the figure,
-below the panels (never over a bar). Every point is drawn up to ``max_points`` per panel; beyond
-that, evenly spaced points are drawn and the panel's title says how many of how many.
+below the panels (never over a bar). Every point is drawn: a panel with many points grows wider
+(one panel per row), and beyond :data:`MAX_POINTS` points on a numeric axis only every n-th tick
+is labelled, unrotated.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from simspec.plots import pyplot
 from simspec.plots.layout import BATCH, Style, cases, describe, free_keys, grid_shape, policy_styles
 from simspec.sweep.summary import PolicySummary
 
-#: Most points (groups of bars) one panel shows.
+#: Most tick labels one panel's x axis carries (every point is drawn regardless).
 MAX_POINTS = 12
 
 
@@ -46,30 +47,22 @@ def policy_comparison_figure(rows: Sequence[PolicySummary], max_points: int = MA
         c: list(dict.fromkeys(describe(r, keys, case=False) for r in rows if r.case == c))
         for c in panels
     }
-    most = min(max(len(g) for g in groups.values()), max_points)
+    most = max(len(g) for g in groups.values())
     bars = most * len(policies)
-    width_in = min(6.0, max(3.6, 0.32 * bars + 1.2))
+    width_in = min(14.0, max(3.6, 0.2 * bars + 1.2))
     height_in = 3.8 if most > 1 else 4.4  # room for policy names under the bars
-    nrows, ncols = grid_shape(len(panels), 3 if most > 1 else 4)
+    nrows, ncols = grid_shape(len(panels), 1 if width_in > 7.0 else 3 if most > 1 else 4)
     fig, grid = plt.subplots(
         nrows, ncols, figsize=(width_in * ncols, height_in * nrows), dpi=120, squeeze=False
     )
     for ax, case in zip(grid.ravel(), panels, strict=False):
-        names = groups[case]
-        shown = names
-        if len(names) > max_points:
-            picks = np.unique(np.linspace(0, len(names) - 1, max_points).round().astype(int))
-            shown = [names[i] for i in picks]
+        shown = groups[case]
         mine = [r for r in rows if r.case == case]
         if len(shown) == 1:
             _one_point(ax, mine, styles)
         else:
-            _grouped(ax, mine, shown, keys, styles, policies)
+            _grouped(ax, mine, shown, keys, styles, policies, max_points)
         title = " · ".join(p for p in (case, shown[0] if len(shown) == 1 else "") if p)
-        if len(shown) < len(names):
-            title += (
-                f"\n{len(shown)} of {len(names)} points shown (evenly spaced); all in summary.csv"
-            )
         ax.set_title(title, fontsize=9)
         ax.grid(True, alpha=0.3, axis="y")
         ax.grid(False, axis="x")
@@ -133,8 +126,9 @@ def _grouped(
     keys: Sequence[str],
     styles: dict[str, Style],
     policies: Sequence[str],
+    max_labels: int = MAX_POINTS,
 ) -> None:
-    """Bars grouped by point, one colour per policy."""
+    """Bars grouped by point, one colour per policy; at most ``max_labels`` numeric ticks."""
     width = 0.8 / max(len(policies), 1)
     for j, policy in enumerate(policies):
         xs, ys, es = [], [], []
@@ -161,7 +155,9 @@ def _grouped(
         )
     values = [name.split("=", 1)[1] for name in shown] if len(keys) == 1 else []
     if values and _numeric(values):
-        ax.set_xticks(range(len(shown)), values, fontsize=7)
+        step = -(-len(values) // max_labels)
+        ticks = range(0, len(values), step)
+        ax.set_xticks(ticks, [values[i] for i in ticks], fontsize=7)
         name = "batch size (concurrent requests)" if keys[0] == BATCH else keys[0]
         ax.set_xlabel(name, fontsize=8)
     else:

@@ -24,6 +24,17 @@ BASELINE_COLOR = "#999999"
 ORACLE_COLOR = "#000000"
 #: Policy colours: the Okabe-Ito palette without its black (reserved for the oracle).
 POLICY_COLORS = PALETTE[:-1]
+#: Further distinct colours (Paul Tol's "muted" scheme) for figures with more lines than
+#: :data:`POLICY_COLORS`: :func:`line_colors`.
+MORE_COLORS = ("#882255", "#44AA99", "#999933", "#AA4499", "#117733", "#332288", "#DDCC77")
+
+
+def line_colors(n: int) -> tuple[str, ...]:
+    """``n`` colours, all distinct while ``n`` is at most 14, then repeating."""
+    colors = POLICY_COLORS + MORE_COLORS
+    return tuple(colors[i % len(colors)] for i in range(n))
+
+
 _HATCHES = ("", "//", "..", "xx")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.analysis.delta import DeltaPoints, completed
+from simspec.analysis.delta import DeltaPoints, completed, control_failure
 from simspec.analysis.results import RunResult
 from simspec.plots import PALETTE, new_figure, save
 
@@ -122,6 +122,9 @@ def delta_space(
     for ax_ in (left, right):
         ax_.grid(True, alpha=0.3)
     fig.suptitle("Delta space of the oracle's decisions")
+    failure = control_failure(full)
+    if failure:
+        fig.text(0.5, -0.02, failure, ha="center", va="top", color="#b00020", fontsize=10)
     return save(fig, path, svg=svg)
 
 

@@ -50,9 +50,9 @@ def speedup_vs_k_figure(rec: BatchRecommendation, scenario_name: str = "") -> An
         ax.plot([], [], "o", color=POLICY_COLORS[0], markerfacecolor="white", label="within noise")
     best = rec.best.speedup
     ax.plot(rec.best_k, best.mean, "o", markersize=14, markerfacecolor="none", color="black")
-    ax.annotate(
+    ax.annotate(  # above the error bar and the ring around the best point, never on them
         f"best k = {rec.best_k}: {best.mean:.3f}x",
-        (rec.best_k, best.mean),
+        (rec.best_k, best.mean + _half(best)),
         textcoords="offset points",
         xytext=(0, 10),
         # at the last k a centred label would run past the axes: end it at the point instead
@@ -63,7 +63,13 @@ def speedup_vs_k_figure(rec: BatchRecommendation, scenario_name: str = "") -> An
     if online is not None:
         s = online.speedup
         ax.axhline(s.mean, color=POLICY_COLORS[1], linestyle="--", label=f"{online.label}")
-        ax.axhspan(s.mean - _half(s), s.mean + _half(s), color=POLICY_COLORS[1], alpha=0.15)
+        ax.axhspan(
+            s.mean - _half(s),
+            s.mean + _half(s),
+            color=POLICY_COLORS[1],
+            alpha=0.15,
+            label=f"{online.label} 95 % CI",
+        )
     if rec.oracle is not None:
         ax.axhline(rec.oracle.mean, color=ORACLE_COLOR, label="oracle (bound)")
     ax.axhline(1.0, color=BASELINE_COLOR, linewidth=0.8, label="no speculation")

@@ -67,6 +67,9 @@ def unique_experts_figure(
             ceiling, color="black", linestyle=":", linewidth=1.0, label=f"all {num_experts} experts"
         )
     ax.set_xlabel("tokens per sequence T")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # T counts tokens: no half ticks
     ax.set_ylabel("unique experts per layer / k_e")
     ax.set_xlim(left=0)
     ax.set_ylim(0, 1.08 * max(top, ceiling, 1.0))
@@ -105,11 +108,14 @@ def describe_routing(routing: Any) -> str:
 def unique_experts_of_sweep(
     points: Sequence[PointResult], path: Path, *, samples: int = 200
 ) -> list[Path]:
-    """U(T) of the sweep's first case: independent vs overlap predictions vs sampled.
+    """U(T) of the sweep's most fine-grained case: independent vs overlap predictions vs
+    sampled.
 
-    Drawn for the first replication of the point with the smallest axis values (by their JSON
-    text), so the figure does not depend on the order of the grid; the title names the case,
-    the model's router and the popularity and overlaps drawn.
+    The case whose target has the most routed experts (the first such case on ties), where the
+    union of experts matters most; drawn for the first replication of its point with the
+    smallest axis values (by their JSON text), so the figure does not depend on the order of
+    the grid; the title names the case, the model's router, the popularity and overlaps drawn,
+    and, with several cases, why this one.
     """
     fig = unique_experts_of_sweep_figure(points, samples=samples)
     return [] if fig is None else save(fig, path, svg=True)
@@ -123,11 +129,22 @@ def unique_experts_of_sweep_figure(points: Sequence[PointResult], *, samples: in
     from simspec.routing.popularity import draw_inclusion_probabilities
     from simspec.routing.predictor import unique_curves
 
-    candidates = [p for p in points if p.case == points[0].case and p.replication == 0]
-    if not candidates:
+    firsts = [p for p in points if p.replication == 0]
+    if not firsts:
         return None
-    chosen = min(candidates, key=lambda p: json.dumps(dict(p.values), sort_keys=True))
-    scenario = scenario_from_dict(chosen.result.scenario, str(chosen.folder))
+    case_names = list(dict.fromkeys(p.case for p in firsts))
+    chosen_by_case = {
+        c: min(
+            (p for p in firsts if p.case == c),
+            key=lambda p: json.dumps(dict(p.values), sort_keys=True),
+        )
+        for c in case_names
+    }
+    scenarios = {
+        c: scenario_from_dict(p.result.scenario, str(p.folder)) for c, p in chosen_by_case.items()
+    }
+    case = max(case_names, key=lambda c: scenarios[c].target.shape.num_experts)
+    chosen, scenario = chosen_by_case[case], scenarios[case]
     shape = scenario.target.shape
     if not shape.num_moe_layers or not shape.num_experts:
         return None
@@ -143,8 +160,9 @@ def unique_experts_of_sweep_figure(points: Sequence[PointResult], *, samples: in
         inclusion, true, tokens, 1, samples, rng.stream(scenario.seed, "routing", 10**6)
     )
     name = chosen.case or scenario.model.target
+    why = f" (most experts of {len(case_names)} cases)" if len(case_names) > 1 else ""
     title = (
-        f"{name}: top-{k} of {n} experts, {layers} MoE layers, one sequence\n"
+        f"{name}{why}: top-{k} of {n} experts, {layers} MoE layers, one sequence\n"
         f"{describe_routing(scenario.routing)}"
     )
     return unique_experts_figure(

@@ -10,6 +10,8 @@ together with another one (an axis of tables) add no line and no label
 * ``speedup-vs-batch``: mean speedup over plain decoding against the batch size
   (``workload.concurrency``), one line per case and policy (and free axis), with 95 % CIs; one
   panel per case once a single panel would hold more than :data:`MAX_LINES` lines;
+* ``speedup-vs-<axis>``: the same against every other numeric axis (``acceptance.alpha``,
+  ``routing.overlap``, ...);
 * ``policies``: mean TPOT per policy at every point, one panel per case
   (:mod:`simspec.plots.comparison`);
 * ``unique-experts``: U(T) of the first case: independent routing vs the overlap predictions
@@ -31,11 +33,11 @@ from simspec.plots import pyplot, save
 from simspec.plots.comparison import policy_comparison_figure
 from simspec.plots.layout import (
     BATCH,
-    POLICY_COLORS,
     cases,
     describe,
     free_keys,
     grid_shape,
+    line_colors,
 )
 from simspec.plots.routing import unique_experts_of_sweep
 from simspec.sweep.points import axes, read_sweep
@@ -71,8 +73,13 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     points = read_sweep(folder)
     rows = summarize(points)
     written: list[Path] = []
-    if rows and BATCH in axes(points):
-        written += save(speedup_vs_batch_figure(rows), out / "speedup-vs-batch.png", svg=True)
+    numeric = numeric_axes(points)
+    given = [BATCH] if BATCH in numeric else []
+    # one figure per independent axis: a key set with the batch (an axis of tables) adds none
+    for axis in given + [a for a in free_keys(rows, given) if a in numeric]:
+        name = "batch" if axis == BATCH else axis
+        figure = speedup_vs_batch_figure(rows, axis)
+        written += save(figure, out / f"speedup-vs-{name}.png", svg=True)
     if rows:
         written += save(policy_comparison_figure(rows), out / "policies.png", svg=True)
     written += unique_experts_of_sweep(points, out / "unique-experts.png")
@@ -88,6 +95,18 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     return written
 
 
+def numeric_axes(points: Sequence[Any]) -> list[str]:
+    """The sweep's axes whose values are all numbers, in the sweep's order (batch first)."""
+    found = []
+    for axis in axes(points):
+        values = [p.values.get(axis) for p in points if axis in p.values]
+        numbers = [_num(v) for v in values if not isinstance(v, bool)]
+        numeric = len(numbers) == len(values) and not any(map(math.isnan, numbers))
+        if numeric and len(set(numbers)) > 1:
+            found.append(axis)
+    return sorted(found, key=lambda a: a != BATCH)
+
+
 def _slope(points: Any) -> dict[str, Any]:
     from simspec.analysis.delta import fit_slope
 
@@ -95,30 +114,41 @@ def _slope(points: Any) -> dict[str, Any]:
     return {"fitted_slope_s_per_token": slope, "fit_violations": violations}
 
 
-def _policy_title(rows: Sequence[PolicySummary]) -> str:
+def _axis_name(axis: str) -> str:
+    return "batch size" if axis == BATCH else axis
+
+
+def _policy_title(rows: Sequence[PolicySummary], axis: str = BATCH) -> str:
     """'speedup of P' for one policy, else 'speedup'; '(mean of R replications)' when R > 1."""
     policies = list(dict.fromkeys(r.policy for r in rows))
     head = f"speedup of {policies[0]}" if len(policies) == 1 else "speedup"
     reps = max((r.replications for r in rows), default=1)
     tail = f" (mean of {reps} replications, 95 % CI)" if reps > 1 else ""
-    return f"{head} over no speculation vs batch size{tail}"
+    return f"{head} over no speculation vs {_axis_name(axis)}{tail}"
 
 
-def _batch_ticks(ax: Any, values: Sequence[float], step: int = 1) -> None:
-    ax.set_xscale("log", base=2)
-    ticks = sorted({v for v in values if not math.isnan(v)})[::step]
+def _batch_ticks(ax: Any, values: Sequence[float], step: int = 1, axis: str = BATCH) -> None:
+    """Ticks at the sweep's values: a log-2 axis for the batch size (and any positive axis
+    spanning a factor of 8 or more), else a linear one; at most 12 labels."""
+    ticks = sorted({v for v in values if not math.isnan(v)})
+    positive = bool(ticks) and ticks[0] > 0
+    if axis == BATCH or (positive and ticks[-1] >= 8 * ticks[0]):
+        ax.set_xscale("log", base=2)
+    step = max(step, -(-len(ticks) // 12))
+    ticks = ticks[::step]
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
 
 
-def speedup_vs_batch_figure(rows: Sequence[PolicySummary]) -> Any:
-    """Figure: speedup vs batch size, one line per (case, free axes, policy), baseline left out.
+def speedup_vs_batch_figure(rows: Sequence[PolicySummary], axis: str = BATCH) -> Any:
+    """Figure: speedup vs ``axis`` (the batch size by default), one line per (case, free axes,
+    policy), baseline left out.
 
     One panel when it holds at most :data:`MAX_LINES` lines, else one panel per case; the
     legend sits outside the data.
     """
     shown = [r for r in rows if not r.is_baseline]
-    others = free_keys(shown, [BATCH])
+    others = free_keys(shown, [axis])
     case_list = cases(shown)
     several_policies = len({r.policy for r in shown}) > 1
 
@@ -136,11 +166,12 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary]) -> Any:
         nrows, ncols, figsize=size, dpi=120, squeeze=False, sharex=True, sharey=not one_panel
     )
     labels = list(dict.fromkeys(line(r, one_panel) for r in shown))
+    colors = line_colors(len(labels))
     for ax, panel in zip(grid.ravel(), panels, strict=False):
         mine = [r for r in shown if one_panel or r.case == panel]
         for label in labels:
             pts = sorted(
-                (_num(r.values.get(BATCH)), r.speedup_vs_no_spec, r.speedup_vs_no_spec_ci95)
+                (_num(r.values.get(axis)), r.speedup_vs_no_spec, r.speedup_vs_no_spec_ci95)
                 for r in mine
                 if line(r, one_panel) == label
             )
@@ -148,36 +179,38 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary]) -> Any:
                 continue
             x, y, ci = (np.array(v) for v in zip(*pts, strict=True))
             n = labels.index(label)
+            # no error bars (not even empty caps) where no interval exists (one replication)
             ax.errorbar(
                 x,
                 y,
-                yerr=np.where(np.isnan(ci), 0.0, ci),
+                yerr=None if np.isnan(ci).all() else np.where(np.isnan(ci), 0.0, ci),
                 marker=_MARKERS[n % len(_MARKERS)],
-                linestyle=_STYLES[(n // len(POLICY_COLORS)) % len(_STYLES)],
+                linestyle=_STYLES[(n // len(colors)) % len(_STYLES)],
                 markersize=4,
                 capsize=2,
                 label=label or None,
-                color=POLICY_COLORS[n % len(POLICY_COLORS)],
+                color=colors[n],
             )
         ax.axhline(1.0, color="black", linewidth=0.8)
-        _batch_ticks(ax, [_num(r.values.get(BATCH)) for r in shown], 1 if one_panel else 2)
+        _batch_ticks(ax, [_num(r.values.get(axis)) for r in shown], 1 if one_panel else 2, axis)
         if panel:
             ax.set_title(panel, fontsize=8)
         ax.grid(True, alpha=0.3)
     for ax in grid.ravel()[len(panels) :]:
         ax.set_visible(False)
     for ax in grid[-1]:
-        ax.set_xlabel("batch size (concurrent requests)", fontsize=8 if not one_panel else None)
+        label = "batch size (concurrent requests)" if axis == BATCH else axis
+        ax.set_xlabel(label, fontsize=8 if not one_panel else None)
     for ax in grid[:, 0]:
         ax.set_ylabel("speedup (x)")
     handles, names = grid[0, 0].get_legend_handles_labels()
     if one_panel:
-        grid[0, 0].set_title(_policy_title(shown), fontsize=10)
+        grid[0, 0].set_title(_policy_title(shown, axis), fontsize=10)
         if names:
             grid[0, 0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     else:
         fig.tight_layout()
-        fig.suptitle(_policy_title(shown), fontsize=10, y=1.0, va="bottom")
+        fig.suptitle(_policy_title(shown, axis), fontsize=10, y=1.0, va="bottom")
     if names and not one_panel:
         fig.legend(
             handles, names, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4
@@ -208,6 +241,7 @@ def speedup_by_case_figure(tables: Sequence[Sequence[PolicySummary]], labels: li
         nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows), dpi=120, sharex=True, squeeze=False
     )
     batches = [_num(r.values.get(BATCH)) for t in shown for r in t]
+    colors = line_colors(max(len(labels), len(combos)))
     for ax, case in zip(grid.ravel(), case_list, strict=False):
         for n, (rows, keys, label) in enumerate(zip(shown, free, labels, strict=True)):
             for c, combo in enumerate(combos):
@@ -226,7 +260,7 @@ def speedup_by_case_figure(tables: Sequence[Sequence[PolicySummary]], labels: li
                     y,
                     marker="os^D"[n % 4],
                     markersize=3,
-                    color=POLICY_COLORS[(n if len(combos) == 1 else c) % len(POLICY_COLORS)],
+                    color=colors[n if len(combos) == 1 else c],
                     linestyle=_STYLES[n % len(_STYLES)],
                     label=label if len(combos) == 1 else f"{label}: {combo}",
                 )

@@ -223,6 +223,26 @@ class CalibrationProfile:
     data: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def serving_fit(self) -> tuple[str, ...]:
+        """The cost parameters ``simspec fit`` fitted to serving measurements (kind "fitted").
+
+        These outrank an engine preset's values when a scenario uses the profile
+        (:attr:`simspec.config.scenario.Scenario.roofline`): they were fitted end to end on the
+        user's own engine, with the preset already applied.
+        """
+        if self.kind != "fitted":
+            return ()
+        params = self.data.get("fit_details", {}).get("params", {})
+        return tuple(str(name) for name in params)
+
+    @property
+    def engine_preset(self) -> str | None:
+        """The engine preset of the scenario a fitted profile was fitted with (None: unknown)."""
+        scenario = self.data.get("metadata", {}).get("scenario", {})
+        preset = scenario.get("engine_preset") if isinstance(scenario, Mapping) else None
+        return str(preset) if preset is not None else None
+
+    @property
     def has_tables(self) -> bool:
         """True when the profile holds measured (or synthetic) tables."""
         return self.moe is not None or self.attention is not None or bool(self.gemm)

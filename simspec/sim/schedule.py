@@ -75,7 +75,8 @@ def schedule(
     w = setup.workload
     total = w.num_requests
     closed = w.loop == "closed"
-    max_batch = w.concurrency if closed else w.max_batch_size
+    # closed: the clients' requests beyond the engine's batch cap (max_num_seqs) wait in line
+    max_batch = min(w.concurrency, w.max_batch_size) if closed else w.max_batch_size
     kv_capacity = setup.kv_capacity_bytes
     prefill = setup.cost_model.prefill
     next_closed = min(w.concurrency, total) if closed else total  # open: none to replace

@@ -170,16 +170,43 @@ def _run_processes(
             finished(point, run_point(point.scenario, oracle))
         return
     import concurrent.futures as cf
+    import multiprocessing
 
     # Forked workers inherit the imported modules (and the parent's caches, which never change
     # a result: one worker runs every point in the parent).
     context = worker_context()
+    ours = set(multiprocessing.active_children())
     pool = pools.enter_context(cf.ProcessPoolExecutor(max_workers=workers, mp_context=context))
-    with frozen_heap():  # the first submit forks the workers
+    # The first submit forks every worker; they inherit an ignored SIGINT, so a Ctrl-C (sent to
+    # the terminal's whole process group) reaches only this process, which stops them below.
+    with frozen_heap(), _children_ignore_sigint():
         futures = {pool.submit(run_point_files, p, oracle): p for p in todo}
-    for future in cf.as_completed(futures):
-        finished(futures[future], future.result())
+    saved: set[cf.Future[PointFiles]] = set()
+    try:
+        for future in cf.as_completed(futures):
+            finished(futures[future], future.result())
+            saved.add(future)
+    except KeyboardInterrupt:
+        _stop_processes(pool, set(multiprocessing.active_children()) - ours)
+        # keep the points that finished while the interrupt was on its way
+        for future, point in futures.items():
+            if future in saved or not future.done() or future.cancelled():
+                continue
+            if future.exception() is None:
+                finished(point, future.result())
+        raise
     pool.shutdown(wait=False)  # every point is done: let the workers exit meanwhile
+
+
+def _stop_processes(pool: Any, workers: set[Any]) -> None:
+    """Cancel the queued points and kill the workers (they ignore SIGINT): an interrupted sweep
+    ends at once instead of after the points in flight."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        with contextlib.suppress(OSError):
+            process.kill()
+    for process in workers:
+        process.join(timeout=2)
 
 
 #: Seconds to wait for a dask scheduler at ``--scheduler`` before giving up.

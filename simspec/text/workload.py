@@ -41,7 +41,13 @@ class WorkloadConfig:
         ge=1e-3,
         le=1e6,
     )
-    max_batch_size: int = param(256, "most requests decoded together, open loop", ge=1, le=65536)
+    max_batch_size: int = param(
+        256,
+        "most requests decoded together (the engine's max_num_seqs); in a closed loop the "
+        "requests beyond it wait in line",
+        ge=1,
+        le=65536,
+    )
     prompt_tokens: int = param(512, "mean prompt length, tokens", ge=1, le=10_000_000)
     output_tokens: int = param(256, "mean output length, tokens", ge=2, le=1_000_000)
     length_jitter: float = param(

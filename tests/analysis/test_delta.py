@@ -201,3 +201,44 @@ def test_analysis_is_reproducible_and_json_clean(analysed):
     json.dumps(empty, allow_nan=False)  # undefined numbers are null, never NaN
     assert "n/a" in delta.describe(empty)
     assert "% misclassified" in delta.describe(summary)
+
+
+@pytest.mark.parametrize(
+    ("found", "random_", "failed"), [(0.307, 0.276, True), (0.20, 0.20, True), (0.1, 0.3, False)]
+)
+def test_a_line_no_better_than_random_cost_tables_fails_its_control(found, random_, failed):
+    summary = {
+        "misclassified_fraction": found,
+        "control_random_tables_misclassified_fraction": random_,
+    }
+    verdict = delta.control_failure(summary)
+    assert (verdict is not None) is failed
+    assert ("WARNING: the analysis failed its control" in delta.describe(summary)) is failed
+    assert delta.control_failure({"misclassified_fraction": 0.3}) is None  # no control: silent
+
+
+def test_the_delta_figure_says_when_the_control_failed(tmp_path):
+    from simspec.plots.policies import delta_space
+
+    rng = np.random.default_rng(0)
+    points = _points(rng.uniform(0.5, 2.0, 200), rng.random(200) < 0.5)
+    summary = {
+        "misclassified_fraction": 0.45,
+        "control_random_tables_misclassified_fraction": 0.40,
+        "control_permutation_misclassified_fraction": 0.5,
+    }
+    import matplotlib.figure
+
+    captured = []
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        captured.append([t.get_text() for t in self.texts])
+        return original(self, *args, **kwargs)
+
+    matplotlib.figure.Figure.savefig = keep
+    try:
+        delta_space(points, summary, tmp_path / "d.png")
+    finally:
+        matplotlib.figure.Figure.savefig = original
+    assert any("failed its control" in text for texts in captured for text in texts)

@@ -36,6 +36,7 @@ SCENARIOS = {
         *SMALL,
         "model.target=qwen3-235b-a22b",
         "model.drafter=qwen3-0.6b-draft",
+        'model.precision="fp8"',  # bf16 would not fit a TP2 x EP2 share of one H200
         "hardware.gpu=h200",
         "hardware.num_gpus=4",
         "hardware.tensor_parallel=2",

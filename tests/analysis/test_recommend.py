@@ -108,3 +108,19 @@ def test_batch_scenario_sets_the_batch_and_the_policies():
         {"name": "threshold", "label": "threshold", **with_own.policies[1].params()}
     ]
     assert online_policy_data(with_own, ["cost_aware"]) == [{"name": "cost_aware"}]
+
+
+def test_the_figure_labels_best_k_above_its_error_bar_and_names_the_band():
+    from simspec.plots.recommend import speedup_vs_k_figure
+
+    base = np.array([1.2, 1.3, 1.25, 1.22])
+    rec = recommend(
+        replicated({0: np.ones(4), 1: base}, {"threshold": base + 0.1}, base + 0.8), batch=8
+    )
+    fig = speedup_vs_k_figure(rec)
+    (ax,) = fig.axes
+    (label,) = [t for t in ax.texts if t.get_text().startswith("best k = 1")]
+    best = rec.best.speedup
+    assert label.xy[1] == pytest.approx(best.mean + best.half_width)
+    names = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "threshold 95 % CI" in names

@@ -93,3 +93,14 @@ def test_sweep_case_changing_only_the_target_gets_its_drafter(tmp_path):
     }
     _, points = load_sweep(write_scenario(tmp_path, data))
     assert [p.scenario.model.drafter for p in points] == ["eagle3-qwen3-30b-a3b", "eagle3-qwen3-8b"]
+
+
+def test_set_target_with_an_incompatible_drafter_named_in_the_file_is_an_error(tmp_path, capsys):
+    data = scenario({"model.target": "qwen3-30b-a3b", "model.drafter": "eagle3-qwen3-30b-a3b"})
+    path = write_scenario(tmp_path, data)
+    assert main(["validate", str(path), "--set", 'model.target="qwen3-8b"']) == 2
+    err = capsys.readouterr().err
+    assert "model.drafter" in err and "eagle3-qwen3-30b-a3b" in err
+    assert "--set model.drafter=" in err and "Traceback" not in err
+    fixed = ["--set", 'model.target="qwen3-8b"', "--set", 'model.drafter="eagle3-qwen3-8b"']
+    assert main(["validate", str(path), *fixed]) == 0

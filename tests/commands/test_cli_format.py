@@ -81,7 +81,9 @@ def test_table_to_stdout_keeps_the_text_table(capsys, outputs):
     code, out, _ = run_main(capsys, "run", *SMALL)
     assert code == 0
     table_text = outputs["table"].read_text()
-    assert out.endswith(table_text) and out.startswith("scenario default")
+    assert table_text in out and out.startswith("scenario default")
+    assert out.endswith(table_text + out.splitlines()[-1] + "\n")  # then the one-line answer
+    assert out.splitlines()[-1].startswith("best: ")
 
 
 def test_two_data_streams_on_stdout_are_refused(capsys):

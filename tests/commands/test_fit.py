@@ -89,3 +89,32 @@ def test_fit_warns_about_parameters_the_rows_cannot_identify(inputs, capsys):
     _, errors = capsys.readouterr()
     assert code == 0
     assert "warning: comm_s_per_layer is not identifiable: no row depends on it" in errors
+
+
+def test_fit_under_a_preset_says_its_values_outrank_the_preset(inputs, capsys):
+    from simspec import catalog
+
+    folder, scenario_path, csv_path = inputs
+    out = folder / "profile.json"
+    argv = ["fit", str(csv_path), "--scenario", str(scenario_path), "--out", str(out)]
+    code = main([*argv, "--params", "pass_overhead_s", "--set", 'engine.preset="sglang"'])
+    _, errors = capsys.readouterr()
+    assert code == 0, errors
+    preset = catalog.get_engine("sglang").overrides()["pass_overhead_s"]
+    fitted = load_profile(out).fitted.pass_overhead_s
+    (note,) = [line for line in errors.splitlines() if line.startswith("note:")]
+    assert "outrank the engine preset" in note
+    assert f"pass_overhead_s {preset:.4g} -> {fitted:.4g}" in note
+
+
+def test_running_a_profile_under_another_preset_says_so(inputs, capsys):
+    folder, scenario_path, csv_path = inputs
+    out = folder / "profile.json"
+    argv = ["fit", str(csv_path), "--scenario", str(scenario_path), "--out", str(out)]
+    assert main([*argv, "--params", "pass_overhead_s", "--set", 'engine.preset="sglang"']) == 0
+    capsys.readouterr()
+    run = ["run", str(scenario_path), "--set", f'costs.profile="{out}"']
+    assert main([*run, "--set", 'engine.preset="vllm"']) == 0
+    assert "was fitted under engine preset 'sglang'" in capsys.readouterr().err
+    assert main([*run, "--set", 'engine.preset="sglang"']) == 0
+    assert "fitted under" not in capsys.readouterr().err

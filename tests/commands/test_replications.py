@@ -95,3 +95,22 @@ def test_the_ci_column_is_the_t_interval_of_the_replications(tmp_path, capsys):
     assert rows["fixed-2"]["speedup_vs_no_spec_ci95"] == pytest.approx(
         stats.sem(speedups) * stats.t.ppf(0.975, len(speedups) - 1)
     )
+
+
+def test_run_and_compare_end_with_a_one_line_answer(capsys):
+    from simspec.cli import main
+
+    argv = ["--set", "workload.num_requests=2", "--set", "workload.output_tokens=24"]
+    assert main(["run", *argv, "--json", "-"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {p["label"]: p for p in data["policies"]}
+    best = max(rows, key=lambda label: rows[label]["speedup_vs_no_spec"])
+    assert main(["run", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("scenario default")  # what is simulated, first
+    assert lines[-1] == f"best: {best}, {rows[best]['speedup_vs_no_spec']:.2f}x vs no speculation"
+    assert main(["compare", *argv]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("best: ") and "; oracle bound " in last
+    bound = float(last.rsplit(" ", 1)[1].rstrip("x"))
+    assert bound >= float(last.split(", ")[1].split("x")[0])

@@ -44,3 +44,15 @@ def test_the_floor_is_the_median_per_kernel_time(tmp_path):
     assert floors is not None
     assert floors.graph_s == pytest.approx(2e-6)  # median of 2, 4, 0.9 us
     assert floors.eager_s == pytest.approx(10e-6)  # median of 10, 20, 9 us
+
+
+@pytest.mark.parametrize("gpu", ["h200", "h100-sxm"])
+def test_catalog_floors_of_hopper_are_the_measured_ones(gpu):
+    """The H200 was measured; the H100 SXM is the same die with the same launch path."""
+    from simspec import catalog
+
+    floors = kernel_floors(PROFILES, "h200")
+    spec = catalog.get_gpu(gpu)
+    assert floors is not None
+    assert spec.kernel_floor_graph_s == pytest.approx(floors.graph_s, rel=5e-3)
+    assert spec.kernel_floor_eager_s == pytest.approx(floors.eager_s, rel=5e-3)

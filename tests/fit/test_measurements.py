@@ -190,3 +190,22 @@ def test_every_documented_column_is_accepted():
         "num_draft_tokens",
         "note",
     }
+
+
+def test_the_readme_documents_every_column_of_the_fit_input():
+    from pathlib import Path
+
+    from simspec.fit.measurements import COLUMNS, QUANTITIES, REQUIRED
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    rows = {
+        line.split("|")[1].strip().strip("`"): line.split("|")[2].strip()
+        for line in text.splitlines()
+        if line.startswith("| `") and line.split("|")[1].strip().strip("`") in COLUMNS
+    }
+    assert sorted(rows) == sorted(COLUMNS)
+    assert all(rows[c] == "yes" for c in REQUIRED)
+    quantity_line = next(line for line in text.splitlines() if line.startswith("| `quantity`"))
+    for quantity in QUANTITIES:
+        assert f"`{quantity}`" in quantity_line, quantity

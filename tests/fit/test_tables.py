@@ -193,7 +193,10 @@ def test_grid_then_bounded_finds_the_global_minimum_precisely():
 def test_fit_predicts_moe_cells_with_the_cost_models_kernel(form_tables):
     """The fit's MoE prediction is the cost model's, cell by cell: exact at the true values."""
     _, truth, tables = form_tables
-    cells = fit_moe.moe_cells(tables)
+    from simspec.physics.launches import TABLE_MOE_KERNELS
+
+    # A synthetic cell holds the router and top-k kernels' floors, as a measured one does.
+    cells = fit_moe.moe_cells(tables, TABLE_MOE_KERNELS * H100.kernel_floor_s(True))
     assert cells is not None
     bw, peak = H100.hbm_bytes_per_s, H100.bf16_flops_per_s
     predicted = fit_moe.moe_pred(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from simspec.io.progress import Progress
 
@@ -51,3 +52,22 @@ def test_a_terminal_gets_a_tqdm_bar():
     progress.close()
     text = stream.getvalue()
     assert "compare" in text and "3/3" in text
+
+
+def test_a_drawn_bar_ends_with_a_newline_so_the_next_line_is_whole():
+    stream = _Terminal()
+    with Progress("sweep", stream=stream, delay_s=0.05) as progress:
+        progress(0, 3)
+        time.sleep(0.1)  # past the delay: the bar is drawn
+        for done in range(1, 4):
+            progress(done, 3)
+    text = stream.getvalue()
+    assert "3/3" in text and text.endswith("\n"), repr(text)
+
+
+def test_a_terminal_bar_waits_for_the_delay():
+    stream = _Terminal()
+    with Progress("run", stream=stream, delay_s=60.0) as progress:
+        for done in range(0, 4):
+            progress(done, 3)
+    assert stream.getvalue() == ""

@@ -43,6 +43,10 @@ def test_plot_of_an_independent_routing_sweep(tmp_path: Path, capsys):
     assert main(["plot", str(out)]) == 0
     for name in ("speedup-vs-batch", "policies", "unique-experts"):
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # num_requests is set with the batch (an axis of tables): no figure of its own
+    assert sorted(p.name for p in (out / "figures").glob("speedup-vs-*.png")) == [
+        "speedup-vs-batch.png"
+    ]
     capsys.readouterr()
     fig = unique_experts_of_sweep_figure(read_sweep(out), samples=20)
     (ax,) = fig.axes
@@ -97,3 +101,76 @@ def test_compare_bars_baseline_grey_oracle_black():
     assert colors[0] == BASELINE_COLOR.lower()
     assert colors[2] == ORACLE_COLOR.lower()
     assert len(set(colors)) == 3
+
+
+GRID = """
+name = "kinds"
+seed = 2
+[routing]
+overlap = 0.3
+[workload]
+num_requests = 2
+prompt_tokens = 32
+output_tokens = 10
+[[policies]]
+name = "fixed"
+draft_tokens = 2
+[sweep]
+oracle = true
+grid = { "workload.concurrency" = [1, 2], "acceptance.alpha" = [0.5, 0.8] }
+"""
+
+
+def test_plot_renders_every_figure_kind_of_a_small_sweep(tmp_path: Path, capsys):
+    scenario = tmp_path / "kinds.toml"
+    scenario.write_text(GRID)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["plot", str(out)]) == 0
+    capsys.readouterr()
+    kinds = (
+        "speedup-vs-batch",
+        "speedup-vs-acceptance.alpha",
+        "policies",
+        "unique-experts",
+        "delta-space",
+    )
+    for name in kinds:
+        assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+
+
+def test_unique_experts_ticks_are_whole_tokens():
+    t = np.arange(1, 5)
+    fig = unique_experts_figure(t, {"independent": 2.0 * t}, 2)
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert all(float(x).is_integer() for x in ax.get_xticks())
+
+
+CASES = """
+name = "two"
+seed = 3
+[workload]
+num_requests = 1
+concurrency = 1
+prompt_tokens = 16
+output_tokens = 6
+[[policies]]
+name = "fixed"
+draft_tokens = 1
+[sweep]
+cases = [
+  { label = "coarse", "model.target" = "mixtral-8x7b", "hardware.num_gpus" = 2 },
+  { label = "fine", "model.target" = "qwen3-30b-a3b" },
+]
+"""
+
+
+def test_unique_experts_of_several_cases_draws_the_most_fine_grained(tmp_path: Path, capsys):
+    scenario = tmp_path / "two.toml"
+    scenario.write_text(CASES)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    (ax,) = unique_experts_of_sweep_figure(read_sweep(out), samples=5).axes
+    assert ax.get_title().startswith("fine (most experts of 2 cases): top-8 of 128")

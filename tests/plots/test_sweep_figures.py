@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import numpy as np
-import pytest
 from matplotlib.colors import to_hex
 
 from simspec.plots.comparison import policy_comparison_figure
@@ -75,6 +74,14 @@ def test_keys_varying_together_give_one_line_per_case():
     assert len(data_lines(fig)) == 10
     for line in data_lines(fig):
         assert list(line.get_xdata()) == list(BATCHES)
+
+
+def test_ten_models_get_ten_colours_and_no_error_bars_without_intervals():
+    fig = speedup_vs_batch_figure(paper_b_rows())  # one replication: no CIs
+    (ax,) = fig.axes
+    colors = {to_hex(line.get_color()) for line in data_lines(fig)}
+    assert len(colors) == 10
+    assert not ax.collections  # no error-bar glyphs
 
 
 def test_too_many_lines_split_into_one_panel_per_case():
@@ -154,7 +161,7 @@ def test_policies_figure_covers_every_point():
     assert legend_texts(fig) == ["no-spec", "fixed-3"]
 
 
-def test_policies_figure_says_when_it_shows_a_subset():
+def test_policies_figure_draws_every_point_and_thins_only_the_tick_labels():
     rows = [
         summary("", {"routing.overlap": i / 100}, p, baseline=p == "no-spec")
         for i in range(20)
@@ -162,13 +169,18 @@ def test_policies_figure_says_when_it_shows_a_subset():
     ]
     fig = policy_comparison_figure(rows, max_points=12)
     (ax,) = fig.axes
-    assert len(ax.get_xticks()) == 12
-    assert "12 of 20 points" in ax.get_title()
+    assert len(ax.patches) == 40  # every point's bars
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) <= 12 and labels[0].get_text() == "0.0"
+    assert all(t.get_rotation() == 0 for t in labels)
+    assert "of 20" not in ax.get_title()
 
 
-@pytest.mark.parametrize("max_points", [5, 6])
-def test_policies_figure_subset_keeps_the_ends(max_points):
-    rows = [summary("", {BATCH: b}, "fixed-3") for b in BATCHES]
-    (ax,) = policy_comparison_figure(rows, max_points=max_points).axes
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert labels[0] == "1" and labels[-1] == "256" and len(labels) == max_points
+def test_speedup_figure_against_another_numeric_axis():
+    rows = [summary("", {"acceptance.alpha": a}, "fixed-3", speedup=1 + a) for a in (0.5, 0.6, 0.7)]
+    fig = speedup_vs_batch_figure(rows, "acceptance.alpha")
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "acceptance.alpha" and "vs acceptance.alpha" in ax.get_title()
+    assert ax.get_xscale() == "linear"
+    (line,) = data_lines(fig)
+    assert list(line.get_xdata()) == [0.5, 0.6, 0.7]

@@ -52,6 +52,20 @@ def test_closed_loop_fills_the_batch_and_replaces_each_finished_request():
     assert [r.arrival_s for r in finished if r.request_id < 3] == [0.0] * 3
 
 
+def test_closed_loop_clients_beyond_max_batch_size_wait_in_line():
+    # 5 clients, an engine that decodes at most 2 (vLLM's max_num_seqs)
+    setup = build_setup(
+        tiny("workload.concurrency=5", "workload.num_requests=7", "workload.max_batch_size=2")
+    )
+    seen, finished = _drive(setup, arrive=None)
+    batches = [b for r, b in seen if isinstance(r, StepOutcome)]
+    assert max(batches) == 2
+    assert sorted(r.request_id for r in finished) == list(range(7))
+    waited = [r for r in finished if r.request_id in (2, 3, 4)]  # clients there from the start
+    assert all(r.arrival_s == 0.0 < r.first_token_s for r in waited)
+    assert max(r.first_token_s for r in waited) > min(r.first_token_s for r in finished)
+
+
 def test_open_loop_blocks_only_when_the_gpu_is_idle():
     setup = build_setup(tiny('workload.loop="open"', "workload.num_requests=5"))
     ids = iter(range(5))

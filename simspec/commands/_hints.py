@@ -1,0 +1,72 @@
+"""Hints printed before a long simulation: what would make it faster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+#: Simulated tokens (requests x output tokens x runs) of Monte-Carlo routing above which
+#: run, compare, sweep and validate suggest analytic routing (a run worth waiting less for).
+SLOW_MONTE_CARLO_TOKENS = 100_000
+
+
+def analytic_routing_hint(scenarios: Sequence[Any], oracle: bool) -> str | None:
+    """A note suggesting ``routing.mode = "analytic"`` when the Monte-Carlo runs among
+    ``scenarios`` are long (None otherwise)."""
+    from simspec.analysis.experiment import work_tokens
+
+    sampled = [s for s in scenarios if s.routing.mode == "monte_carlo"]
+    tokens = sum(work_tokens(s, oracle) for s in sampled)
+    if tokens < SLOW_MONTE_CARLO_TOKENS:
+        return None
+    return (
+        f"note: {tokens:,} simulated tokens with Monte-Carlo routing (sampled expert sets); "
+        "--set 'routing.mode=\"analytic\"' uses the expected unique experts instead and "
+        "runs much faster, without the sampling noise"
+    )
+
+
+#: Baseline TTFT over the lowest other policy's above which :func:`lockstep_hint` speaks.
+LOCKSTEP_TTFT_RATIO = 1.2
+
+
+def lockstep_hint(scenario: Any, result: Any) -> str | None:
+    """A note when a closed loop with equal request lengths ran in lockstep and it shows in
+    TTFT (None otherwise).
+
+    Requests of equal length finish together under plain decoding, and their replacements
+    arrive together and are prefilled as one group, so the k = 0 baseline's TTFT includes a
+    whole batch's prefill, while speculation (whose requests finish apart) does not: the TTFT
+    difference is the lockstep's, not the engine's. Length jitter spreads the finishes as real
+    workloads do.
+    """
+    w = scenario.workload
+    if w.loop != "closed" or w.length_jitter > 0:
+        return None
+    base = next((p for p in result.policies if p.is_baseline), None)
+    others = [p.ttft_ms for p in result.policies if not p.is_baseline and not p.is_oracle]
+    if base is None or not others or base.ttft_ms <= LOCKSTEP_TTFT_RATIO * min(others):
+        return None
+    return (
+        f"note: {base.label}'s TTFT ({base.ttft_ms:.1f} ms vs {min(others):.1f}) comes from "
+        "lockstep: with workload.length_jitter = 0 its requests finish together and their "
+        "replacements are prefilled as a group; --set workload.length_jitter=0.5 gives TTFT "
+        "as an engine with varied request lengths sees it"
+    )
+
+
+def preset_mismatch_hint(scenario: Any) -> str | None:
+    """A note when the scenario's fitted profile was fitted under another engine preset: its
+    fitted parameters still outrank this preset (:attr:`Scenario.roofline`), and they carry the
+    other preset's overheads with them."""
+    profile = scenario.profile
+    if profile is None or not profile.serving_fit:
+        return None
+    fitted_under = profile.engine_preset
+    if fitted_under is None or fitted_under == scenario.engine.preset:
+        return None
+    return (
+        f"note: {profile.source} was fitted under engine preset {fitted_under!r}, this scenario "
+        f"uses {scenario.engine.preset!r}; the profile's fitted {', '.join(profile.serving_fit)} "
+        "outrank the preset (refit under this preset for its numbers)"
+    )

@@ -1,0 +1,90 @@
+"""Ctrl-C in a terminal: SIGINT to the sweep's whole process group (parent and workers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCENARIO = """
+name = "sigint"
+seed = 1
+[model]
+target = "qwen3-30b-a3b"
+drafter = "eagle3-qwen3-30b-a3b"
+[acceptance]
+process = "iid"
+alpha = 0.7
+[workload]
+loop = "closed"
+concurrency = 4
+num_requests = 8
+prompt_tokens = 64
+output_tokens = 400
+[[policies]]
+name = "fixed"
+draft_tokens = 3
+[sweep]
+grid = {{ "acceptance.alpha" = [{}] }}
+""".format(", ".join(f"{0.3 + 0.03 * i:.2f}" for i in range(20)))
+
+
+def _saved(out: Path) -> list[Path]:
+    if not (out / "points").is_dir():
+        return []
+    return sorted(p for p in (out / "points").glob("*.json") if not p.name.startswith("."))
+
+
+def _sweep(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO, encoding="utf-8")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "simspec", "sweep", str(scenario), "--out", str(out)]
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    return proc, out
+
+
+def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[float, bytes]:
+    start = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, errors = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the sweep did not end within 30 s of a Ctrl-C")
+    return time.monotonic() - start, errors
+
+
+def test_ctrl_c_after_some_points_ends_at_once_and_keeps_them(tmp_path):
+    proc, out = _sweep(tmp_path)
+    deadline = time.monotonic() + 60
+    while not _saved(out) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    kept_before = _saved(out)
+    assert kept_before, "no point finished within 60 s"
+    elapsed, errors = _interrupt(proc)
+    assert proc.returncode == 130, errors
+    assert elapsed < 5.0, elapsed
+    assert set(kept_before) <= set(_saved(out))  # every finished point kept
+    assert len(_saved(out)) < 20 and not (out / "results.csv").exists()
+    assert b"Traceback" not in errors, errors.decode()
+
+
+def test_ctrl_c_before_the_first_point_ends_at_once(tmp_path):
+    proc, _ = _sweep(tmp_path)
+    time.sleep(2.0)  # inside the first points
+    elapsed, errors = _interrupt(proc)
+    assert proc.returncode == 130, errors
+    assert elapsed < 5.0, elapsed
+    assert b"Traceback" not in errors, errors.decode()
