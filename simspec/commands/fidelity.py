@@ -6,7 +6,11 @@ row with the simulator and writes ``REPORT.md`` and ``summary.json`` (:mod:`sims
 ``kernel_fit.json``: :mod:`simspec.fit.kernels`); ``--fit-presets`` first fits the engine
 presets' overheads to each engine's rows (``preset_fit.json``: :mod:`simspec.fit.presets`) and,
 with ``--catalog DIR``, writes the presets' TOML files there (``simspec/catalog/engines`` in a
-checkout), so the shipped catalog data is produced by this command.
+checkout), so the shipped catalog data is produced by this command. Unless ``--in-sample-only``,
+every reporter (else source) is then held out in turn with everything fitted or chosen refit
+without it (:mod:`simspec.fit.nested`): the report and ``summary.json`` lead with those
+out-of-sample errors and ``folds.json`` holds the fold table, reused while the hash of its
+inputs (:func:`simspec.validation.holdout.inputs_hash`) is current.
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "are simulated; delete it when the model or the cases change), then written",
     )
     parser.add_argument(
+        "--in-sample-only",
+        action="store_true",
+        help="skip the nested leave-one-group-out refits (no out-of-sample errors)",
+    )
+    parser.add_argument(
         "--without",
         metavar="KEY,...",
         help="with --fit-presets: overheads held at 0 (not fitted), comma-separated",
@@ -106,6 +115,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"kernel forms: {data['winner']} wins -> {out / 'KERNEL_FIT.md'}")
     if args.fit_presets:
         from simspec.fit.presets import fit_presets, preset_toml
+        from simspec.validation.consistency import source_reporters
 
         probes: dict[str, Any] = {}
         if args.probes and Path(args.probes).exists():
@@ -120,7 +130,7 @@ def execute(args: argparse.Namespace) -> int:
                 probes=probes,
                 without=without,
                 progress=progress,
-                reporters=cases.reporters(),
+                reporters=cases.reporters() | source_reporters(cases.cases),
             )
         if args.probes:
             write_atomic(args.probes, json.dumps(probes, indent=0) + "\n")
@@ -132,8 +142,31 @@ def execute(args: argparse.Namespace) -> int:
             )
             if args.catalog:
                 write_atomic(Path(args.catalog) / f"{engine}.toml", preset_toml(engine, result))
+    folds = None
+    if not args.in_sample_only:
+        from simspec.fit.nested import nested_folds
+        from simspec.validation.holdout import inputs_hash, read_folds
+
+        current = inputs_hash(args.cases)
+        folds = read_folds(out / "folds.json", current)
+        if folds is not None:
+            print(f"fold table current ({out / 'folds.json'}): reused")
+        else:
+            with Progress("held-out folds") as progress:
+                folds = nested_folds(cases.cases, workers=args.workers, progress=progress)
+            folds = {"inputs_hash": current, **folds}
     with Progress("fidelity rows") as progress:
-        summary = fidelity_report(args.cases, out, workers=args.workers, progress=progress)
+        summary = fidelity_report(
+            args.cases, out, workers=args.workers, progress=progress, folds=folds
+        )
+    oos: dict[str, Any] = summary.get("out_of_sample") or {}
+    for category in CATEGORIES if oos else ():
+        o = oos[category]
+        median = o["median_abs_relative_error"]
+        print(
+            f"{category} out of sample: {o['predicted_rows']} of {o['rows']} rows, median |err| "
+            f"{'-' if median is None else f'{median:.0%}'}, wrong signs {o['wrong_signs']}"
+        )
     for category in CATEGORIES:
         s = summary[category]
         median = s["median_abs_relative_error"]

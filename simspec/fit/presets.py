@@ -9,8 +9,9 @@ and, with ``--catalog DIR``, the presets' TOML files (:func:`preset_toml`).
 Every fixed overhead adds its value once per pass (or draft step, or collective) and nothing a
 fixed-k run decides depends on time, so a run's times are affine in the overheads: each row is
 simulated at zero overheads and once per overhead that can touch it, and the fit interpolates
-those affine times exactly. Rows in :data:`INCONSISTENT` are predicted and reported, not fitted;
-test rows (``role = "test"`` in the cases file) never enter the fit.
+those affine times exactly. Rows the stated rules of :mod:`simspec.validation.consistency` call
+inconsistent are predicted and reported, not fitted; test rows (``role = "test"`` in the cases
+file) never enter the fit.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from simspec.fit.ranges import fitted_ranges, range_toml
 from simspec.validation.cases import Case, engine_preset, for_fitting
+from simspec.validation.consistency import inconsistent
 from simspec.validation.predictions import TIMES, quantity, run_times
 
 #: Fitted overheads per engine: (unit of the probe run, lower bound, upper bound, start).
@@ -93,29 +95,6 @@ DESIGN: dict[str, dict[str, Any]] = {
 #: Only these overheads can change a plain-decode row.
 DECODE_KEYS = ("pass_overhead_s", "comm_s_per_layer")
 
-#: Rows that look inconsistent with the others (predicted and reported, never fitted).
-_ANGELSLIM_TP4 = (
-    "TP4 is slower per step than SpecForge #339's TP2 run of the same benchmark, model and "
-    "reporter (bs 4: 507 vs 566 tok/s, bs 8: 677 vs 734) although it has 80 instead of 20 "
-    "conversations (a shorter tail); bs 64 implies >= 25 ms per step, > 3x the roofline"
-)
-INCONSISTENT = {
-    **{f"qwen3-30b-4xh100-tp4-sglang[{i}]": _ANGELSLIM_TP4 for i in (1, 2, 3, 4)},
-    **{
-        f"qwen3-30b-4xh100-tp4-eagle3[{i}]": "its baseline (the same batch size of "
-        "qwen3-30b-4xh100-tp4-sglang) is called inconsistent"
-        for i in (4, 5, 6, 7)
-    },
-    "gpt-oss-120b-8xh100-tp8-vllm-1k8k[4]": "the source attributes the jump to KV-cache "
-    "preemption, which simspec does not model",
-    "glm-4.7-flash-1xh100-sglang-bs32": "~8 tok/s per request at batch 32, 15x slower per "
-    "request than batch 1: a differently defined number",
-    "gpt-oss-120b-a100-vllm-single-stream[1]": "TP2 slower than TP1 on one user's machine "
-    "(user comments; PCIe or config issue suspected), inconsistent with TP scaling",
-    "gpt-oss-120b-a100-vllm-single-stream[2]": "TP4 slower than TP1 on one user's machine "
-    "(user comments), inconsistent with TP scaling",
-}
-
 
 def fitted_keys(engine: str, without: Sequence[str] = ()) -> tuple[str, ...]:
     """The overheads fitted for ``engine``: :data:`FITTED` less ``without`` (held at 0)."""
@@ -136,9 +115,20 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
     return runs
 
 
+def probe_times(
+    case: Case, costs: dict[str, float] | None, rank_decay: float | None = None
+) -> dict[str, float]:
+    """One probe run of ``case``: the physics-only preset with ``costs`` set on top (the
+    engine's overheads at a probe's values), the engine's design settings (:data:`DESIGN`)
+    and the trees' ``rank_decay`` (default: the default scenario's). Every probe of a fit
+    goes through here (:mod:`.nested` too)."""
+    design = DESIGN.get(engine_preset(case))
+    return run_times(case, "ideal", costs, design, rank_decay=rank_decay)
+
+
 def _run(task: tuple[Case, str, dict[str, float]]) -> tuple[str, str, dict[str, float]]:
     case, label, costs = task
-    return case.id, label, run_times(case, "ideal", costs, DESIGN.get(engine_preset(case)))
+    return case.id, label, probe_times(case, costs)
 
 
 class AffineRow:
@@ -222,10 +212,18 @@ def engine_fit(
     rows: list[AffineRow],
     without: Sequence[str] = (),
     reporters: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Values, per-row residuals and leave-one-source-out errors of one engine."""
+    """Values, per-row residuals and leave-one-source-out errors of one engine.
+
+    ``reporters`` weighs the rows (:func:`reporter_weights`); ``labels`` (row id -> why) are
+    the rows called inconsistent: predicted, not fitted (default:
+    :func:`simspec.validation.consistency.inconsistent` of ``rows``).
+    """
     keys = fitted_keys(engine, without)
-    used = [r for r in rows if r.case.id not in INCONSISTENT]
+    if labels is None:
+        labels = inconsistent([r.case for r in rows])
+    used = [r for r in rows if r.case.id not in labels]
     theta = round_values(fit(used, keys, reporters), keys)
     table = [
         {
@@ -235,8 +233,8 @@ def engine_fit(
             "measured": r.measured,
             "predicted": r.predict(theta),
             "relative_error": rel(r, theta),
-            "fitted": r.case.id not in INCONSISTENT,
-            "inconsistent": INCONSISTENT.get(r.case.id, ""),
+            "fitted": r.case.id not in labels,
+            "inconsistent": labels.get(r.case.id, ""),
         }
         for r in rows
     ]
@@ -361,7 +359,10 @@ def fit_presets(
             if progress is not None:
                 progress(n, len(tasks))
     rows = [AffineRow(c, runs[c.id], without) for c in mine]
+    labels = inconsistent(list(cases))
     return {
-        engine: engine_fit(engine, [r for r in rows if r.engine == engine], without, reporters)
+        engine: engine_fit(
+            engine, [r for r in rows if r.engine == engine], without, reporters, labels
+        )
         for engine in FITTED
     }

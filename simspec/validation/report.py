@@ -10,6 +10,10 @@ of sample (``presets_out_of_sample``: each source left out of the fit in turn) a
 their values, residuals, leave-one-source-out table, and how far the fit's own predictions
 drift from this report's simulations. Every plain-decode series with several
 batch sizes is also shown as implied time per step, so sources can be compared on one scale.
+Given the nested fold table (:mod:`simspec.fit.nested`), the summary and the report lead with
+the out-of-sample errors (``out_of_sample``, :mod:`.holdout`) and every row's table gains its
+held-out prediction. Both files carry :func:`~.holdout.inputs_hash`, so a test can tell when
+they are stale.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from ._sections import (
     target_lines,
 )
 from .cases import CATEGORIES, Case, CaseFile, engine_preset, load_cases
+from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
+from .holdout import TARGETS as OOS_TARGETS
 from .predictions import SIGN_NOISE, Outcome, predict
 
 #: The issue's target series: (label, category, case-id prefixes).
@@ -71,8 +77,12 @@ def fidelity_report(
     *,
     workers: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    folds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Predict every row of ``cases_path``, write ``REPORT.md`` and ``summary.json`` to ``out``.
+
+    ``folds`` is the nested fold table (:func:`simspec.fit.nested.nested_folds`): with it the
+    summary and the report lead with the out-of-sample errors and ``folds.json`` holds it.
 
     Returns
     -------
@@ -83,11 +93,16 @@ def fidelity_report(
     folder = Path(out)
     fit = read_preset_fit(folder / PRESET_FIT)  # a broken file fails before any simulation
     outcomes = predict_all(cases.cases, workers=workers, progress=progress)
-    summary = summarize(outcomes)
+    summary: dict[str, Any] = {"inputs_hash": inputs_hash(cases_path)}
+    if folds is not None:
+        summary["out_of_sample"] = out_of_sample(folds)
+    summary |= summarize(outcomes)
     if fit is not None:
         summary["presets_out_of_sample"] = held_out_summary(fit)
     folder.mkdir(parents=True, exist_ok=True)
-    text = report(outcomes, cases, summary, fit, folder / PRESET_FIT)
+    text = report(outcomes, cases, summary, fit, folder / PRESET_FIT, folds)
+    if folds is not None:
+        write_atomic(folder / "folds.json", json.dumps(folds, indent=1) + "\n")
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / "REPORT.md", text)
     return summary
@@ -140,6 +155,20 @@ def _fmt(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def _signs(wrong: int, checked: int) -> str:
+    return f"{wrong} of {checked}" if checked else "—"
+
+
+def _held_out(held: dict[str, float | None], case_id: str, measured: float) -> str:
+    """The out-of-sample prediction's cells ("n/i": not identifiable out of sample)."""
+    if case_id not in held:
+        return "— | — |"
+    value = held[case_id]
+    if value is None:
+        return "n/i | — |"
+    return f"{_fmt(value)} | {value / measured - 1:+.0%} |"
+
+
 def _gpus(case: Case) -> str:
     ep = f" EP{case.ep}" if case.ep > 1 else ""
     return f"{case.num_gpus}×{case.gpu} TP{case.tp}{ep}"
@@ -151,9 +180,12 @@ def report(
     summary: dict[str, Any],
     preset_fit: dict[str, Any] | None,
     preset_fit_path: Path,
+    folds: dict[str, Any] | None = None,
 ) -> str:
     """REPORT.md text (deterministic: no dates or timings); ``preset_fit`` is the presets' fit
-    (read from ``preset_fit_path``, :mod:`simspec.fit.presets`), None when there is none."""
+    (read from ``preset_fit_path``, :mod:`simspec.fit.presets`), None when there is none;
+    ``folds`` the nested fold table (out-of-sample predictions), None when not run."""
+    held = {r["id"]: r["predicted"] for r in folds["rows"]} if folds is not None else {}
     lines = [
         "# Fidelity report: simspec vs published GPU measurements",
         "",
@@ -169,8 +201,33 @@ def report(
         f"speculative row except one measured within ±{SIGN_NOISE:.0%} of 1 (run-to-run noise;",
         "marked *not meaningful*).",
         "",
+        f"Inputs hash (cases file, catalog, pricing and fitting code): `{summary['inputs_hash']}`;",
+        f"when it no longer matches, `{REGENERATE}` regenerates this report.",
+        "",
         "## Summary",
         "",
+    ]
+    oos = summary.get("out_of_sample")
+    if oos is not None:
+        lines += [
+            "Out of sample first (nested leave-one-group-out, every fitted or chosen quantity",
+            "refit without the held-out reporter or source; see *Out of sample* below):",
+            "",
+            "| category | held-out rows predicted | median abs rel. error | target | max | "
+            "wrong sign of speedup − 1 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for category in CATEGORIES:
+            o = oos[category]
+            med, mx = o["median_abs_relative_error"], o["max_abs_relative_error"]
+            lines.append(
+                f"| {category} | {o['predicted_rows']} of {o['rows']} | "
+                f"{'—' if med is None else f'{med:.0%}'} | ≤ {OOS_TARGETS[category]:.0%} | "
+                f"{'—' if mx is None else f'{mx:.0%}'} | "
+                f"{_signs(o['wrong_signs'], o['signs_checked'])} |"
+            )
+        lines += ["", "In sample (the shipped presets, fitted on these rows):", ""]
+    lines += [
         "| category | rows | predicted | median abs rel. error (ideal) | max abs rel. error | "
         "wrong sign of speedup − 1 (ideal) |",
         "|---|---|---|---|---|---|",
@@ -190,6 +247,8 @@ def report(
             f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
         )
     lines += target_lines(summary["targets"])
+    if oos is not None and folds is not None:
+        lines += out_of_sample_lines(oos, folds)
     if "presets_out_of_sample" in summary:
         lines += held_out_lines(summary["presets_out_of_sample"])
     titles = {
@@ -201,37 +260,40 @@ def report(
         lines += ["", f"## {title}", ""]
         if category == "kernel":
             lines.append(
-                "| case | model | GPUs | precision | M | measured | predicted | rel. error |"
+                "| case | model | GPUs | precision | M | measured | predicted | rel. error | "
+                "held out | rel. error |"
             )
-            lines.append("|---|---|---|---|---|---|---|---|")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|")
         elif category == "decode":
             lines.append(
                 "| case | model | GPUs | precision | batch | in/out | quantity | measured | "
-                "predicted | rel. error | preset | ideal | rel. error |"
+                "predicted | rel. error | preset | ideal | rel. error | held out | rel. error |"
             )
-            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         else:
             lines.append(
                 "| case | model | GPUs | batch | (steps, topk, draft) | AL | measured | "
-                "predicted | rel. error | sign | preset | ideal | rel. error |"
+                "predicted | rel. error | sign | preset | ideal | rel. error | held out | "
+                "rel. error |"
             )
-            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for o in (o for o in outcomes if o.case.category == category):
             c = o.case
             err = "—" if o.relative_error is None else f"{o.relative_error:+.0%}"
             ierr = "—" if o.ideal_error is None else f"{o.ideal_error:+.0%}"
             ideal = f"{engine_preset(c)} | {_fmt(o.ideal)} | {ierr} |"
+            out = _held_out(held, c.id, o.measured)
             prec = c.precision + (f" / experts {c.expert_precision}" if c.expert_precision else "")
             if category == "kernel":
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.tokens} | "
-                    f"{_fmt(o.measured)} | {_fmt(o.predicted)} | {err} |"
+                    f"{_fmt(o.measured)} | {_fmt(o.predicted)} | {err} | {out}"
                 )
             elif category == "decode":
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.batch} | "
                     f"{c.prompt_tokens}/{c.output_tokens} | {c.quantity} | {_fmt(o.measured)} | "
-                    f"{_fmt(o.predicted)} | {err} | {ideal}"
+                    f"{_fmt(o.predicted)} | {err} | {ideal} {out}"
                 )
             else:
                 sign = {None: "—", True: "right", False: "**wrong**"}[o.sign_right]
@@ -240,7 +302,7 @@ def report(
                 lines.append(
                     f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
-                    f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal}"
+                    f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal} {out}"
                 )
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:

@@ -156,3 +156,20 @@ def test_a_broken_presets_fit_is_bad_input(cases, tmp_path, capsys):
     assert main(["fidelity", "--cases", str(cases), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "preset_fit.json" in err and "Traceback" not in err
+
+
+def test_a_current_fold_table_is_reused_and_a_changed_input_recomputes_it(cases, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["fidelity", "--cases", str(cases), "--out", str(out)]
+    assert main(args) == 0
+    first = json.loads((out / "folds.json").read_text(encoding="utf-8"))
+    assert "reused" not in capsys.readouterr().out
+    assert main(args) == 0
+    assert "reused" in capsys.readouterr().out
+    cases.write_text(CASES.replace("value = 5.0", "value = 6.0"), encoding="utf-8")
+    assert main(args) == 0
+    assert "reused" not in capsys.readouterr().out
+    again = json.loads((out / "folds.json").read_text(encoding="utf-8"))
+    assert again["inputs_hash"] != first["inputs_hash"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["inputs_hash"] == again["inputs_hash"]

@@ -1,0 +1,107 @@
+"""Fidelity that the default test run enforces: current numbers, sane presets, the targets.
+
+``validation/summary.json`` and ``REPORT.md`` carry the hash of what their numbers depend on
+(:func:`simspec.validation.holdout.inputs_hash`); recomputing it takes milliseconds, so a
+changed cases file, catalog entry or pricing code fails here until the numbers are
+regenerated (``python bench/fidelity.py``). The out-of-sample medians are then the current
+ones, and are held to issue 27's targets.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from simspec import catalog
+from simspec.fit import presets
+from simspec.validation import engine_preset, load_cases
+from simspec.validation.consistency import inconsistent
+from simspec.validation.holdout import REGENERATE, TARGETS, inputs_hash
+from simspec.validation.predictions import quantity
+
+FOLDER = Path(__file__).resolve().parents[2] / "validation"
+CASES = FOLDER / "cases.toml"
+SUMMARY = json.loads((FOLDER / "summary.json").read_text(encoding="utf-8"))
+#: An engine preset whose cheapest fitted rows miss by more than this median is broken.
+SANE = 0.5
+
+
+def test_the_summary_and_the_report_are_current():
+    now = inputs_hash(CASES)
+    stale = f"stale: the cases, catalog or pricing code changed; run `{REGENERATE}`"
+    assert SUMMARY.get("inputs_hash") == now, stale
+    assert now in (FOLDER / "REPORT.md").read_text(encoding="utf-8"), stale
+    folds = json.loads((FOLDER / "folds.json").read_text(encoding="utf-8"))
+    assert folds.get("inputs_hash") == now, stale
+    ids = {c.id for c in load_cases(CASES).cases}
+    assert {r["id"] for r in folds["rows"]} == ids, stale  # every row held out exactly once
+
+
+def _oos() -> dict[str, float | None]:
+    oos = SUMMARY.get("out_of_sample", {})
+    return {c: oos.get(c, {}).get("median_abs_relative_error") for c in TARGETS}
+
+
+#: Categories whose committed out-of-sample median misses its target today, with the number:
+#: expected failures (strict), so each flips to a failure to remove from here when the model
+#: meets its target. Every other category is held to its target for real.
+MISSED_TODAY = {"decode": "27.9 %", "speculative": "35.9 %"}
+
+
+def _target(category: str) -> object:
+    if category not in MISSED_TODAY:
+        return category
+    reason = (
+        f"issue 27: out-of-sample {category} median {MISSED_TODAY[category]} > "
+        f"{TARGETS[category]:.0%} (validation/summary.json)"
+    )
+    return pytest.param(category, marks=pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.mark.parametrize("category", [_target(c) for c in TARGETS])
+def test_out_of_sample_median_meets_its_target(category):
+    median = _oos()[category]
+    assert median is not None and median <= TARGETS[category], (category, median)
+
+
+def _cheapest_fitted_rows(engine: str, count: int = 3) -> list:
+    """The engine's cheapest decode rows that its fit uses (role "fit", not labelled)."""
+    cases = load_cases(CASES).cases
+    labels = inconsistent(cases)
+    rows = [
+        c
+        for c in cases
+        if engine_preset(c) == engine
+        and c.category == "decode"
+        and c.role == "fit"
+        and c.id not in labels
+    ]
+    return sorted(rows, key=lambda c: (c.batch * c.output_tokens, c.id))[:count]
+
+
+def _median_error(engine: str, values: dict[str, float]) -> float:
+    """Median |relative error| of those rows with the engine's terms at ``values``."""
+    errors = []
+    for case in _cheapest_fitted_rows(engine):
+        predicted = quantity(case, presets.probe_times(case, values))
+        errors.append(abs(predicted / case.value - 1.0))
+    return statistics.median(errors)
+
+
+@pytest.mark.parametrize("engine", sorted(presets.FITTED))
+def test_each_shipped_engine_preset_is_physical_and_predicts_its_rows(engine):
+    values = catalog.get_engine(engine).overrides()
+    for key in presets.fitted_keys(engine):
+        low, high = presets.BOUNDS[key][1:3]
+        assert low <= values.get(key, 0.0) <= high, f"{engine}.{key} = {values.get(key)}"
+    assert _median_error(engine, values) <= SANE
+
+
+def test_an_absurd_engine_term_fails_the_check():
+    """0.5 s per pass: outside the physical bounds and far off every row."""
+    values = catalog.get_engine("sglang").overrides() | {"pass_overhead_s": 0.5}
+    assert values["pass_overhead_s"] > presets.BOUNDS["pass_overhead_s"][2]
+    assert _median_error("sglang", values) > SANE
