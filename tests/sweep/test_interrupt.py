@@ -50,6 +50,9 @@ def _sweep(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        # A shell starts a foreground job with SIGINT at its default, whatever this test
+        # process has (a pytest-xdist worker ignores SIGINT, and children inherit that).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     return proc, out
 
