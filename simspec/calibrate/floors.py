@@ -37,6 +37,7 @@ from simspec.physics.models import ModelSpec
 
 from .attention import attention_call
 from .common import DTYPE, Progress, RandomTensors, RawRows, Timer, first_line
+from .stack import capture_graph
 from .timing import median
 
 #: Repetitions of one operation inside one timed call (graph or eager).
@@ -53,20 +54,6 @@ SWEEP_ROWS = 2048
 DRAFT_BATCH = (1, 8, 32)
 #: Context length (keys per request) of the draft step's attention.
 DRAFT_CONTEXT = 512
-
-
-def _graph(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` captured as a CUDA graph (warm-up on a side stream first)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def _repeat(fn: Callable[[], Any], times: int) -> Callable[[], None]:
@@ -101,7 +88,7 @@ def _time_modes(
     out = {"eager": [s / CHAIN for s in timer.measure(chained, flush=False)]}
     if device.type == "cuda":
         try:
-            replay = _graph(chained)
+            replay = capture_graph(chained)
             out["graph"] = [s / CHAIN for s in timer.measure(replay, flush=False)]
         except Exception as err:  # a capture failure leaves the eager measurement
             notes.append(f"{label}: CUDA graph capture failed ({first_line(err)})")
@@ -279,7 +266,7 @@ def bench_floors(
             samples = {"eager": timer.measure(fn)}
             if device.type == "cuda":
                 try:
-                    samples["graph"] = timer.measure(_graph(fn))
+                    samples["graph"] = timer.measure(capture_graph(fn))
                 except Exception as err:
                     notes.append(f"draft step: CUDA graph capture failed ({first_line(err)})")
             row = {"batch": batch, "context_tokens": DRAFT_CONTEXT}
