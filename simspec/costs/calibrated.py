@@ -85,6 +85,11 @@ def calibrated_pass_cost(
     # adds them, so the pass charges every kernel's floor once either way.
     floor = gpu.kernel_floor_s(params.cuda_graphs)
     cell_floors = {k: c * floor for k, c in table_cell_kernels(shape.attention_kind).items()}
+    latency = profile.cell_latency_s  # each isolated cell's own graph launch (profile.parse)
+
+    def cell(value: float | np.ndarray) -> np.ndarray:
+        """A table value as part of a whole pass: less its isolated graph launch."""
+        return np.maximum(value - latency, 0.5 * np.asarray(value))
 
     def gemm(name: str, nbytes: float, bpp: float = wb) -> float:
         nonlocal fallbacks
@@ -94,6 +99,7 @@ def calibrated_pass_cost(
             fallbacks += 1
             return roof
         value, inside = table.grid.value_at(n)
+        value = float(cell(value))
         if inside:
             return value / num_gpus
         fallbacks += 1
@@ -110,7 +116,7 @@ def calibrated_pass_cost(
             value, inside = np.full(len(u), one), np.full(len(u), ok)
         else:
             value, inside = profile.moe.grid.lookup(np.column_stack([np.full(len(u), n), u]))
-        per_layer = value / num_gpus
+        per_layer = cell(value) / num_gpus
         if not inside.all():
             fallbacks += 1
             rows = n * shape.experts_per_token
@@ -140,7 +146,7 @@ def calibrated_pass_cost(
             measured, within = profile.attention.grid.value_at(
                 float(batch), float(seen.mean()), float(tokens.mean())
             )
-            core = measured / num_gpus
+            core = float(cell(measured)) / num_gpus
             if not within:
                 fallbacks += 1
                 roof = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)

@@ -229,6 +229,29 @@ def _stack(r: _Reader, raw: Any) -> tuple[StackMeasurement, ...]:
     )
 
 
+def _cell_latency(r: _Reader, raw: Any) -> float:
+    """What an isolated table cell carries beyond its kernels inside a whole pass's graph.
+
+    Each cell is timed as its own CUDA-graph replay between two events, so it includes one graph
+    launch that a whole-pass graph pays once: the shortest isolated kernel of the size sweep
+    minus the per-kernel floor of a back-to-back chain (``tables.floors``,
+    :mod:`simspec.calibrate.floors`). 0 without a floors table or a graph measurement.
+    """
+    if raw is None:
+        return 0.0
+    path = "tables.floors"
+    floors = r.table(raw, path)
+    chain = r.table(r.get(floors, "kernel_floor_s", path), f"{path}.kernel_floor_s")
+    if "graph" not in chain:
+        return 0.0
+    graph = r.number(chain["graph"], f"{path}.kernel_floor_s.graph")
+    sweep = r.table(r.get(floors, "sweep", path), f"{path}.sweep")
+    stream = r.axis(sweep, "bytes", f"{path}.sweep")  # checks the sizes; times follow
+    times = r.get(sweep, "stream_s", f"{path}.sweep")
+    values = r.grid_values(times, (len(stream),), f"{path}.sweep.stream_s")
+    return max(0.0, float(values.min()) - graph)
+
+
 def canonical_sha256(data: Any) -> str:
     """Hex SHA-256 of ``json.dumps(data, sort_keys=True)``: the digest of data without a file.
 
@@ -282,6 +305,7 @@ def profile_from_dict(
         attention = _attention(r, tables["attention"])
     gemm = _gemm(r, tables.get("gemm", {}))
     stack = _stack(r, tables.get("stack", []))
+    cell_latency = _cell_latency(r, tables.get("floors"))
     if kind == "measured" and moe is None and attention is None and not gemm:
         raise r.fail("tables", "measured tables (moe, attention, gemm) in a measured profile", {})
     if sha256 is None:
@@ -303,6 +327,7 @@ def profile_from_dict(
         attention=attention,
         gemm=gemm,
         stack=stack,
+        cell_latency_s=cell_latency,
         data=top,
     )
 

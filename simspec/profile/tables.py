@@ -220,6 +220,9 @@ class CalibrationProfile:
     attention: AttentionTable | None = None
     gemm: Mapping[str, GemmTable] = field(default_factory=dict)
     stack: tuple[StackMeasurement, ...] = ()
+    #: Graph launch latency an isolated table cell carries (``parse._cell_latency``): taken off
+    #: each table value a pass uses, since a whole pass is one graph.
+    cell_latency_s: float = 0.0
     data: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -24,6 +24,14 @@ def test_measured_profiles_are_shipped():
 
 
 @pytest.mark.parametrize("path", MEASURED, ids=lambda p: p.stem)
+def test_a_table_cell_carries_one_graph_launch_of_a_few_microseconds(path):
+    """The isolated cell's launch latency, from the profile's own floors table: the shortest
+    isolated kernel (4.0-4.5 us on the H200) less a back-to-back kernel (1.0-1.4 us)."""
+    latency = load_profile(path).cell_latency_s
+    assert 1e-6 < latency < 5e-6
+
+
+@pytest.mark.parametrize("path", MEASURED, ids=lambda p: p.stem)
 def test_refitting_the_measured_tables_gives_the_shipped_profile(path):
     data = json.loads(path.read_text(encoding="utf-8"))
     meta = data["metadata"]
@@ -50,15 +58,14 @@ def test_refitting_the_measured_tables_gives_the_shipped_profile(path):
 
 
 @pytest.mark.parametrize("path", MEASURED, ids=lambda p: p.stem)
-def test_calibrated_model_predicts_held_out_graph_replays_within_twelve_percent(path):
+def test_calibrated_model_predicts_held_out_graph_replays_within_eight_percent(path):
     """Each held-out layer-stack pass (CUDA-graph replay, as engines decode) was timed on the
-    GPU and never used by the fit; the tables' interpolation, the floors of the kernels no
-    table times and the fitted overhead must predict it within 12 %. The known bias is upward:
-    each table cell was timed alone and carries a graph launch latency that a whole-pass graph
-    hides (an isolated streaming kernel takes 4.0 us, one of a back-to-back chain 1.0 us)."""
+    GPU and never used by the fit; the tables' interpolation (each cell less the graph launch it
+    was timed with, which a whole-pass graph pays once), the floors of the kernels no table
+    times and the fitted overhead must predict it within 8 %."""
     data = json.loads(path.read_text(encoding="utf-8"))
     held_out = [v for v in data["validation"] if v["use"] == "validation" and v["mode"] == "graph"]
     assert len(held_out) >= 5
     for v in held_out:
         error = v["predicted_s"] / v["measured_s"] - 1.0
-        assert -0.05 <= error <= 0.12, (v["batch"], v["tokens_per_request"], error)
+        assert abs(error) <= 0.08, (v["batch"], v["tokens_per_request"], error)
