@@ -116,3 +116,33 @@ def assert_rejected(
         assert fragment in message, f"{fragment!r} not in {message!r}"
     assert snapshot(folder) == before, "a rejected input created or changed a file"
     return message
+
+
+def experiments_run(monkeypatch: Any) -> list[str]:
+    """Record every call of the simulation driver (a refused run must never reach it)."""
+    import simspec.analysis.experiment as experiment
+
+    calls: list[str] = []
+    real = experiment.run_experiment
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append("run")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "run_experiment", spy)
+    return calls
+
+
+def points_simulated(monkeypatch: Any) -> list[int]:
+    """Record the seed of every sweep point simulated (a resume must skip the saved ones)."""
+    import simspec.sweep.run as run
+
+    calls: list[int] = []
+    real = run.run_point
+
+    def spy(scenario: Any, oracle: Any) -> Any:
+        calls.append(scenario.seed)
+        return real(scenario, oracle)
+
+    monkeypatch.setattr(run, "run_point", spy)
+    return calls

@@ -14,7 +14,7 @@ import pytest
 from simspec.cli import main
 from simspec.io.atomic import write_atomic
 
-from .rejects import assert_rejected, scenario, write_scenario
+from .rejects import assert_rejected, experiments_run, scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "calibration" / "h100-sxm-analytic.json"
@@ -27,20 +27,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write_scenario(tmp_path, scenario(), "s.toml")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    import simspec.analysis.experiment as experiment
-
-    calls: list[str] = []
-    real = experiment.run_experiment
-
-    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append("run")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(experiment, "run_experiment", spy)
-    return calls
 
 
 # -- an output that is an input ---------------------------------------------------------------
@@ -60,7 +46,7 @@ def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ids=lambda a: " ".join(a[3:]) + f" ({a[0]})",
 )
 def test_output_onto_the_scenario_is_refused(here, capsys, monkeypatch, argv):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     path = argv[-1]
     assert_rejected(capsys, argv, here, [path, "no input", "scenario"])
     assert calls == []
@@ -118,7 +104,7 @@ def test_fit_out_onto_its_inputs_is_refused(here, capsys, out):
     ids=lambda a: " ".join(a[2:]) + f" ({a[0]})",
 )
 def test_two_outputs_on_one_path_are_refused(here, capsys, monkeypatch, argv):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     assert_rejected(capsys, argv, here, ["no other output"])
     assert calls == []
 
@@ -150,7 +136,7 @@ def test_several_outputs_may_share_dev_null(here, capsys):
     ids=lambda a: f"{a[0]} {a[-2] if a[0] != 'sweep' else '--out'}",
 )
 def test_an_empty_output_path_is_refused(here, capsys, monkeypatch, argv):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     assert_rejected(capsys, argv, here, ["an empty string"])
     assert calls == []
 

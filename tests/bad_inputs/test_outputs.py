@@ -20,27 +20,12 @@ import pytest
 from simspec.cli import main
 from simspec.io.atomic import write_atomic
 
-from .rejects import assert_rejected, scenario, write_scenario
+from .rejects import assert_rejected, experiments_run, scenario, write_scenario
 
 
 @pytest.fixture
 def small(tmp_path: Path) -> Path:
     return write_scenario(tmp_path, scenario(), "small.toml")
-
-
-def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every call of the simulation driver (a refused run must never reach it)."""
-    import simspec.analysis.experiment as experiment
-
-    calls: list[str] = []
-    real = experiment.run_experiment
-
-    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append("run")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(experiment, "run_experiment", spy)
-    return calls
 
 
 def test_json_into_a_fifo_reaches_its_reader_and_the_fifo_stays(tmp_path, small, capsys):
@@ -110,14 +95,14 @@ def test_write_atomic_callback_into_a_fifo(tmp_path):
 def test_run_refuses_unwritable_json_before_simulating(
     tmp_path, small, capsys, monkeypatch, flag, path, found
 ):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     target = path.format(tmp=tmp_path)
     assert_rejected(capsys, ["run", str(small), flag, target], tmp_path, [flag, target, found])
     assert calls == []
 
 
 def test_compare_plot_onto_a_file_is_refused_before_comparing(tmp_path, small, capsys, monkeypatch):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     existing = tmp_path / "figs"
     existing.write_text("not a folder")
     argv = ["compare", str(small), "--plot", str(existing)]

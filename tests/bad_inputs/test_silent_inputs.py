@@ -17,7 +17,7 @@ import pytest
 from simspec.cli import main
 from simspec.sweep.run import check_scheduler
 
-from .rejects import assert_rejected, scenario, write_scenario
+from .rejects import assert_rejected, experiments_run, scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,20 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def small(tmp_path: Path) -> Path:
     return write_scenario(tmp_path, scenario(), "small.toml")
-
-
-def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    import simspec.analysis.experiment as experiment
-
-    calls: list[str] = []
-    real = experiment.run_experiment
-
-    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append("run")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(experiment, "run_experiment", spy)
-    return calls
 
 
 @pytest.mark.parametrize(
@@ -93,7 +79,7 @@ def test_replications_far_out_of_range_are_refused_at_once(tmp_path, small, caps
 
 
 def test_work_guard_counts_verified_tree_nodes(tmp_path, capsys, monkeypatch):
-    calls = _simulated(monkeypatch)
+    calls = experiments_run(monkeypatch)
     data = scenario(
         {
             "speculation.topk": 64,

@@ -16,7 +16,7 @@ import pytest
 from simspec.cli import main
 from simspec.sweep.points import point_path, read_sweep
 
-from .rejects import assert_rejected, scenario, write_scenario
+from .rejects import assert_rejected, points_simulated, scenario, write_scenario
 
 GRID = ["--grid", "seed=1,2", "--workers", "1"]
 
@@ -35,20 +35,6 @@ def done(tmp_path: Path, small: Path, capsys: pytest.CaptureFixture[str]) -> Pat
     return out
 
 
-def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import simspec.sweep.run as run
-
-    calls: list[int] = []
-    real = run.run_point
-
-    def spy(scenario, oracle):  # type: ignore[no-untyped-def]
-        calls.append(scenario.seed)
-        return real(scenario, oracle)
-
-    monkeypatch.setattr(run, "run_point", spy)
-    return calls
-
-
 def test_resume_with_other_set_is_refused_naming_the_key(tmp_path, small, done, capsys):
     argv = ["sweep", str(small), "--out", str(done), *GRID, "--resume"]
     argv += ["--set", "routing.overlap=0.5"]
@@ -63,7 +49,7 @@ def test_resume_with_another_scenario_is_refused(tmp_path, done, capsys):
 
 
 def test_resume_of_the_same_sweep_with_a_wider_grid_is_fine(small, done, capsys, monkeypatch):
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     argv = ["sweep", str(small), "--out", str(done), "--grid", "seed=1,2,3", "--resume"]
     assert main(argv) == 0
     assert calls == [3]  # only the new point ran
@@ -75,7 +61,7 @@ def test_truncated_or_empty_point_is_simulated_again(small, done, capsys, monkey
     before = (done / "results.csv").read_bytes()
     broken = sorted((done / "points").glob("*.json"))[0]
     broken.write_text(content)
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     assert main(["sweep", str(small), "--out", str(done), *GRID, "--resume"]) == 0
     assert len(calls) == 1
     json.loads(broken.read_text())  # rewritten whole
@@ -86,7 +72,7 @@ def test_points_being_a_file_is_refused_before_simulating(tmp_path, small, capsy
     out = tmp_path / "o"
     out.mkdir()
     (out / "points").write_text("not a folder")
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     argv = ["sweep", str(small), "--out", str(out), *GRID]
     assert_rejected(capsys, argv, tmp_path, ["--out", "points", "a file"])
     assert calls == []
@@ -95,7 +81,7 @@ def test_points_being_a_file_is_refused_before_simulating(tmp_path, small, capsy
 def test_out_being_a_file_is_refused(tmp_path, small, capsys, monkeypatch):
     out = tmp_path / "o"
     out.write_text("x")
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     assert_rejected(capsys, ["sweep", str(small), "--out", str(out), *GRID], tmp_path, ["--out"])
     assert calls == []
 

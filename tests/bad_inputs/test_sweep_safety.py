@@ -15,7 +15,7 @@ import pytest
 from simspec.cli import main
 from simspec.sweep.lock import MARKER, FolderLock
 
-from .rejects import assert_rejected, scenario, write_scenario
+from .rejects import assert_rejected, points_simulated, scenario, write_scenario
 
 GRID = ["--grid", "seed=1,2,3", "--workers", "1"]
 
@@ -32,20 +32,6 @@ def done(tmp_path: Path, small: Path, capsys: pytest.CaptureFixture[str]) -> Pat
     assert main(["sweep", str(small), "--out", str(out), *GRID]) == 0
     capsys.readouterr()
     return out
-
-
-def _simulated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    import simspec.sweep.run as run
-
-    calls: list[int] = []
-    real = run.run_point
-
-    def spy(scenario, oracle):  # type: ignore[no-untyped-def]
-        calls.append(scenario.seed)
-        return real(scenario, oracle)
-
-    monkeypatch.setattr(run, "run_point", spy)
-    return calls
 
 
 # -- a folder of the user's -------------------------------------------------------------------
@@ -94,7 +80,7 @@ def test_a_failed_sweep_leaves_an_empty_folder_empty(tmp_path, small, capsys, mo
 
 def test_a_sweep_folder_from_before_the_marker_resumes(small, done, capsys, monkeypatch):
     (done / MARKER).unlink()
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     argv = ["sweep", str(small), "--out", str(done), "--grid", "seed=1,2,3,4", "--resume"]
     assert main(argv) == 0
     assert calls == [4]
@@ -175,7 +161,7 @@ def test_an_edited_point_is_simulated_again(small, done, capsys, monkeypatch, ed
     record = json.loads(path.read_text())
     EDITS[edit](record)
     path.write_text(json.dumps(record, indent=2) + "\n")
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     assert main(["sweep", str(small), "--out", str(done), *GRID, "--resume"]) == 0
     assert len(calls) == 1
     assert str(path) in capsys.readouterr().err  # the point file is named
@@ -189,14 +175,14 @@ def test_swapped_point_files_are_both_simulated_again(small, done, capsys, monke
     text_a, text_b = a.read_text(), b.read_text()
     a.write_text(text_b)
     b.write_text(text_a)
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     assert main(["sweep", str(small), "--out", str(done), *GRID, "--resume"]) == 0
     assert len(calls) == 2
     assert (done / "results.csv").read_bytes() == tables
 
 
 def test_intact_points_are_not_simulated_again(small, done, capsys, monkeypatch):
-    calls = _simulated(monkeypatch)
+    calls = points_simulated(monkeypatch)
     assert main(["sweep", str(small), "--out", str(done), *GRID, "--resume"]) == 0
     assert calls == []
 
