@@ -26,6 +26,7 @@ On a CPU the same code runs at the tiny shapes to test the pipeline; its numbers
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -174,8 +175,6 @@ def size_sweep(
 
 def tiny_drafter(drafter: DrafterSpec) -> DrafterSpec:
     """``drafter`` at CPU-test size (hidden 64, like :func:`.plan.tiny_model`)."""
-    import dataclasses
-
     return dataclasses.replace(
         drafter,
         hidden_size=64,

@@ -61,17 +61,22 @@ def fill_default_drafter(model: Any, source: str) -> Any:
     return {**model, "drafter": default_drafter(target, source)}
 
 
-def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
-    """Raise ScenarioError when ``drafter`` does not serve ``target`` (module docstring)."""
-    if target in drafter.targets:
-        return
+def _mismatch(target: str, drafter: DrafterSpec) -> tuple[str, str]:
+    """What a drafter for ``target`` must be, and what ``drafter`` was built for (messages)."""
     names = compatible_drafters(target)
     expected = (
         f"a drafter built for target {target!r}: " + ", ".join(names)
         if names
         else _none_serves(target)
     )
-    built_for = ", ".join(drafter.targets) or "no listed target"
+    return expected, ", ".join(drafter.targets) or "no listed target"
+
+
+def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
+    """Raise ScenarioError when ``drafter`` does not serve ``target`` (module docstring)."""
+    if target in drafter.targets:
+        return
+    expected, built_for = _mismatch(target, drafter)
     raise ScenarioError(
         source,
         "model.drafter",
@@ -103,13 +108,7 @@ def drop_stale_drafter(data: dict[str, Any], keys: list[str], *, strict: bool = 
         if not strict:
             del model["drafter"]
             return
-        names = compatible_drafters(target)
-        expected = (
-            f"a drafter built for target {target!r}: " + ", ".join(names)
-            if names
-            else _none_serves(target)
-        )
-        built_for = ", ".join(catalog.get_drafter(drafter).targets) or "no listed target"
+        expected, built_for = _mismatch(target, catalog.get_drafter(drafter))
         raise ScenarioError(
             "--set model.target",
             "model.drafter",

@@ -68,6 +68,13 @@ class MoeCells:
     router_flops_per_token: float
 
 
+def work_s(time_s: float, floors_s: float) -> float | None:
+    """A cell's time less its kernels' floors, or None for a cell the floors dominate (its work
+    under half its floors: it says little about bandwidth, and noise could make it negative)."""
+    work = time_s - floors_s
+    return work if work >= 0.5 * floors_s and work > 0 else None
+
+
 def moe_cells(tables: Mapping[str, Any], floors_s: float = 0.0) -> MoeCells | None:
     """The flushed cells of ``tables["moe"]`` less ``floors_s`` (the floors of the router and
     top-k kernels, which the cost model charges apart; cells under 1.5x the floors are left
@@ -79,8 +86,8 @@ def moe_cells(tables: Mapping[str, Any], floors_s: float = 0.0) -> MoeCells | No
     u, rows, n, time_s = [], [], [], []
     for i, tokens in enumerate(t["tokens"]):
         for j, unique in enumerate(t["unique_experts"]):
-            work = t["time_s"][i][j] - floors_s
-            if work <= 0 or work < 0.5 * floors_s:  # floor-dominated: no information
+            work = work_s(t["time_s"][i][j], floors_s)
+            if work is None:  # floor-dominated: no information
                 continue
             u.append(unique)
             rows.append(max(tokens * k, unique))  # see bench: one row per otherwise idle expert

@@ -40,6 +40,7 @@ from .moe import (
     moe_cells,
     moe_pred,
     per_expert_s,
+    work_s,
 )
 
 __all__ = ["TableFit", "fit_efficiencies", "fit_overhead"]
@@ -64,19 +65,12 @@ class TableFit:
     details: dict[str, float] = field(default_factory=dict)
 
 
-def _work_s(time_s: float, floors_s: float) -> float | None:
-    """A cell's time less its kernels' floors, or None for a cell the floors dominate (its work
-    under half its floors: it says little about bandwidth, and noise could make it negative)."""
-    work = time_s - floors_s
-    return work if work >= 0.5 * floors_s and work > 0 else None
-
-
 def _gemm_cells(tables: Mapping[str, Any], floors: Mapping[str, float]) -> _Cells | None:
     parts: list[tuple[float, float, float, float]] = []
     for name, table in tables.get("gemm", {}).items():
         for n, t in zip(table["tokens"], table["time_s"], strict=True):
             flops = n * table["flops_per_token"]
-            work = _work_s(t, floors.get(name, 0.0))
+            work = work_s(t, floors.get(name, 0.0))
             if work is not None:
                 parts.append((table["weight_bytes"], flops, work, table.get("count_per_pass", 1)))
     if not parts:
@@ -95,7 +89,7 @@ def _attention_cells(tables: Mapping[str, Any], floor_s: float) -> _Cells | None
             for k, q in enumerate(t["query_tokens"]):
                 kv = b * s * t["kv_bytes_per_token"]
                 flops = b * q * s * t["flops_per_pair"]
-                work = _work_s(t["time_s"][i][j][k], floor_s)
+                work = work_s(t["time_s"][i][j][k], floor_s)
                 if work is not None:
                     parts.append((kv, flops, work, 1.0))
     if not parts:
