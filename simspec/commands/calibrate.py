@@ -173,6 +173,8 @@ def _refit(path: str, meta: dict[str, str], params: RooflineParams) -> dict[str,
     from simspec.calibrate.plan import bench_model
     from simspec.errors import InputError
     from simspec.fit import assemble_profile
+    from simspec.profile import profile_from_dict
+    from simspec.schema import to_dict
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -182,9 +184,9 @@ def _refit(path: str, meta: dict[str, str], params: RooflineParams) -> dict[str,
     if not isinstance(meta_in, dict) or meta_in.get("kind") != "measured":
         kind = meta_in.get("kind") if isinstance(meta_in, dict) else None
         raise InputError("--refit", path, "a measured profile (metadata.kind)", repr(kind))
-    for key in ("tables", "peak"):
-        if not isinstance(data.get(key), dict):
-            raise InputError("--refit", f"{path}: {key}", "an object", repr(data.get(key)))
+    # The measurement is checked as any profile's is (exit 2 naming the key path); only the
+    # fitted values, which this refit replaces, may be another version's.
+    profile_from_dict({**data, "fitted": to_dict(params)}, path)
     model = catalog_entry("model", str(meta_in.get("model")), f"{path}: metadata.model")
     return assemble_profile(
         bench_model(model, str(meta_in.get("shapes"))),

@@ -69,3 +69,41 @@ def test_calibrated_model_predicts_held_out_graph_replays_within_eight_percent(p
     for v in held_out:
         error = v["predicted_s"] / v["measured_s"] - 1.0
         assert abs(error) <= 0.08, (v["batch"], v["tokens_per_request"], error)
+
+
+def test_refit_command_keeps_the_measurement_and_rewrites_the_fit(tmp_path, capsys):
+    from simspec.cli import main
+
+    shipped = ROOT / "calibration" / "h200-gpt-oss-120b.json"
+    old = json.loads(shipped.read_text(encoding="utf-8"))
+    old["fitted"]["request_overhead_s"] = 1e-4  # a key an earlier version fitted
+    source, out = tmp_path / "old.json", tmp_path / "new.json"
+    source.write_text(json.dumps(old), encoding="utf-8")
+    assert main(["calibrate", "--refit", str(source), "--out", str(out)]) == 0
+    capsys.readouterr()
+    new = json.loads(out.read_text(encoding="utf-8"))
+    assert new["tables"] == old["tables"] and new["peak"] == old["peak"]
+    assert "request_overhead_s" not in new["fitted"]
+    assert new["validation"] == json.loads(shipped.read_text(encoding="utf-8"))["validation"]
+    assert new["metadata"]["refit"]["command"].startswith("simspec calibrate --refit")
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda d: d["metadata"].update(kind="analytic"), "metadata.kind"),
+        (lambda d: d["tables"].update(moe=5), "tables.moe"),
+        (lambda d: d["metadata"].update(model="no-such-model"), "metadata.model"),
+    ],
+)
+def test_refit_of_a_bad_profile_is_exit_2_naming_the_key(tmp_path, capsys, change, named):
+    from simspec.cli import main
+
+    data = json.loads((ROOT / "calibration" / "h200-qwen3-30b-a3b.json").read_text())
+    change(data)
+    source, out = tmp_path / "bad.json", tmp_path / "out.json"
+    source.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["calibrate", "--refit", str(source), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+    assert not out.exists()
