@@ -13,7 +13,9 @@ with the acceptance length the engine reported. One measurement is one row:
     ``tokens_per_s`` output throughput of the whole server; ``tokens_per_s_per_user`` 1000 /
     TPOT; ``e2e_latency_s`` arrival to last token.
 ``value``
-    the measured number, finite and > 0.
+    the measured number, within the physically possible range of its quantity
+    (:data:`PLAUSIBLE`: e.g. a TPOT between 0.01 ms and 100 s), so a unit error is refused
+    rather than fitted.
 ``prompt_tokens``, ``output_tokens``
     the benchmark's input and output lengths (integers; output >= 2).
 ``draft_tokens``
@@ -69,6 +71,17 @@ MAX_ROWS = 200
 #: Largest batch, prompt and output lengths a row may state (the scenario's own limits).
 MAX_BATCH = 65536
 MAX_TOKENS = 10_000_000
+#: The physically possible range of each quantity, wide enough for any GPU, engine and model
+#: (a 10 µs decode step is faster than one pass over any MoE layer's weights on any GPU; 100 s
+#: per token is slower than streaming a trillion-parameter model over PCIe 3). A value outside
+#: it is a unit error or a typo, and a fit to it would pin its parameters at their bounds.
+PLAUSIBLE: dict[str, tuple[float, float]] = {
+    "tpot_ms": (0.01, 1e5),
+    "itl_ms": (0.01, 1e5),
+    "tokens_per_s": (1e-3, 1e8),
+    "tokens_per_s_per_user": (1e-3, 1e5),
+    "e2e_latency_s": (1e-4, 1e7),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +141,10 @@ def _row(raw: Mapping[str, Any], source: str, where: str, separator: str) -> Mea
     except InputError as err:
         found = "an empty cell" if err.found == "nothing" else err.found
         raise fail(err.key_path, err.expected, found) from None
+    low, high = PLAUSIBLE[row.quantity]
+    if not low <= row.value <= high:
+        expected = f"a {row.quantity} in [{low:g}, {high:g}] (a physically possible value)"
+        raise fail("value", expected, describe(row.value))
     draft, acceptance = row.draft_tokens, row.acceptance_length
     if acceptance is not None and not draft:
         plain = "an empty cell on a plain-decoding row (draft_tokens = 0)"

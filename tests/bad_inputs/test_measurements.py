@@ -30,6 +30,21 @@ BAD = {
         [],
         ["row 1 (line 3), column acceptance_length", "an empty cell"],
     ),
+    "a TPOT no GPU can reach (1e-9 ms)": (
+        f"{HEADER}\n{GOOD}\n4,tpot_ms,1e-9,64,8,,\n",
+        [],
+        ["row 2 (line 3), column value", "a tpot_ms in [0.01, 100000]", "1e-09"],
+    ),
+    "a TPOT of 1e308 ms": (
+        f"{HEADER}\n{GOOD}\n4,tpot_ms,1e308,64,8,,\n",
+        [],
+        ["row 2 (line 3), column value", "a physically possible value", "1e+308"],
+    ),
+    "a throughput of 1e12 tokens/s": (
+        f"{HEADER}\n{GOOD}\n4,tokens_per_s,1e12,64,8,,\n",
+        [],
+        ["row 2 (line 3), column value", "a tokens_per_s in"],
+    ),
     "unknown quantity": (
         f"{HEADER}\n1,ttft_ms,5.0,64,8,,\n",
         [],
