@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simspec.commands import catalog_entry, check_writable, table, write_output
+from simspec.commands import catalog_entry, check_outputs, check_writable, table, write_output
 from simspec.params import MOE_KERNEL_FORMS, RooflineParams
 
 NAME = "calibrate"
@@ -220,6 +220,8 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.profile import profile_json
 
     check_writable(args.out, "--out")
+    refit_input = [("measured profile (--refit)", Path(args.refit))] if args.refit else []
+    check_outputs([("--out", args.out)], refit_input)
     date = datetime.now(UTC).isoformat(timespec="seconds")
     meta = {"date": date, "command": _command(args), "git_sha": _git_sha()}
     started = time.perf_counter()

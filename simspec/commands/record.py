@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from simspec.commands import check_range, check_writable
+from simspec.commands import check_outputs, check_range, check_writable
 from simspec.errors import InputError
 
 NAME = "record"
@@ -86,6 +87,7 @@ def execute(args: argparse.Namespace) -> int:
     else:
         _read_prompts(args.prompts)  # fail before loading torch and the model
     check_writable(args.out, "--out", stdout=False)
+    check_outputs([("--out", args.out)], _local_inputs(args))
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -191,6 +193,19 @@ def _read_prompts(path: str | None) -> list[str]:
     if not lines:
         raise InputError(path, "", "one prompt per line", "no prompt")
     return lines
+
+
+def _local_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The local files the recording reads (the prompts file, and every file of a model or
+    drafter given as a folder), so ``--out`` cannot replace one of them."""
+    inputs: list[tuple[str, Path]] = []
+    if args.prompts:
+        inputs.append(("prompts file", Path(args.prompts)))
+    for what, name in (("model folder", args.model), ("drafter folder", args.drafter)):
+        folder = Path(name) if name else None
+        if folder is not None and folder.is_dir():
+            inputs += [(what, entry) for entry in sorted(folder.iterdir()) if entry.is_file()]
+    return inputs
 
 
 def _report(trace: Any, out: str) -> None:

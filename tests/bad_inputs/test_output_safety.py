@@ -85,6 +85,21 @@ def test_fit_out_onto_its_inputs_is_refused(here, capsys, out):
     assert_rejected(capsys, argv, here, ["--out", out, "no input"])
 
 
+def test_calibrate_refit_onto_the_profile_it_reads_is_refused(here, capsys):
+    shutil.copy(PROFILE, here / "p.json")
+    argv = ["calibrate", "--refit", "p.json", "--out", "p.json"]
+    assert_rejected(capsys, argv, here, ["--out", "p.json", "no input", "measured profile"])
+
+
+@pytest.mark.parametrize("out", ["prompts.txt", "model/config.json"])
+def test_record_out_onto_its_prompts_or_model_files_is_refused(here, capsys, out):
+    (here / "prompts.txt").write_text("Why is the sky blue?\n", encoding="utf-8")
+    (here / "model").mkdir()
+    (here / "model" / "config.json").write_text("{}", encoding="utf-8")
+    argv = ["record", "--model", "model", "--prompts", "prompts.txt", "--out", out]
+    assert_rejected(capsys, argv, here, ["--out", out, "no input"])
+
+
 # -- two outputs on one path ------------------------------------------------------------------
 @pytest.mark.parametrize(
     "argv",
