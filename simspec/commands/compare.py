@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
 from simspec.commands import Column, check_folder, emit_rows, notes_stream
 from simspec.commands._replications import (
@@ -71,8 +73,19 @@ def execute(args: argparse.Namespace) -> int:
         from simspec.plots import save
         from simspec.plots.policies import delta_space, policy_bars_figure
 
-        written = save(policy_bars_figure(result), f"{args.plot}/policies.png")
-        if d and result.delta_points is not None:
-            written += delta_space(result.delta_points, d, f"{args.plot}/delta-space.png")
+        folder = Path(args.plot)
+        fresh = not folder.exists()
+        written: list[Path] = []
+        try:
+            written += save(policy_bars_figure(result), folder / "policies.png")
+            if d and result.delta_points is not None:
+                written += delta_space(result.delta_points, d, folder / "delta-space.png")
+        except BaseException:
+            if fresh:  # a folder this command made holds nothing half-done
+                for path in written:
+                    path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
         print("wrote " + ", ".join(str(p) for p in written), file=report)
     return 0

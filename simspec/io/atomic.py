@@ -58,7 +58,8 @@ def write_atomic(path: str | Path, content: Content) -> Path:
     Path
         ``path`` (``-`` writes to standard output; an existing FIFO, device or other
         non-regular file is written in place, never replaced). On any error (including
-        KeyboardInterrupt) the temporary file is removed and ``path`` is left as it was.
+        KeyboardInterrupt) the temporary file is removed, ``path`` is left as it was and the
+        parent folders this call created are removed again.
     """
     if str(path) == STDOUT:
         _write_stream(_content_bytes(content, Path("stdout")), content)
@@ -73,10 +74,15 @@ def write_atomic(path: str | Path, content: Content) -> Path:
         except FileNotFoundError:  # a dangling link: create the file it names
             target = Path(os.path.realpath(target))
         # a symlink loop raises OSError (ELOOP): never replaced by a regular file
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent
-    )
+    created = _missing_folders(target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=f".tmp{target.suffix}", dir=target.parent
+        )
+    except BaseException:
+        _remove_empty(created)
+        raise
     tmp = Path(name)
     try:
         if callable(content):
@@ -97,8 +103,28 @@ def write_atomic(path: str | Path, content: Content) -> Path:
         if fd >= 0:
             os.close(fd)
         tmp.unlink(missing_ok=True)
+        _remove_empty(created)
         raise
     return target
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders from ``folder`` up to its first existing ancestor that do not exist yet,
+    deepest first (what ``mkdir(parents=True)`` would create)."""
+    missing: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a failed write created, deepest first, as long as they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def is_special(path: Path) -> bool:

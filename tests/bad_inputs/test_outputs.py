@@ -133,3 +133,21 @@ def test_json_to_dev_full_is_exit_2_not_a_renamed_device(tmp_path, small, capsys
     assert code == 2 and "Traceback" not in err
     assert "--json" in err and "/dev/full" in err
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_compare_plot_that_fails_midway_leaves_no_folder(tmp_path, small, capsys, monkeypatch):
+    """A full disk while the second figure is written: the folder compare made is gone."""
+    import errno
+
+    from simspec.plots import policies
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(policies, "delta_space", full_disk)
+    figs = tmp_path / "figs"
+    code = main(["compare", str(small), "--plot", str(figs)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "No space left" in err or "space" in err
+    assert not figs.exists()
