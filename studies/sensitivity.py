@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 
 import simspec
 from simspec.config.load import read_scenario_data, scenario_from_dict
-from simspec.params import RooflineParams
+from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,11 +62,13 @@ def study_cases(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def assumed_constants() -> list[str]:
-    """The float [costs] keys of the cost model (efficiencies, overheads, kernel constants)."""
+    """The float [costs] keys of the cost model (efficiencies, overheads, kernel constants);
+    the keys other scenario tables own (temperature, top_p: [workload]) are not assumptions."""
     return [
         f.name
         for f in dataclasses.fields(RooflineParams)
         if isinstance(getattr(RooflineParams(), f.name), float)
+        and f.name not in SCENARIO_OWNED_KEYS
     ]
 
 
@@ -142,7 +145,7 @@ def main() -> None:
     start = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         speedups = list(pool.map(_speedup, tasks, chunksize=4))
-    wall = time.perf_counter() - start
+    print(f"{len(tasks)} runs in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     per = len(case_overrides) * len(batches)
     rows = []
     for n, (label, _) in enumerate(runs):
@@ -155,9 +158,9 @@ def main() -> None:
     lines = [
         "# Sensitivity of paper B's conclusions",
         "",
-        f"Written by `python -m studies.sensitivity` ({len(tasks)} runs, {wall:.0f} s wall on "
-        f"{args.workers} workers); do not edit by hand. Conclusions (C1-C4) are defined in the "
-        "script's docstring; **bold** marks a conclusion that differs from the first row's.",
+        f"Written by `python -m studies.sensitivity` ({len(tasks)} runs); do not edit by hand. "
+        "Conclusions (C1-C4) are defined in the script's docstring; **bold** marks a "
+        "conclusion that differs from the first row's.",
         "",
         "## Conclusions per variant",
         "",

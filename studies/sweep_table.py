@@ -2,12 +2,16 @@
 
     python -m studies.sweep_table runs/paper-a
     python -m studies.sweep_table --by-batch runs/prior runs/full --labels "(a) prior,(b) full"
+    python -m studies.sweep_table --findings runs/paper-a
 
 The first form: one row per case and policy of the folder's ``summary.csv`` (``simspec
 sweep``): TPOT with its 95 % CI, the speedup over no speculation and the paired gap to the
 oracle, the case named on its first row and the fixed k with the highest mean speedup marked
 "(best fixed)". ``--by-batch``: one row per case, one column per folder holding the speedups of
 its one speculative policy at each ``workload.concurrency``, in increasing order.
+``--findings``: per case, the sentences paper A's README draws from the table (the best fixed
+k's speedup against the oracle's; the cost-aware rule against the best fixed k and the share of
+their TPOT gap to the oracle it closes), so the prose's numbers are regenerated with the table.
 """
 
 from __future__ import annotations
@@ -44,6 +48,32 @@ def table(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def findings(folder: Path) -> str:
+    """The README's sentences about ``folder``'s table, one bullet per case (module docstring)."""
+    rows = _summary(folder)
+    lines = []
+    for case in dict.fromkeys(r["case"] for r in rows):
+        mine = {r["policy"]: r for r in rows if r["case"] == case}
+        fixed = [p for p in mine if p.startswith("fixed-")]
+        if not fixed or "oracle" not in mine:
+            continue
+        best = max(fixed, key=lambda p: float(mine[p]["speedup_vs_no_spec"]))
+        gain = {p: float(mine[p]["speedup_vs_no_spec"]) for p in (best, "oracle")}
+        text = (
+            f"- {case}: the best fixed k ({best}) gains {gain[best]:.2f}x against the oracle's"
+            f" {gain['oracle']:.2f}x"
+        )
+        if "cost_aware" in mine:
+            tpot = {p: float(mine[p]["tpot_ms"]) for p in (best, "cost_aware", "oracle")}
+            closed = (tpot[best] - tpot["cost_aware"]) / (tpot[best] - tpot["oracle"])
+            text += (
+                f"; cost_aware {tpot['cost_aware']:.3f} ms vs {tpot[best]:.3f} ms, closing"
+                f" {100 * closed:.0f} % of the best fixed k's TPOT gap to the oracle"
+            )
+        lines.append(text + ".")
+    return "\n".join(lines) + "\n"
+
+
 def _summary(folder: Path) -> list[dict[str, str]]:
     with (folder / "summary.csv").open(encoding="utf-8", newline="") as f:
         return list(csv.DictReader(f))
@@ -73,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--by-batch", action="store_true", help="speedups by batch size")
     parser.add_argument("--labels", default="", help="column labels, comma-separated")
+    parser.add_argument("--findings", action="store_true", help="the README's sentences")
     args = parser.parse_args(argv)
     if args.by_batch:
         labels = args.labels.split(",") if args.labels else [str(f) for f in args.folders]
         print(by_batch(args.folders, labels), end="")
     else:
         for folder in args.folders:
-            print(table(folder), end="")
+            print(findings(folder) if args.findings else table(folder), end="")
     return 0
 
 

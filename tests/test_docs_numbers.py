@@ -35,7 +35,7 @@ def test_the_readme_marks_its_quoted_outputs():
 
 
 #: Commands that take more than about 10 s (run by `-m slow`).
-SLOW = ("simspec recommend", "simspec sweep")
+SLOW = ("simspec recommend", "simspec sweep", "studies.delta_study", "studies.sensitivity")
 
 
 @pytest.mark.parametrize(
@@ -70,21 +70,30 @@ two
 | x |
 |---|
 | 4 |
+
+<!-- docs: printf -- '- a 1\\n- b 2\\n' -->
+- a 1
+- b 3
+
+prose after the list
 """
 
 
 def test_the_tool_finds_fenced_indented_and_table_blocks_and_spots_changes(tmp_path):
     doc = tmp_path / "README.md"
     doc.write_text(DOC, encoding="utf-8")
-    fenced, indented, table = docs.find_blocks(doc)
+    fenced, indented, table, bullets = docs.find_blocks(doc)
+    assert bullets.current == ["- a 1", "- b 3"]  # the list ends at the blank line
+    assert docs.run_block(bullets) == ["- a 1", "- b 2"]
     assert fenced.current == ["one", "two"] and docs.run_block(fenced) == fenced.current
     assert indented.current == ["b 1", "c 9"]  # the `$ command` line is kept
     assert docs.run_block(indented) == ["b 1", "c 2"]  # a quoted number that differs
     assert docs.run_block(table) == ["| x |", "|---|", "| 3 |"]
-    for block in reversed([fenced, indented, table]):
+    for block in reversed([fenced, indented, table, bullets]):
         docs.write(block, docs.run_block(block))
     text = doc.read_text(encoding="utf-8")
     assert "    $ some command\n    b 1\n    c 2\n" in text and "| 3 |" in text
+    assert "- b 2\n\nprose after the list" in text
     assert all(docs.run_block(b) == b.current for b in docs.find_blocks(doc))
 
 
@@ -107,3 +116,17 @@ def test_sweep_tables_of_a_summary(tmp_path):
     assert lines[5].endswith("| 0 |")
     batch = by_batch([tmp_path], ["speedups"]).splitlines()
     assert batch[2] == "| m | 1.25 1.33 1.60 |"  # concurrency 1 first
+
+
+def test_findings_state_the_share_of_the_gap_the_cost_aware_rule_closes(tmp_path):
+    from studies.sweep_table import findings
+
+    head = "case,policy,tpot_ms,speedup_vs_no_spec\n"
+    rows = ["m,no-spec,4.0,1.0", "m,fixed-1,3.0,1.333", "m,cost_aware,2.5,1.6", "m,oracle,2.0,2.0"]
+    (tmp_path / "summary.csv").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
+    assert findings(tmp_path).startswith(
+        "- m: the best fixed k (fixed-1) gains 1.33x against the oracle's 2.00x; "
+    )
+    # (3.0 - 2.5) / (3.0 - 2.0) = 50 % of the gap
+    closing = "cost_aware 2.500 ms vs 3.000 ms, closing 50 % of the best fixed k's TPOT gap"
+    assert findings(tmp_path).strip().endswith(closing + " to the oracle.")

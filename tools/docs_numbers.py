@@ -9,8 +9,8 @@ and optionally ``<!-- docs: keep=REGEX,N file=PATH :: COMMAND -->``: ``keep`` qu
 from the first that matches REGEX (N omitted: up to the next blank line), ``file`` quotes a file
 the command wrote instead of its standard output. ``COMMAND`` may be ``python-block``: the
 preceding fenced ``python`` block, run as a script. The block after the marker is a fenced code
-block, an indented block (a first line ``$ command`` is kept) or a Markdown table; its lines are
-replaced by the output.
+block, an indented block (a first line ``$ command`` is kept), a Markdown table or a list of
+one-line ``- `` bullets; its lines are replaced by the output.
 
 Each command runs in bash, in a scratch folder holding links to the repository's top-level
 entries (so files it writes land there), with ``simspec`` and ``python`` this interpreter.
@@ -105,12 +105,14 @@ def find_blocks(path: Path) -> list[Block]:
             while end < len(lines) and lines[end].startswith("    "):
                 end += 1
             indent = "    "
-        elif head.startswith("|"):
+        elif head.startswith(("|", "- ")):  # a table or a list of one-line bullets
             start, end = j, j
-            while end < len(lines) and lines[end].startswith("|"):
+            while end < len(lines) and lines[end].startswith(head[0]):
                 end += 1
         else:
-            raise ValueError(f"{path}:{j + 1}: expected a code block or a table after the marker")
+            raise ValueError(
+                f"{path}:{j + 1}: expected a code block, a table or a list after the marker"
+            )
         current = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[start:end]]
         blocks.append(Block(path, i, start, end, command, keep, count, file, indent, current))
     return blocks
