@@ -141,7 +141,7 @@ def test_to_dict_fills_every_default(tmp_path):
     assert d["routing"] == _defaults(RoutingConfig)
     assert d["routing"]["overlap"] is None
     tuples = ("alphas", "acceptance_setting", "position_acceptance")
-    assert d["acceptance"] == {**_defaults(AcceptanceConfig), **dict.fromkeys(tuples, [])}
+    assert d["acceptance"] == {**_defaults(AcceptanceConfig), **{key: [] for key in tuples}}
     assert d["workload"] == _defaults(WorkloadConfig)
     assert d["workload"]["num_requests"] == 32
     assert d["policies"] == [{"name": "fixed", "label": "fixed-3", "draft_tokens": 3}]
