@@ -42,11 +42,16 @@ COLUMNS = (
 
 
 def _header(scenario: Scenario) -> str:
-    return (
+    """The run's first note: scenario, models, GPUs, and the acceptance fit if there is one
+    (its line is also ``acceptance_fit`` in the results JSON's scenario)."""
+    header = (
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "
         f"{scenario.hardware.gpu}, {scenario.workload.loop} loop"
     )
+    if scenario.acceptance_fit is not None:
+        header += "\n" + scenario.acceptance_note
+    return header
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ def execute(args: argparse.Namespace) -> int:
         f"{args.scenario}: ok — {s.name} ({s.digest()}), {count(len(s.policies), 'policy')}, "
         f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"
     )
+    print(s.acceptance_note)
     if points is not None:
         print(f"sweep: {count(len(points), 'point')}, all valid")
     scenarios = [p.scenario for p in points] if points else [s]

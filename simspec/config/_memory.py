@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from simspec.costs.parallel import Parallelism
 from simspec.errors import ScenarioError
 from simspec.physics.models import ModelSpec
+from simspec.physics.mtp import drafter_weight_bytes
 from simspec.physics.precision import with_precision
 
 if TYPE_CHECKING:
@@ -30,8 +31,7 @@ def weight_bytes_per_gpu(s: Scenario, target: ModelSpec | None = None) -> float:
     shape = (target or s.target).shape
     split = _split(s)
     routed = shape.num_moe_layers * shape.num_experts * shape.expert_bytes
-    draft = s.draft_model
-    drafter = draft.shape.total_weight_bytes if draft else s.drafter.head_weight_bytes()
+    drafter = drafter_weight_bytes(target or s.target, s.drafter, s.draft_model)
     rest = shape.total_weight_bytes - routed + drafter
     return rest / split.tensor + routed / (split.expert * split.expert_shards)
 

@@ -5,7 +5,8 @@
   shares its tokenizer (vocabulary). A ``[model]`` table that names a target but no drafter
   gets the target's own drafter (:func:`default_drafter`: its EAGLE-3 head, else the first dense
   draft model that lists it); a drafter built for another target is an error listing those that
-  fit (:func:`check_drafter`).
+  fit (:func:`check_drafter`). An MTP drafter needs a target with MTP modules
+  (:func:`check_mtp`).
 * **Routing statistics.** Overlap profiles must be reachable by a top-k router with the
   scenario's expert popularities (lag overlaps such as ``[0.1, 0.9, 0.95]`` are not). The
   check builds the same routing models the run builds (:class:`~simspec.text.reference.
@@ -22,7 +23,7 @@ from simspec import catalog
 from simspec.config.scenario import ModelConfig
 from simspec.errors import InputError, ScenarioError
 from simspec.physics.drafters import DrafterSpec
-from simspec.physics.models import ModelShape
+from simspec.physics.models import ModelShape, ModelSpec
 from simspec.routing.config import RoutingConfig
 from simspec.text.acceptance import AcceptanceConfig
 from simspec.text.reference import ReferenceSet
@@ -83,6 +84,20 @@ def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
         expected,
         f"{drafter.name!r}, built for {built_for}",
         "Leave model.drafter unset to get the target's own drafter.",
+    )
+
+
+def check_mtp(target: ModelSpec, drafter: DrafterSpec, source: str) -> None:
+    """An MTP drafter runs the target's own MTP modules: the target must have as many as the
+    drafter uses (``mtp_layers``, config.json ``num_nextn_predict_layers``)."""
+    if drafter.kind != "mtp" or drafter.num_layers <= target.mtp_layers:
+        return
+    raise ScenarioError(
+        source,
+        "model.drafter",
+        f"a drafter whose {drafter.num_layers} MTP module(s) the target has; {target.name!r} "
+        f"has {target.mtp_layers} (mtp_layers, config.json num_nextn_predict_layers)",
+        f"the MTP drafter {drafter.name!r}",
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
-from simspec.config.checks import check_drafter
+from simspec.config.checks import check_drafter, check_mtp
 from simspec.config.profiles import profile_path
 from simspec.config.scenario import HardwareConfig, ModelConfig
 from simspec.errors import InputError, ScenarioError, describe
@@ -168,6 +168,7 @@ def resolve_specs(
         drafter = catalog.get_drafter(model.drafter)
         if not custom_target:
             check_drafter(model.target, drafter, source)
+    check_mtp(target, drafter, source)
     if hardware.custom is not None:
         return target, drafter, hardware.custom
     _catalog_name("hardware.gpu", hardware.gpu, catalog.gpu_names(), source)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.config._acceptance import fit_scenario_acceptance, with_fit
 from simspec.config._memory import check_weights_fit
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
@@ -49,6 +50,7 @@ from simspec.config.traces import with_traces
 from simspec.errors import ScenarioError, describe
 from simspec.inputs import load_toml, read_input_text
 from simspec.physics.models import kv_bytes_for_context
+from simspec.physics.mtp import mtp_module
 from simspec.physics.precision import with_precision
 from simspec.policies.base import POLICIES
 from simspec.policies.fixed import BASELINE_LABEL, is_plain_decoding
@@ -163,16 +165,22 @@ def _resolve(
 ) -> Resolved:
     """Catalog or custom specs (config.custom) and the profile: the only I/O of validation."""
     target, drafter, gpu = resolve_specs(model, hardware, source, base)
+    target = with_precision(
+        target,
+        model.precision,
+        expert=model.expert_precision,
+        shared=model.shared_precision,
+        attention=model.attention_precision,
+    )
+    draft_model = None
+    if drafter.kind == "dense":
+        draft_model = catalog.get_model(drafter.model)
+    elif drafter.kind == "mtp":  # the target's own module, at the target's precision
+        draft_model = mtp_module(target)
     return Resolved(
-        target=with_precision(
-            target,
-            model.precision,
-            expert=model.expert_precision,
-            shared=model.shared_precision,
-            attention=model.attention_precision,
-        ),
+        target=target,
         drafter=drafter,
-        draft_model=catalog.get_model(drafter.model) if drafter.kind == "dense" else None,
+        draft_model=draft_model,
         gpu=gpu,
         profile=load_scenario_profile(costs, hardware.gpu, model.target, source, base),
         profile_key=costs.profile,
@@ -219,6 +227,16 @@ def scenario_from_dict(
         sections["model"], sections["hardware"], sections["costs"], source, str(base_dir)
     )
     resolved = with_traces(resolved, sections, seed, source, str(base_dir))  # read once
+    acceptance, fit, origin = fit_scenario_acceptance(
+        data.get("acceptance"),
+        sections["acceptance"],
+        sections["speculation"],
+        policies,
+        resolved,
+        source,
+    )
+    sections["acceptance"] = acceptance
+    resolved = with_fit(resolved, fit, origin)
     scenario = Scenario(
         name=data.get("name", Path(source).stem if source else "scenario"),
         description=data.get("description", ""),

@@ -31,6 +31,7 @@ from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.models import ModelSpec
+from simspec.physics.mtp import drafter_weight_bytes
 from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
 from simspec.policies.base import BudgetPolicy
 from simspec.profile import CalibrationProfile
@@ -39,6 +40,7 @@ from simspec.routing.replay import TraceFile
 from simspec.routing.trace import RoutingTrace
 from simspec.schema import param, to_dict
 from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.engine_acceptance import AcceptanceFit
 from simspec.text.workload import WorkloadConfig
 
 #: The efficiencies and overheads of ``[costs]`` (fields of RooflineParams).
@@ -211,13 +213,17 @@ class Resolved:
 
     target: ModelSpec
     drafter: DrafterSpec
-    draft_model: ModelSpec | None  # the dense draft model, when the drafter is one
+    draft_model: ModelSpec | None  # the dense draft model or the target's MTP module
     gpu: GpuSpec
     profile: CalibrationProfile | None = None
     profile_key: str = ""  # ``costs.profile`` as written
     profile_base: str = ""  # folder a relative ``costs.profile`` was resolved against ("" = cwd)
     routing_trace: TraceFile | None = None  # replayed by routing.mode = "trace"
     acceptance_trace: TraceFile | None = None  # replayed by acceptance.process = "trace"
+    #: The fit of the acceptance process to engine-reported numbers (simspec.config._acceptance),
+    #: or None, and then where the acceptance came from, in words.
+    acceptance_fit: AcceptanceFit | None = None
+    acceptance_origin: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +295,20 @@ class Scenario:
         return self._resolved().draft_model
 
     @property
+    def acceptance_fit(self) -> AcceptanceFit | None:
+        """The fit of the acceptance process to an engine's numbers, if the scenario gave any
+        (or its drafter has a documented default)."""
+        return self._resolved().acceptance_fit
+
+    @property
+    def acceptance_note(self) -> str:
+        """One line: the acceptance the runs use and where it came from."""
+        from simspec.config._acceptance import acceptance_note
+
+        r = self._resolved()
+        return acceptance_note(self.acceptance, r.acceptance_fit, r.acceptance_origin)
+
+    @property
     def gpu(self) -> GpuSpec:
         """The GPU spec."""
         return self._resolved().gpu
@@ -347,9 +367,9 @@ class Scenario:
     @property
     def weight_bytes(self) -> float:
         """Weights held in GPU memory: the target's and the drafter's."""
-        draft = self.draft_model
-        drafter = draft.shape.total_weight_bytes if draft else self.drafter.head_weight_bytes()
-        return self.target.shape.total_weight_bytes + drafter
+        return self.target.shape.total_weight_bytes + drafter_weight_bytes(
+            self.target, self.drafter, self.draft_model
+        )
 
     # -- views -------------------------------------------------------------------------------------
     def to_data(self) -> dict[str, Any]:
@@ -371,10 +391,14 @@ class Scenario:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved scenario as plain data (every default filled in, results JSON)."""
+        """The resolved scenario as plain data (every default filled in, results JSON); with
+        ``acceptance_fit`` when the acceptance was fitted to an engine's numbers."""
         data = self.to_data()
         roofline = to_dict(self.roofline)
         data["costs"] = {key: roofline.get(key, value) for key, value in data["costs"].items()}
+        fit = self.acceptance_fit
+        if fit is not None:
+            data["acceptance_fit"] = fit.to_data()
         return data
 
     def digest(self) -> str:

@@ -8,7 +8,10 @@ verify bookkeeping kernels, host synchronisations an engine without an overlap s
 exposes, and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM: the
 accepted tokens' target hidden states are fed through the head before the next draft). A draft
 step costs its kernels' floors (:func:`~simspec.physics.launches.draft_step_kernels`) besides
-its weights, KV reads and collectives.
+its weights, KV reads and collectives. An MTP drafter's step (:mod:`simspec.physics.mtp`) is
+one pass of the target's own MTP module, split over the GPUs as the target is: its attention,
+its MoE layer loading the union of the drafting tokens' experts, the full-vocabulary LM head,
+the 2h -> h projection and the kernels of both.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from simspec.costs.kernels import _add, _batch_sum
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.passes import (
     PassConstants,
+    _weights,
     host_overhead_s,
     pass_constants,
     pass_cost,
@@ -32,9 +36,11 @@ from simspec.costs.passes import (
 )
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
+from simspec.physics.experts import independent_union
 from simspec.physics.hardware import GpuSpec
 from simspec.physics.launches import VERIFY_KERNELS, draft_step_kernels
 from simspec.physics.models import ModelSpec
+from simspec.physics.mtp import MTP_STEP_KERNELS, projection_bytes
 
 
 @COST_MODELS.register("roofline")
@@ -55,6 +61,7 @@ class RooflineCostModel:
     _prefill: PassConstants = field(init=False, repr=False, compare=False)  # samples no drafts
     _draft: PassConstants | None = field(init=False, repr=False, compare=False)
     _draft_layers: int = field(init=False, repr=False, compare=False)
+    _projection_bytes: float = field(init=False, repr=False, compare=False)  # an MTP module's
     _split: Parallelism = field(init=False, repr=False, compare=False)
     _head_bytes: float = field(init=False, repr=False, compare=False)  # a head step's weights
     _head_kv: float = field(init=False, repr=False, compare=False)  # its KV bytes per token
@@ -75,7 +82,23 @@ class RooflineCostModel:
         # A prefill samples one token per prompt: no verified drafts to renormalise.
         object.__setattr__(self, "_prefill", dataclasses.replace(target, renorm_wave_s=0.0))
         constants = None
-        if self.draft_model is not None:  # a dense draft model: tensor parallel like the target
+        projection = 0.0
+        if self.draft_model is not None and self.drafter.kind == "mtp":
+            # The target's own module: split as the target is, plus its projection's kernels.
+            constants = pass_constants(
+                self.draft_model.shape,
+                self.gpu,
+                self.params,
+                self.num_gpus,
+                parallel=split,
+                hidden_size=self.draft_model.hidden_size,
+            )
+            extra = MTP_STEP_KERNELS * self.gpu.kernel_floor_s(self.params.cuda_graphs)
+            constants = dataclasses.replace(
+                constants, floor_s=constants.floor_s + extra, renorm_wave_s=0.0
+            )
+            projection = projection_bytes(self.draft_model)
+        elif self.draft_model is not None:  # a dense draft model: tensor parallel like the target
             t = split.tensor
             constants = pass_constants(
                 self.draft_model.shape,
@@ -86,6 +109,7 @@ class RooflineCostModel:
                 hidden_size=self.draft_model.hidden_size,
             )
         object.__setattr__(self, "_draft", constants)
+        object.__setattr__(self, "_projection_bytes", projection)
         draft_moe = 0 if self.draft_model is None else self.draft_model.shape.num_moe_layers
         object.__setattr__(self, "_draft_layers", draft_moe)
         object.__setattr__(self, "_head_bytes", self.drafter.head_weight_bytes())
@@ -291,13 +315,33 @@ class RooflineCostModel:
         if self._draft is not None:
             overhead = self.params.draft_step_overhead_s
             unique = np.zeros((*tokens.shape[:-1], self._draft_layers))
+            projection = 0.0
+            if self._projection_bytes:  # an MTP module (module docstring)
+                fed = _batch_sum(tokens, counts)
+                unique = self._mtp_unique_experts(fed, unique)
+                c = self._draft
+                bpp = c.shape.attention_bytes_per_param  # the module's dense weights
+                projection = _weights(self._projection_bytes, fed, bpp, c.w_bw, c.flops_per_s)
             if tokens.ndim == 2:
-                return pass_cost_many(
+                return projection + pass_cost_many(
                     self._draft, tokens, ctx, unique, overhead_s=overhead, counts=counts
                 )
-            return pass_cost(self._draft, tokens, ctx, unique, overhead_s=overhead).total_s
+            cost = pass_cost(self._draft, tokens, ctx, unique, overhead_s=overhead).total_s
+            return cost + projection
         fed = _batch_sum(tokens, counts)  # Python floats for one pass
         return self._head_pass(fed, _batch_sum(ctx + tokens, counts))
+
+    def _mtp_unique_experts(self, fed, zeros: np.ndarray) -> np.ndarray:
+        """Distinct routed experts an MTP module's MoE layer loads for ``fed`` tokens (a float,
+        or one count per pass): the union of the drafting tokens' experts, each routed as the
+        target's (the independent-routing expectation,
+        :func:`~simspec.physics.experts.independent_union`), shaped like ``zeros``."""
+        assert self._draft is not None  # an MTP module's constants
+        n, k = self._draft.shape.num_experts, self._draft.shape.experts_per_token
+        if isinstance(fed, np.ndarray):  # one pass per entry, each as a single pass computes it
+            union = np.array([independent_union(n, k, float(t)) for t in fed.tolist()])
+            return zeros + union[:, None]
+        return zeros + independent_union(n, k, fed)
 
     def _head_pass(self, fed, seen):
         """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in

@@ -1,10 +1,18 @@
-"""Draft models: EAGLE-3-style heads and small dense draft models.
+"""Draft models: EAGLE-3-style heads, small dense draft models and a target's MTP modules.
 
 An EAGLE-3 head (Li et al., arXiv 2503.01840) is one decoder layer fed by a fully connected
 fusion of three target hidden states (3·h -> h), with its own LM head over a reduced draft
 vocabulary; its attention projections read the concatenation of the token embedding and the
-fused feature (2·h inputs). A dense drafter is a small model from the models catalog. Either
-way one draft step reads the drafter's weights once for all requests that are still drafting.
+fused feature (2·h inputs). A dense drafter is a small model from the models catalog. An MTP
+drafter is the target's own multi-token-prediction modules (:mod:`simspec.physics.mtp`): its
+shapes are the target's, so its entry states only how many modules it has (``num_layers``) and
+how deep engines chain them (``max_draft_tokens``). Either way one draft step reads the
+drafter's weights once for all requests that are still drafting.
+
+An entry may state the acceptance its drafter was measured at
+(``default_acceptance_length``, with ``default_acceptance_setting`` and
+``default_acceptance_source``): a scenario that sets no acceptance rate gets the chain
+acceptance rate that reproduces it (:mod:`simspec.text.engine_acceptance`).
 """
 
 from __future__ import annotations
@@ -21,13 +29,17 @@ class DrafterSpec:
 
     name: str = param(help="catalog key")
     display_name: str = param("", "human-readable name")
-    kind: str = param("eagle3", "eagle3 head or dense draft model", choices=("eagle3", "dense"))
+    kind: str = param(
+        "eagle3",
+        "eagle3 head, dense draft model, or mtp (the target's own MTP modules)",
+        choices=("eagle3", "dense", "mtp"),
+    )
     targets: tuple[str, ...] = param((), "target models it drafts for")
     source: str = param("", "where the numbers come from")
     notes: str = param("", "assumptions")
     max_draft_tokens: int = param(8, "longest chain the drafter proposes", ge=1, le=64)
     model: str = param("", "models-catalog name (kind = dense)")
-    num_layers: int = param(0, "decoder layers of the head", ge=0)
+    num_layers: int = param(0, "decoder layers of the head (kind = mtp: MTP modules)", ge=0)
     hidden_size: int = param(0, "hidden size of the head", ge=0)
     intermediate_size: int = param(0, "MLP width of the head", ge=0)
     num_heads: int = param(0, "query heads", ge=0)
@@ -36,12 +48,31 @@ class DrafterSpec:
     draft_vocab_size: int = param(0, "draft vocabulary of the head's LM head", ge=0)
     fused_hidden_states: int = param(3, "target hidden states fused by the input FC", ge=0)
     weight_bytes: float = param(2.0, "bytes per parameter", gt=0)
+    default_acceptance_length: float = param(
+        0.0,
+        "measured mean acceptance length (bonus token included) used when a scenario sets no "
+        "acceptance rate (0 = none)",
+        ge=0,
+        le=65,
+    )
+    default_acceptance_setting: tuple[int, ...] = param(
+        (), "(steps, topk, num_draft_tokens) it was measured at"
+    )
+    default_acceptance_source: str = param("", "where that acceptance length was measured")
 
     def __post_init__(self) -> None:
         if self.kind == "dense" and not self.model:
             raise FieldError("model", "a models-catalog name for a dense drafter", self.model)
         if self.kind == "eagle3" and self.hidden_size <= 0:
             raise FieldError("hidden_size", "> 0 for an eagle3 head", self.hidden_size)
+        if self.kind == "mtp" and self.num_layers <= 0:
+            raise FieldError("num_layers", ">= 1 MTP module for an mtp drafter", self.num_layers)
+        if self.default_acceptance_length and len(self.default_acceptance_setting) != 3:
+            raise FieldError(
+                "default_acceptance_setting",
+                "(steps, topk, num_draft_tokens) of default_acceptance_length",
+                list(self.default_acceptance_setting),
+            )
 
     def head_weight_bytes(self) -> float:
         """Weight bytes one step of an EAGLE-3 head reads (0 for a dense drafter)."""

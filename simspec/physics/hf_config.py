@@ -30,7 +30,8 @@ tie_word_embeddings, max_position_embeddings, intermediate_size (the dense-FFN w
 family has dense layers). Weights are taken as bf16 (2 bytes per parameter) apart from
 gpt-oss's MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale per 32, OCP MX spec
 v1.0), as the catalog does; a scenario's ``[model] precision`` changes them. Multi-token
-prediction layers (``num_nextn_predict_layers``) are not counted, as in the catalog. The
+prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as in the
+catalog; their number is kept (``mtp_layers``) for an MTP drafter. The
 headline parameter counts are derived from the shapes (total, and active per token with
 ``experts_per_token`` of the routed experts).
 """
@@ -274,6 +275,7 @@ def _spec(f: _Fields, family: str, name: str, source: str) -> ModelSpec:
         tie_word_embeddings=bool(f.get("tie_word_embeddings", False)),
         expert_weight_bytes=MXFP4_BYTES if mxfp4 else 2.0,
         max_context_tokens=f.int("max_position_embeddings", 0),
+        mtp_layers=f.int("num_nextn_predict_layers", 0),
         ffn=FfnSpec(dense_intermediate_size=dense_width),
         moe=moe,
         attention=_attention(f, family, hidden, layers),

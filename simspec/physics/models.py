@@ -152,6 +152,13 @@ class ModelSpec:
         0.0, "headline active parameters, billions", ge=0, le=MAX_PARAMS_B
     )
     max_context_tokens: int = param(0, "max position embeddings", ge=0, le=MAX_CONTEXT)
+    mtp_layers: int = param(
+        0,
+        "multi-token-prediction (NextN) modules of the checkpoint, not in num_layers "
+        "(config.json num_nextn_predict_layers)",
+        ge=0,
+        le=MAX_LAYERS,
+    )
     ffn: FfnSpec = param(FfnSpec(), "dense FFN")
     moe: MoeSpec = param(MoeSpec(), "experts")
     attention: AttentionSpec = param(AttentionSpec(), "attention")

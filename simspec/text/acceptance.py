@@ -18,6 +18,11 @@ names one registered in :data:`ACCEPTANCE_PROCESSES`:
 * ``trace``: no law at all: the accept/reject outcomes and confidences recorded from a real
   drafter run (``acceptance.trace``, replayed by :mod:`simspec.text.replay`).
 
+A scenario may instead give what an engine prints, a mean acceptance length
+(``acceptance_length`` at ``acceptance_setting``) or per-position acceptance rates
+(``position_acceptance``): the loader fits ``iid`` or ``per_position`` to them
+(:mod:`simspec.text.engine_acceptance`).
+
 Adding a process is one frozen dataclass here, decorated with
 ``@ACCEPTANCE_PROCESSES.register("name")``, with a ``slot_alphas(positions, slots, rng)`` method
 and its own checks in ``__post_init__`` (raising :class:`~simspec.errors.FieldError` with the
@@ -153,7 +158,48 @@ class AcceptanceConfig:
         "requests than it holds (trace); false = refuse such a workload",
     )
 
+    acceptance_length: float = param(
+        0.0,
+        "measured mean acceptance length, bonus token included, as SGLang ('accept len') and "
+        "vLLM ('mean acceptance length') print it; sets alpha (process iid) by a fit at "
+        "acceptance_setting (0 = not given)",
+        ge=0,
+        le=1025,
+    )
+    acceptance_setting: tuple[int, ...] = param(
+        (),
+        "(steps, topk, num_draft_tokens) acceptance_length was measured at (empty = the "
+        "scenario's own: its policies' deepest chain, [speculation] topk and num_draft_tokens)",
+        ge=0,
+        le=1024,
+    )
+    position_acceptance: tuple[float, ...] = param(
+        (),
+        "measured per-position acceptance rates r_1, r_2, ... (share of drafts at position j "
+        "accepted, as vLLM's spec_decode metrics count them); sets alphas (process "
+        "per_position) to r_j / r_(j-1)",
+        ge=0,
+        le=1,
+    )
+
     def __post_init__(self) -> None:
+        if 0 < self.acceptance_length < 1:
+            raise FieldError(
+                "acceptance_length",
+                "0 (not given) or at least 1 (the bonus token is always committed)",
+                self.acceptance_length,
+            )
+        setting = self.acceptance_setting
+        if setting and (len(setting) != 3 or min(setting[:2]) < 1 or setting[2] == 1):
+            raise FieldError(
+                "acceptance_setting",
+                "[steps >= 1, topk >= 1, num_draft_tokens (0 = every node, else >= 2)]",
+                list(setting),
+            )
+        if setting and not self.acceptance_length:
+            raise FieldError(
+                "acceptance_setting", "to be set only with acceptance_length", list(setting)
+            )
         valid = [*ACCEPTANCE_PROCESSES.names(), TRACE_PROCESS]
         if self.process not in valid:
             raise FieldError("process", "one of " + ", ".join(map(repr, valid)), self.process)

@@ -137,6 +137,17 @@ class CaseFile:
 
 
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
+#: ``method`` values that draft with the target's own MTP (NextN) module, as SGLang
+#: (``NEXTN``) and vLLM (``mtp``, ``deepseek_mtp``, ``qwen3_next_mtp``) name it: such a row
+#: runs the catalog's MTP drafter of its model (:func:`mtp_drafters`), any other method the
+#: model's default drafter.
+MTP_METHODS = ("mtp", "nextn", "deepseek_mtp", "qwen3_next_mtp")
+
+
+def mtp_drafters(model: str) -> list[str]:
+    """Catalog MTP drafters of ``model`` (its own modules)."""
+    names = [n for n in catalog.drafter_names() if model in catalog.get_drafter(n).targets]
+    return [n for n in names if catalog.get_drafter(n).kind == "mtp"]
 
 
 def _expand(table: Any, index: int, source: str) -> list[Case]:
@@ -200,6 +211,13 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
         for key in _SPECULATIVE:
             if key not in given:
                 raise InputError(source, f"{path}.{key}", "a value (speculative row)", "nothing")
+        if case.method in MTP_METHODS and not mtp_drafters(case.model):
+            raise InputError(
+                source,
+                f"{path}.method",
+                f"a method whose drafter the catalog has: no MTP drafter serves {case.model!r}",
+                describe(case.method),
+            )
         if case.steps < 1 or not 1 <= case.acceptance_length <= case.steps + 1:
             raise InputError(
                 source,

@@ -24,7 +24,9 @@ How a row is predicted:
   that of its no-speculation baseline for tokens_per_s rows, the TPOT ratio
   (``speedup_vs_no_spec``) for TPOT rows. Draft trees (topk > 1) run as trees
   (``[speculation]`` topk and num_draft_tokens, :mod:`simspec.text.tree`) with the alpha whose
-  tree has the measured AL.
+  tree has the measured AL. A row whose ``method`` is an MTP one (``mtp``, ``nextn``, ...)
+  drafts with its model's MTP drafter (:mod:`simspec.physics.mtp`), any other with the
+  model's default drafter.
 
 Every decode and speculative row is predicted twice (:func:`predict`): with the engine preset
 of the row's engine (:func:`~simspec.validation.cases.engine_preset`: sglang, vllm, trtllm;
@@ -50,7 +52,7 @@ from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.text.tree import expected_acceptance_length, fit_alpha
 
-from .cases import Case, engine_preset
+from .cases import MTP_METHODS, Case, engine_preset, mtp_drafters
 
 #: TPOT rows simulate at most this many output tokens (module docstring).
 TPOT_OUTPUT_CAP = 256
@@ -120,6 +122,8 @@ def scenario_data(
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}
+    if case.category == "speculative" and case.method in MTP_METHODS:  # the model's own MTP
+        data["model"]["drafter"] = mtp_drafters(case.model)[0]
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
     data["hardware"] = {

@@ -91,6 +91,9 @@ def test_drafters_reference_known_models():
             assert target in catalog.model_names()
         if d.kind == "dense":
             assert not catalog.get_model(d.model).is_moe
+        elif d.kind == "mtp":  # the target's own modules: it must have them
+            for target in d.targets:
+                assert catalog.get_model(target).mtp_layers >= d.num_layers >= 1
         else:
             assert 0.05e9 < d.head_weight_bytes() < 2e9
 

@@ -140,7 +140,8 @@ def test_to_dict_fills_every_default(tmp_path):
     assert s.to_data()["costs"] == _defaults(CostsConfig)  # unset efficiencies are None
     assert d["routing"] == _defaults(RoutingConfig)
     assert d["routing"]["overlap"] is None
-    assert d["acceptance"] == {**_defaults(AcceptanceConfig), "alphas": []}
+    tuples = ("alphas", "acceptance_setting", "position_acceptance")
+    assert d["acceptance"] == {**_defaults(AcceptanceConfig), **{key: [] for key in tuples}}
     assert d["workload"] == _defaults(WorkloadConfig)
     assert d["workload"]["num_requests"] == 32
     assert d["policies"] == [{"name": "fixed", "label": "fixed-3", "draft_tokens": 3}]

@@ -158,6 +158,7 @@ def test_config_json_gives_the_catalog_shape(name, config):
     assert ours.attention == theirs.attention
     assert ours.ffn == theirs.ffn
     assert ours.max_context_tokens == theirs.max_context_tokens
+    assert ours.mtp_layers == theirs.mtp_layers  # num_nextn_predict_layers (0 when absent)
 
 
 @pytest.mark.parametrize(
