@@ -85,7 +85,7 @@ def draft_phase_s(
 
 _PASS_FIELDS = (
     *("overhead_s", "moe_s", "attention_s", "other_s", "fallback_terms"),
-    *("floors_s", "collectives_s"),
+    *("floors_s", "collectives_s", "tree_attention_s"),
 )
 
 
@@ -102,6 +102,7 @@ class StepCosts(NamedTuple):
     speculation_overhead_s: np.ndarray
     floors_s: np.ndarray
     collectives_s: np.ndarray
+    tree_attention_s: np.ndarray
 
     @property
     def verify_s(self) -> np.ndarray:
@@ -113,6 +114,7 @@ class StepCosts(NamedTuple):
             + self.other_s
             + self.floors_s
             + self.collectives_s
+            + self.tree_attention_s
         )
 
     @property
@@ -131,6 +133,7 @@ class StepCosts(NamedTuple):
             int(self.fallback_terms[step]),
             float(self.floors_s[step]),
             float(self.collectives_s[step]),
+            float(self.tree_attention_s[step]),
         )
 
 
@@ -166,10 +169,10 @@ def step_costs(
         isinstance(cost_model, RooflineCostModel)
         and own.verify_pass is RooflineCostModel.verify_pass
     ):
-        host, moe, attention, other, floors, comm = cost_model.verify_terms(fed, ctx, unique)
+        host, moe, attention, other, floors, comm, tree = cost_model.verify_terms(fed, ctx, unique)
         zero = np.zeros(len(fed), np.int64)
         columns = [np.full(len(fed), host), moe, attention, other, zero, np.full(len(fed), floors)]
-        columns.append(comm)
+        columns += [comm, tree]
     else:
         passes = [cost_model.verify_pass(fed[p], ctx[p], unique[p]) for p in rows]
         columns = [np.array([getattr(v, name) for v in passes]) for name in _PASS_FIELDS]
@@ -185,6 +188,7 @@ def step_costs(
         np.asarray(extra, dtype=float),
         np.asarray(columns[5], dtype=float),
         np.asarray(columns[6], dtype=float),
+        np.asarray(columns[7], dtype=float),
     )
 
 

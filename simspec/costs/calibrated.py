@@ -6,6 +6,7 @@ with the profile's fitted parameters, never below the table's edge, and counts t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +14,12 @@ import numpy as np
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
 from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
 from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import collectives_s, pass_constants, untimed_kernel_floors_s
+from simspec.costs.passes import (
+    collectives_s,
+    pass_constants,
+    tree_attention_s,
+    untimed_kernel_floors_s,
+)
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -210,7 +216,16 @@ class CalibratedCostModel:
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
     ) -> PassCost:
-        """See :func:`calibrated_pass_cost`."""
+        """See :func:`calibrated_pass_cost`; a pass that verifies drafts adds its attention
+        mask as the roofline prices it (:func:`~simspec.costs.passes.tree_attention_s`: the
+        profile's tables time plain attention)."""
+        cost = self._pass(tokens_per_request, context_tokens, unique_experts)
+        tokens = np.asarray(tokens_per_request, dtype=float)
+        ctx = np.asarray(context_tokens, dtype=float)
+        tree = tree_attention_s(self.drafter_costs.target_constants, tokens, ctx)
+        return dataclasses.replace(cost, tree_attention_s=float(tree)) if tree else cost
+
+    def _pass(self, tokens_per_request, context_tokens, unique_experts) -> PassCost:
         return calibrated_pass_cost(
             self.target.shape,
             self.gpu,
@@ -228,7 +243,7 @@ class CalibratedCostModel:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         unique = prefill_unique_experts(self.target.shape, prompts)
-        return self.verify_pass(prompts, np.zeros_like(prompts), unique)
+        return self._pass(prompts, np.zeros_like(prompts), unique)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""

@@ -64,6 +64,12 @@ class PassConstants:
     #: rows a wave holds (the GPU's SMs: one thread block per row); 0 when greedy.
     renorm_wave_s: float = 0.0
     renorm_rows: int = 1
+    #: A verify pass's tree mask (:func:`tree_attention_s`): bytes moved per mask entry (one
+    #: query token × one key it may see) at ``mask_bw`` (one GPU's: every rank builds and
+    #: reads the whole mask), and the floor of the kernel that packs it; 0 for a prefill.
+    mask_bytes_per_entry: float = 0.0
+    mask_bw: float = 1.0
+    mask_floor_s: float = 0.0
     #: Memos of :func:`pass_terms` for one pass: the terms of a token count, and the MoE total
     #: of a (token count, read-only experts array) pair. Pure functions of their keys, so a
     #: pass costs the same with or without them; each is cleared at :data:`MEMO_ENTRIES`.
@@ -115,7 +121,51 @@ def pass_constants(
         floor_s=kernel_floors_s(shape, gpu, params, split),
         renorm_wave_s=renorm_wave_s(shape, gpu, params),
         renorm_rows=max(gpu.num_sms, 1),
+        mask_bytes_per_entry=tree_mask_bytes_per_entry(shape),
+        mask_bw=gpu.hbm_bytes_per_s * params.kv_efficiency,
+        mask_floor_s=TREE_MASK_KERNELS * gpu.kernel_floor_s(params.cuda_graphs),
     )
+
+
+#: Bytes of one entry of the verify mask as the engine builds it (a bool per (query, key)).
+MASK_BUILD_BYTES = 1.0
+#: Bytes of one entry of the packed mask the attention kernel reads (one bit).
+MASK_PACKED_BYTES = 1.0 / 8.0
+#: Kernels a verify's mask adds to the pass besides :data:`~simspec.physics.launches.
+#: VERIFY_KERNELS` (which builds it): packing it into bits (FlashInfer's segment_packbits).
+TREE_MASK_KERNELS = 1
+
+
+def tree_mask_bytes_per_entry(shape: ModelShape) -> float:
+    """Bytes one entry of a verify pass's attention mask moves over the pass.
+
+    SGLang verifies draft tokens (chains and trees alike) with a custom mask of n_b × (c_b +
+    n_b) entries per request (``seq_mask_len = num_draft_tokens * (seq_lens +
+    num_draft_tokens)`` in the target-verify branch of its attention backends,
+    python/sglang/srt/layers/attention/flashinfer_backend.py and triton_backend.py): its
+    build kernel writes one bool per entry; FlashInfer's prefill plan packs it into bits
+    (read the bools, write the bits) and every attention layer's kernel reads the packed
+    mask next to the KV cache (which :func:`~simspec.costs.kernels.attention_core_s` already
+    reads once per request). Linear-attention layers take no mask.
+    """
+    masked = sum(g.count for g in shape.groups if g.kv_bytes_per_token > 0)
+    return 2.0 * MASK_BUILD_BYTES + MASK_PACKED_BYTES * (1 + masked)
+
+
+def tree_attention_s(c: PassConstants, tokens, ctx, counts=None):
+    """The verify mask's time in a pass of ``tokens`` (B,) or (N, B) at contexts ``ctx``:
+    Σ_b n_b·(c_b + n_b) entries × :func:`tree_mask_bytes_per_entry` at one GPU's KV
+    bandwidth, plus the packing kernel's floor; 0 for a pass that verifies no drafts (every
+    n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one pass, else (N,)."""
+    if not c.mask_bytes_per_entry:
+        return 0.0
+    n = _batch_sum(tokens, counts)
+    requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
+    entries = _batch_sum(tokens * (ctx + tokens), counts)
+    time = entries * (c.mask_bytes_per_entry / c.mask_bw) + c.mask_floor_s
+    if isinstance(n, float):
+        return time if n > requests else 0.0
+    return np.where(n > requests, time, 0.0)
 
 
 #: Bytes of one probability a sampler reads (fp32).
@@ -254,8 +304,8 @@ def pass_terms(
     counts: np.ndarray | None = None,
     routed: np.ndarray | None = None,
 ):
-    """(moe, attention, other, collectives) seconds of one pass (``tokens`` (B,)) or of N
-    passes (``tokens`` (N, B), ``unique_experts`` (N, layers)): the one body behind
+    """(moe, attention, other, collectives, tree attention) seconds of one pass (``tokens``
+    (B,)) or of N passes (``tokens`` (N, B), ``unique_experts`` (N, layers)): the one body behind
     :func:`pass_cost` and :func:`simspec.costs.passes.pass_cost_many`, so the two cannot drift
     apart.
 
@@ -298,7 +348,8 @@ def pass_terms(
     if c.renorm_wave_s:
         requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
         other = other + renorm_s(c, n, requests)
-    return moe, attention, other, comm
+    tree = tree_attention_s(c, tokens, ctx, counts)
+    return moe, attention, other, comm, tree
 
 
 def _remember(memo: dict, key, value) -> None:
@@ -347,7 +398,7 @@ def pass_cost(
     integer, the same number the float arithmetic gives below 2**53, without two conversions.
     """
     tokens, ctx = _numbers(tokens_per_request), _numbers(context_tokens)
-    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique_experts)
+    moe, attention, other, comm, tree = pass_terms(c, tokens, ctx, unique_experts)
     return PassCost(
         overhead_s=host_overhead_s(c, overhead_s),
         moe_s=float(moe),
@@ -355,6 +406,7 @@ def pass_cost(
         other_s=float(other),
         floors_s=c.floor_s,
         collectives_s=float(comm),
+        tree_attention_s=float(tree),
     )
 
 
@@ -485,9 +537,9 @@ def pass_cost_many(
         if c.shape.num_moe_layers:
             routed = _routed_gathered(c, _batch_sum(tokens, weights), unique, unique_index)
         unique = np.zeros((len(tokens), 0))
-    moe, attention, other, comm = pass_terms(c, tokens, ctx, unique, weights, routed)
+    moe, attention, other, comm, tree = pass_terms(c, tokens, ctx, unique, weights, routed)
     host = host_overhead_s(c, overhead_s)
-    return host + moe + attention + other + c.floor_s + comm  # PassCost.total_s's order
+    return host + moe + attention + other + c.floor_s + comm + tree  # PassCost.total_s's order
 
 
 def _routed_gathered(

@@ -8,10 +8,11 @@ verify bookkeeping kernels, host synchronisations an engine without an overlap s
 exposes, and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM: the
 accepted tokens' target hidden states are fed through the head before the next draft). A draft
 step costs its kernels' floors (:func:`~simspec.physics.launches.draft_step_kernels`) besides
-its weights, KV reads and collectives. An MTP drafter's step (:mod:`simspec.physics.mtp`) is
-one pass of the target's own MTP module, split over the GPUs as the target is: its attention,
-its MoE layer loading the union of the drafting tokens' experts, the full-vocabulary LM head,
-the 2h -> h projection and the kernels of both.
+its weights, KV reads and collectives, and its sampling over the draft vocabulary
+(:func:`draft_sampling_wave_s`). An MTP drafter's step (:mod:`simspec.physics.mtp`) is one
+pass of the target's own MTP module, split over the GPUs as the target is: its attention, its
+MoE layer loading the union of the drafting tokens' experts, the full-vocabulary LM head, the
+2h -> h projection and the kernels of both.
 """
 
 from __future__ import annotations
@@ -42,6 +43,31 @@ from simspec.physics.launches import VERIFY_KERNELS, draft_step_kernels
 from simspec.physics.models import ModelSpec
 from simspec.physics.mtp import MTP_STEP_KERNELS, projection_bytes
 
+#: Passes over a draft step's logits per row: the softmax reads them and writes the
+#: probabilities (one online pass), the top-k reads the probabilities.
+DRAFT_SAMPLING_PASSES = 3
+#: Bytes of one draft logit or probability (fp32).
+DRAFT_PROBABILITY_BYTES = 4.0
+
+
+def draft_sampling_wave_s(vocab_size: int, gpu: GpuSpec) -> float:
+    """One wave of a draft step's sampling: softmax and top-k over the draft vocabulary.
+
+    After every draft step SGLang's EAGLE worker takes ``softmax`` of the head's logits and
+    ``fast_topk`` of the probabilities (``torch.max`` for topk = 1, else ``torch.topk``) over
+    the draft vocabulary, one row per drafted node (batch × topk rows; the draft extend
+    after a verify samples one row per request): python/sglang/srt/speculative/eagle_worker.py
+    and spec_utils.py, https://github.com/sgl-project/sglang. Both kernels run one thread
+    block per row over the whole row, so a row reads and writes
+    :data:`DRAFT_SAMPLING_PASSES` · V · 4 bytes at one SM's share of HBM bandwidth, and a
+    wave of up to one row per SM runs at once (the form of the verify's top-p
+    renormalisation, :func:`simspec.costs.passes.renorm_wave_s`): t = ceil(rows / SMs) ·
+    this. The kernels' floors are in :data:`~simspec.physics.launches.DRAFT_STEP_KERNELS`.
+    Under tensor parallelism every rank samples the gathered rows, so t does not shrink.
+    """
+    row_bytes = DRAFT_SAMPLING_PASSES * vocab_size * DRAFT_PROBABILITY_BYTES
+    return row_bytes * max(gpu.num_sms, 1) / gpu.hbm_bytes_per_s
+
 
 @COST_MODELS.register("roofline")
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +92,7 @@ class RooflineCostModel:
     _head_bytes: float = field(init=False, repr=False, compare=False)  # a head step's weights
     _head_kv: float = field(init=False, repr=False, compare=False)  # its KV bytes per token
     _head_fixed_s: float = field(init=False, repr=False, compare=False)  # floors + host time
+    _sampling_wave_s: float = field(init=False, repr=False, compare=False)  # draft_sampling_wave_s
 
     def __post_init__(self) -> None:
         split = Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel)
@@ -80,7 +107,10 @@ class RooflineCostModel:
         )
         object.__setattr__(self, "_target", target)
         # A prefill samples one token per prompt: no verified drafts to renormalise.
-        object.__setattr__(self, "_prefill", dataclasses.replace(target, renorm_wave_s=0.0))
+        # A prefill samples one token per prompt and masks causally: no verified drafts to
+        # renormalise, no verify mask.
+        prefill = dataclasses.replace(target, renorm_wave_s=0.0, mask_bytes_per_entry=0.0)
+        object.__setattr__(self, "_prefill", prefill)
         constants = None
         projection = 0.0
         if self.draft_model is not None and self.drafter.kind == "mtp":
@@ -118,6 +148,13 @@ class RooflineCostModel:
             self.params.cuda_graphs
         )
         object.__setattr__(self, "_head_fixed_s", floors + self.params.draft_step_overhead_s)
+        vocab = self.drafter.draft_vocab_size or self.target.shape.vocab_size
+        object.__setattr__(self, "_sampling_wave_s", draft_sampling_wave_s(vocab, self.gpu))
+
+    @property
+    def target_constants(self) -> PassConstants:
+        """The target pass's per-model constants (:func:`~simspec.costs.passes.pass_constants`)."""
+        return self._target
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -254,17 +291,18 @@ class RooflineCostModel:
 
     def verify_terms(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
-    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
+    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray, np.ndarray]:
         """:meth:`verify_pass` of N passes at once, by component: (overhead_s, moe_s,
-        attention_s, other_s, floors_s, collectives_s), arrays (N,) but the overhead and the
-        floors (one value each: every pass has B requests); ``tokens_per_request`` and
-        ``context_tokens`` (N, B), ``unique_experts`` (N, layers). Row p equals
+        attention_s, other_s, floors_s, collectives_s, tree_attention_s), arrays (N,) but the
+        overhead and the floors (one value each: every pass has B requests);
+        ``tokens_per_request`` and ``context_tokens`` (N, B), ``unique_experts`` (N, layers).
+        Row p equals
         ``verify_pass(tokens[p], contexts[p], unique[p])`` bit for bit
         (:func:`~simspec.costs.passes.pass_terms`, the one body of both)."""
         tokens = np.asarray(tokens_per_request, dtype=float)
         ctx = np.asarray(context_tokens, dtype=float)
         unique = np.asarray(unique_experts, dtype=float)
-        moe, attention, other, comm = pass_terms(self._target, tokens, ctx, unique)
+        moe, attention, other, comm, tree = pass_terms(self._target, tokens, ctx, unique)
         n = len(tokens)
         host_s = host_overhead_s(self._target, None)
         return (
@@ -274,6 +312,7 @@ class RooflineCostModel:
             np.broadcast_to(np.asarray(other, dtype=float), (n,)),
             self._target.floor_s,
             np.broadcast_to(np.asarray(comm, dtype=float), (n,)),
+            np.broadcast_to(np.asarray(tree, dtype=float), (n,)),
         )
 
     def speculation_overhead_s(
@@ -329,7 +368,8 @@ class RooflineCostModel:
             cost = pass_cost(self._draft, tokens, ctx, unique, overhead_s=overhead).total_s
             return cost + projection
         fed = _batch_sum(tokens, counts)  # Python floats for one pass
-        return self._head_pass(fed, _batch_sum(ctx + tokens, counts))
+        rows = float(tokens.shape[-1]) if counts is None else float(np.sum(counts))
+        return self._head_pass(fed, _batch_sum(ctx + tokens, counts), rows)
 
     def _mtp_unique_experts(self, fed, zeros: np.ndarray) -> np.ndarray:
         """Distinct routed experts an MTP module's MoE layer loads for ``fed`` tokens (a float,
@@ -343,11 +383,19 @@ class RooflineCostModel:
             return zeros + union[:, None]
         return zeros + independent_union(n, k, fed)
 
-    def _head_pass(self, fed, seen):
+    def draft_sampling_s(self, rows):
+        """Softmax and top-k of one draft step over ``rows`` rows of the draft vocabulary
+        (:func:`draft_sampling_wave_s`); a float, or an array for an array of row counts."""
+        waves = np.ceil(np.asarray(rows, dtype=float) / max(self.gpu.num_sms, 1))
+        time = waves * self._sampling_wave_s
+        return float(time) if np.ndim(time) == 0 else time
+
+    def _head_pass(self, fed, seen, rows=None):
         """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in
         all (both Python floats, or arrays of one value per pass): it reads the batch through
-        these two sums alone."""
-        overhead = self._head_fixed_s
+        these two sums alone. It samples ``rows`` rows (default ``fed``: a draft step's one
+        row per drafted token; a draft extend samples one per request)."""
+        overhead = self._head_fixed_s + self.draft_sampling_s(fed if rows is None else rows)
         d, t = self.drafter, self._split.tensor
         wbytes = self._head_bytes
         flops = 2.0 * fed * wbytes / d.weight_bytes

@@ -216,7 +216,9 @@ class PassCost:
     ``overhead_s`` is the engine's host time, ``floors_s`` every kernel's fixed floor
     (:mod:`simspec.physics.launches`), ``collectives_s`` the pass's all-reduces and
     all-to-alls (:mod:`simspec.costs.parallel`); ``other_s`` holds dense FFNs, the LM head and a
-    sampled verify's top-p renormalisation.
+    sampled verify's top-p renormalisation; ``tree_attention_s`` a verify pass's attention mask
+    over its draft tokens (built, packed and read by every attention layer,
+    :func:`simspec.costs.passes.tree_attention_s`; 0 for a plain decode or a prefill).
     """
 
     overhead_s: float
@@ -226,6 +228,7 @@ class PassCost:
     fallback_terms: int = 0  # calibrated model: terms taken from the roofline (outside its tables)
     floors_s: float = 0.0
     collectives_s: float = 0.0
+    tree_attention_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -237,4 +240,5 @@ class PassCost:
             + self.other_s
             + self.floors_s
             + self.collectives_s
+            + self.tree_attention_s
         )

@@ -77,6 +77,9 @@ class Case:
     length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
     notes: str = param("", "notes")
     assumed: str = param("", "what stands in for unstated values")
+    assumed_keys: tuple[str, ...] = param(
+        (), "the keys whose values are assumptions, not published (ASSUMABLE_KEYS)"
+    )
     role: str = param("fit", "fit: the fits may use the row; test: predicted only", choices=ROLES)
 
     @property
@@ -150,6 +153,17 @@ def mtp_drafters(model: str) -> list[str]:
     return [n for n in names if catalog.get_drafter(n).kind == "mtp"]
 
 
+#: Keys a row may list in ``assumed_keys``: the protocol (lengths, output spread, number of
+#: requests; ``quantity``: how the published number is read, e.g. tokens/s per user as 1 /
+#: TPOT, a speedup as a throughput ratio) and the setup a source leaves unstated.
+ASSUMABLE_KEYS = (
+    *("prompt_tokens", "output_tokens", "length_jitter", "num_requests", "quantity"),
+    *("gpu", "model", "precision", "tp", "ep", "batch"),
+)
+#: List-valued keys that hold one list for every row of a table (not one element per row).
+_WHOLE_LIST_KEYS = ("per_position", "assumed_keys")
+
+
 def _expand(table: Any, index: int, source: str) -> list[Case]:
     """The rows of one ``[[cases]]`` table: one per element of its list-valued keys."""
     path = f"cases[{index}]"
@@ -157,7 +171,7 @@ def _expand(table: Any, index: int, source: str) -> list[Case]:
         raise InputError(source, path, "a table", describe(table))
     lengths: dict[str, int] = {}
     for key, value in table.items():
-        if isinstance(value, list) and key != "per_position":
+        if isinstance(value, list) and key not in _WHOLE_LIST_KEYS:
             if not value:
                 raise InputError(source, f"{path}.{key}", "a non-empty list", "[]")
             lengths[key] = len(value)
@@ -207,6 +221,17 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
         raise InputError(source, f"{path}.tokens", "the kernel's M >= 1", "nothing")
     if case.category != "kernel" and case.output_tokens < 2:
         raise InputError(source, f"{path}.output_tokens", "an integer >= 2", "less or nothing")
+    for i, key in enumerate(case.assumed_keys):
+        if key not in ASSUMABLE_KEYS:
+            expected = f"one of {', '.join(ASSUMABLE_KEYS)}"
+            raise InputError(source, f"{path}.assumed_keys[{i}]", expected, describe(key))
+    if case.assumed_keys and not case.assumed:
+        raise InputError(
+            source,
+            f"{path}.assumed",
+            "a text saying what stands in (assumed_keys given)",
+            "nothing",
+        )
     if case.category == "speculative":
         for key in _SPECULATIVE:
             if key not in given:

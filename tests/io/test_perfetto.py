@@ -112,7 +112,8 @@ def test_the_speculation_overhead_is_a_span_of_its_step_after_the_verify_pass():
     parts = {k: v for k, v in verify["args"].items() if k.endswith("_ms")}
     assert parts == pytest.approx({"overhead_ms": 2.0, "moe_ms": 4.0, "attention_ms": 1.0,
                                    "other_ms": 1.0, "floors_ms": 0.0,
-                                   "collectives_ms": 0.0})  # fmt: skip
+                                   "collectives_ms": 0.0,
+                                   "tree_attention_ms": 0.0})  # fmt: skip
 
 
 def test_requests_are_packed_into_lanes_that_never_overlap():

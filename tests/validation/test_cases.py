@@ -109,6 +109,12 @@ reporter = "someone"
         ('reporter = "someone"', 'reporter = ""', "cases[0].reporter"),
         ('reporter = "someone"', "", "cases[0].reporter"),
         ('source = "s"', 'source = "s"\nrole = "train"', "cases[0].role"),
+        (
+            'source = "s"',
+            'source = "s"\nassumed = "a"\nassumed_keys = ["tp", "mood"]',
+            "cases[0].assumed_keys[1]",
+        ),
+        ('source = "s"', 'source = "s"\nassumed_keys = ["tp"]', "cases[0].assumed"),
     ],
 )
 def test_bad_case_files_name_the_key(tmp_path, old, new, key_path):
@@ -150,3 +156,16 @@ def test_kernel_prediction_at_one_token_is_the_roofline_of_k_experts():
     want_us = 8 * expert_bytes / (eta * 1.555e12) * 1e6
     saturation = simspec.with_overrides(simspec.load_scenario(), {"costs.moe_kernel": "saturation"})
     assert predict.predict_kernel_us(case, saturation) == pytest.approx(want_us, rel=1e-12)
+
+
+def test_every_assumption_is_listed_by_key_and_applies_to_every_row_of_its_table():
+    """A row that says it assumes something names the assumed keys (the sensitivity report
+    varies them); a list of keys is the whole table's, not one element per row."""
+    cases = cases_mod.load_cases(CASES).cases
+    for case in cases:
+        assert bool(case.assumed) == bool(case.assumed_keys), case.id
+        assert set(case.assumed_keys) <= set(cases_mod.ASSUMABLE_KEYS)
+    rows = [c for c in cases if c.id.startswith("qwen3-30b-4xh100-tp4-eagle3[")]
+    assert len(rows) == 8
+    assert all(c.assumed_keys == rows[0].assumed_keys for c in rows)
+    assert {"num_requests", "length_jitter", "output_tokens"} <= set(rows[0].assumed_keys)

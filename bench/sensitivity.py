@@ -1,0 +1,177 @@
+"""How much each row's error depends on the protocol it assumes: validation/SENSITIVITY.md.
+
+    python bench/sensitivity.py [--workers N] [--out validation/SENSITIVITY.md]
+
+Every decode and speculative row of ``validation/cases.toml`` lists the keys whose values are
+assumptions (``assumed_keys``). For each protocol key among them this script moves the value
+over a stated plausible range (:data:`RANGES`), one key at a time, predicts the row with the
+shipped engine presets at each value (:func:`simspec.validation.predictions.predict_run`) and
+reports the relative error at the row's value and at each end of the range: which rows'
+errors depend on which assumption, and by how much. Keys that are not a length or a count
+(``quantity``, ``gpu``, ``model``, ``precision``, ``tp``, ``ep``, ``batch``) are listed, not
+varied. Nothing here is fitted or chosen: the rows keep the values ``cases.toml`` states, and
+the report says how far the errors would move if those values were wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's simspec, whichever one is installed
+
+from simspec.errors import InputError  # noqa: E402
+from simspec.validation.cases import Case, load_cases  # noqa: E402
+from simspec.validation.predictions import predict_run  # noqa: E402
+
+#: The plausible range of each varied protocol key: (what the range is, low and high value
+#: from the row's value). Lengths: from half to twice a stated prompt (few-shot and chat
+#: prompts differ by that much), from half to 1.5 times an output (a benchmark's capped
+#: outputs end early or run to the cap); output spread: none to the widest the nested
+#: validation chooses from (0, 0.4, 0.8); requests: half to twice the count.
+RANGES: dict[str, tuple[str, Callable[[Case], tuple[float, float]]]] = {
+    "prompt_tokens": ("x0.5 .. x2", lambda c: (max(c.prompt_tokens // 2, 1), c.prompt_tokens * 2)),
+    "output_tokens": (
+        "x0.5 .. x1.5",
+        lambda c: (max(c.output_tokens // 2, 2), c.output_tokens * 3 // 2),
+    ),
+    "length_jitter": ("0 .. 0.8", lambda c: (0.0, 0.8)),
+    "num_requests": (
+        "x0.5 .. x2",
+        lambda c: (max(c.num_requests // 2, 1), c.num_requests * 2),
+    ),
+}
+
+
+def _measured(case: Case) -> float:
+    return case.measured_speedup if case.category == "speculative" else case.value
+
+
+def _error(case: Case) -> float | None:
+    """Relative error of the row's prediction with its shipped preset (None: no prediction)."""
+    try:
+        predicted = predict_run(case)
+    except InputError:  # a variant the scenario cannot express: reported as missing
+        return None
+    return (predicted - _measured(case)) / _measured(case)
+
+
+def variants(case: Case) -> list[tuple[str, str, Case]]:
+    """(key, "low"/"high", the row with that key moved) for every varied assumed key; a key
+    whose value a row does not use (num_requests of a steady loop, length_jitter at batch 1,
+    where predictions run one request at a time) is skipped."""
+    out = []
+    for key in case.assumed_keys:
+        if key not in RANGES:
+            continue
+        if key == "num_requests" and not case.num_requests:
+            continue
+        if key == "length_jitter" and case.batch == 1:
+            continue
+        low, high = RANGES[key][1](case)
+        for end, value in (("low", low), ("high", high)):
+            if value != getattr(case, key):
+                out.append((key, end, dataclasses.replace(case, **{key: value})))
+    return out
+
+
+def _row_task(case: Case) -> tuple[str, float | None, list[tuple[str, str, float | None]]]:
+    moved = [(key, end, _error(variant)) for key, end, variant in variants(case)]
+    return case.id, _error(case), moved
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.0%}"
+
+
+def report(cases: list[Case], results: dict, seconds: float) -> str:
+    """The Markdown report: per key, then per row."""
+    by_id = {c.id: c for c in cases}
+    lines = [
+        "# Sensitivity of the fidelity rows to their assumed protocol",
+        "",
+        "Written by `python bench/sensitivity.py` from `validation/cases.toml`; do not edit by",
+        "hand. Each decode or speculative row lists the keys whose values are assumptions",
+        "(`assumed_keys`; `assumed` says what stands in and why). Each length or count among them",
+        "is moved over the range below, one key at a time, and the row is predicted with the",
+        "shipped engine presets (in sample: the presets are not refitted per variant). *Swing* is",
+        "the largest change of |relative error| over the range, in percentage points. Keys that",
+        "are not lengths or counts are listed per row, not varied. The rows keep the values",
+        "`cases.toml` states: nothing is tuned to the errors.",
+        "",
+        "| key | range | rows varied | median swing | max swing | sign of speedup − 1 flips |",
+        "|---|---|---|---|---|---|",
+    ]
+    swings: dict[str, list[float]] = {key: [] for key in RANGES}
+    flips: dict[str, list[str]] = {key: [] for key in RANGES}
+    row_lines = []
+    for case_id, (base, moved) in results.items():
+        case = by_id[case_id]
+        per_key: dict[str, dict[str, float | None]] = {}
+        for key, end, err in moved:
+            per_key.setdefault(key, {})[end] = err
+        cells = []
+        for key, ends in per_key.items():
+            values = [e for e in (base, *ends.values()) if e is not None]
+            if base is not None and len(values) > 1:
+                swing = max(abs(abs(e) - abs(base)) for e in values)
+                swings[key].append(swing)
+                if case.category == "speculative":
+                    measured = _measured(case)
+                    signs = {(1 + e) * measured > 1 for e in values}
+                    if len(signs) > 1 and abs(measured - 1) > 0.02:
+                        flips[key].append(case_id)
+            cells.append(f"{key} {_pct(ends.get('low'))} / {_pct(ends.get('high'))}")
+        fixed = [k for k in case.assumed_keys if k not in per_key]
+        row_lines.append(
+            f"| {case_id} | {case.category} | {case.reporter} | {_pct(base)} | "
+            f"{'; '.join(cells) or '—'} | {', '.join(fixed) or '—'} |"
+        )
+    for key, (text, _) in RANGES.items():
+        s = swings[key]
+        med = f"{statistics.median(s) * 100:.1f}" if s else "—"
+        mx = f"{max(s) * 100:.1f}" if s else "—"
+        lines.append(
+            f"| {key} | {text} | {len(s)} | {med} | {mx} | {', '.join(flips[key]) or 'none'} |"
+        )
+    lines += [
+        "",
+        "Per row: the relative error at the row's values, then for each varied key the error at",
+        "the low / high end of its range; *listed, not varied*: the other assumed keys.",
+        "",
+        "| row | category | reporter | error | varied: low / high | listed, not varied |",
+        "|---|---|---|---|---|---|",
+        *row_lines,
+        "",
+        f"{len(results)} rows with assumptions, {seconds:.0f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "validation" / "SENSITIVITY.md")
+    parser.add_argument("--cases", type=Path, default=ROOT / "validation" / "cases.toml")
+    args = parser.parse_args(argv)
+    cases = [c for c in load_cases(args.cases).cases if c.category != "kernel" and c.assumed_keys]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        done = list(pool.map(_row_task, cases))
+    results = {case_id: (base, moved) for case_id, base, moved in done}
+    text = report(cases, results, time.perf_counter() - start)
+    args.out.write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
