@@ -41,7 +41,7 @@ import numpy as np
 
 from simspec.analysis.oracle import RequestTables, solve_many
 from simspec.costs.batch import draft_step_totals, speculation_overhead_totals, verify_totals
-from simspec.policies.base import BatchView, BudgetPolicy, Policy
+from simspec.policies.base import BatchView, Policy
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 from simspec.sim.tree import TreeSpeculation, family_trees
 from simspec.text.shapes import TreeShape, grid_family
@@ -189,12 +189,12 @@ def shape_tables(
             for s, (d, w, _) in enumerate(family):
                 draft = np.zeros(len(states))
                 for j in range(1, d + 1):  # summed in the engine's order
-                    rows = 1 if j == 1 else w
-                    if (j, rows) not in steps:
-                        steps[j, rows] = draft_step_totals(
-                            costs, (ctx + j - 1)[:, None], counts=np.array([rows])
+                    per_request = 1 if j == 1 else w
+                    if (j, per_request) not in steps:
+                        steps[j, per_request] = draft_step_totals(
+                            costs, (ctx + j - 1)[:, None], counts=np.array([per_request])
                         )
-                    draft = draft + steps[j, rows]
+                    draft = draft + steps[j, per_request]
                 cost[1:, s] = draft + verify[s] + (overhead[s] if d > 0 else 0.0)
             nxt[1:] = states[:, None] + accepted + 1
         built.append((rid, seq, cost, nxt))
@@ -222,7 +222,7 @@ def tree_oracle_plan(
     tables = shape_tables(setup, shapes, requests)
     oracle = TreeOraclePolicy(shapes, _plan(tables))
     log = run_policy(setup, oracle)
-    fixed: dict[TreeShape, tuple[float, BudgetPolicy, RunLog]] = {}
+    fixed: dict[TreeShape, tuple[float, FixedShapePolicy, RunLog]] = {}
     for s, shape in enumerate(shapes):
         policy = FixedShapePolicy(shapes, s)
         run = run_policy(setup, policy)
@@ -237,7 +237,6 @@ def tree_oracle_plan(
     best_shape = min(fixed, key=lambda s: fixed[s][0])
     tpot, policy, best_log = fixed[best_shape]
     if tpot < log.mean_tpot_s():
-        assert isinstance(policy, FixedShapePolicy)
         how = f"fixed shape {best_shape.label()}"
         return TreeOracleResult(
             policy, False, _batched(len(shapes), how), tables, best_log, fixed_tpot
