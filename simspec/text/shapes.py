@@ -81,19 +81,20 @@ def chain(k: int) -> TreeShape:
 
 
 def validate(shape: TreeShape) -> str | None:
-    """Why ``shape`` is not one an engine runs, or None (a budget the tree cannot fill, ...)."""
+    """None if ``shape`` is one an engine runs, else what ``num_draft_tokens`` (or the depth and
+    width) should be: a budget the tree cannot fill is refused, as SGLang does."""
     steps, topk, budget = shape
     if steps < 0 or topk < 1:
-        return f"steps >= 0 and topk >= 1, found ({steps}, {topk})"
+        return "steps >= 0 and topk >= 1"
     if steps == 0:
-        return None if budget in (0, 1) else f"no draft step verifies 1 token, not {budget}"
+        return None if budget in (0, 1) else "1 (no draft step verifies the root alone)"
     if budget == 1:
-        return "num_draft_tokens 0 (every node) or at least 2 (the root and one draft)"
+        return "0 (every node) or at least 2 (the root and one draft)"
     most = tree_capacity(steps, topk) + 1
     if budget > most:
         return (
-            f"num_draft_tokens at most {most} (the root and the topk + (steps - 1)·topk² "
-            f"nodes {steps} steps of topk {topk} grow), found {budget}"
+            f"at most {most}: the root and the topk + (steps - 1)·topk² = {most - 1} nodes "
+            f"that {steps} steps of topk {topk} grow"
         )
     return None
 
