@@ -52,6 +52,7 @@ __all__ = [
     "TreeOracleResult",
     "default_family",
     "shape_tables",
+    "shape_trees",
     "tree_oracle_plan",
 ]
 
@@ -127,7 +128,7 @@ def _check(setup: EngineSetup, family: Sequence[TreeShape]) -> None:
         )
 
 
-def _trees(setup: EngineSetup, family: Sequence[TreeShape]) -> TreeSpeculation:
+def shape_trees(setup: EngineSetup, family: Sequence[TreeShape]) -> TreeSpeculation:
     """The trees a run of a policy with this family grows (``EngineState.family_trees``)."""
     widest = max(s.topk for s in family)
     return family_trees(setup.references, setup.rank_decay, setup.max_draft_tokens, widest)
@@ -139,7 +140,7 @@ def shape_tables(
     """Every request's cost(i, s) and next(i, s) over the family (module docstring), solved."""
     _check(setup, family)
     refs, costs = setup.references, setup.cost_model
-    trees = _trees(setup, family)
+    trees = shape_trees(setup, family)
     analytic = refs.routing.mode == "analytic"
     width = len(family)
     built = []
