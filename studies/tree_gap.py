@@ -7,7 +7,7 @@ size 1, bursty code-like acceptance) and each replication seed, on the same refe
 * trees: the best fixed shape of the tree oracle's family and the tree oracle
   (:mod:`simspec.analysis.tree_oracle`, exact at B = 1; the family: chains of 1..K_max drafts
   and SGLang-style trees of topk 2 and 4 with 4, 8 and 16 verified tokens), and SGLang's
-  default shapes (5, 4, 8) and (3, 1, 4);
+  default shapes (5, 4, 8) and (3, 1, 4), and the online ``tree_cost_aware`` rule;
 * the gap of a best fixed plan: (its TPOT − the oracle's) / its TPOT.
 
     python -m studies.tree_gap [--seeds 2609 2610 2611]
@@ -25,6 +25,7 @@ from simspec.analysis.oracle import oracle_plan
 from simspec.analysis.tree_oracle import tree_oracle_plan
 from simspec.policies.fixed import FixedPolicy
 from simspec.policies.fixed_tree import FixedTreePolicy
+from simspec.policies.tree_cost_aware import TreeCostAwarePolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 
@@ -58,6 +59,7 @@ def one(path: str, seed: int) -> dict[str, float | str]:
         "best_tree": 1e3 * tree.fixed_tpot_s[best_shape],
         "tree_oracle": 1e3 * tree.log.mean_tpot_s(),
         **{name: 1e3 * v for name, v in presets.items()},
+        "tree_cost_aware": 1e3 * run_policy(setup, TreeCostAwarePolicy()).mean_tpot_s(),
     }
 
 
@@ -68,9 +70,10 @@ def main() -> None:
     start = time.perf_counter()
     print(
         "| model | best fixed k | its TPOT ms | chain oracle ms | chain gap | best fixed shape "
-        "| its TPOT ms | tree oracle ms | tree gap | SGLang (5, 4, 8) ms | SGLang (3, 1, 4) ms |"
+        "| its TPOT ms | tree oracle ms | tree gap | SGLang (5, 4, 8) ms | SGLang (3, 1, 4) ms "
+        "| tree_cost_aware ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, path in SCENARIOS.items():
         rows = [one(path, seed) for seed in args.seeds]
 
@@ -87,7 +90,8 @@ def main() -> None:
             f"| {label} | {ks} | {mean('best_chain'):.3f} | {mean('chain_oracle'):.3f} | "
             f"{gap('best_chain', 'chain_oracle')} | {shapes} | {mean('best_tree'):.3f} | "
             f"{mean('tree_oracle'):.3f} | {gap('best_tree', 'tree_oracle')} | "
-            f"{mean('sglang_eagle'):.3f} | {mean('sglang_mtp'):.3f} |"
+            f"{mean('sglang_eagle'):.3f} | {mean('sglang_mtp'):.3f} | "
+            f"{mean('tree_cost_aware'):.3f} |"
         )
     print(f"\n{len(args.seeds)} seeds, {time.perf_counter() - start:.0f} s")
 
