@@ -41,10 +41,10 @@ import numpy as np
 
 from simspec.analysis.oracle import RequestTables, solve_many
 from simspec.costs.batch import draft_step_totals, speculation_overhead_totals, verify_totals
-from simspec.policies.base import BatchView, Policy
+from simspec.policies.base import BatchView, BudgetPolicy, Policy
 from simspec.sim.engine import EngineSetup, RunLog, run_policy
 from simspec.sim.tree import TreeSpeculation, family_trees
-from simspec.text.shapes import TreeShape, grid_family
+from simspec.text.shapes import TreeShape, family, grid_family
 
 __all__ = [
     "FixedShapePolicy",
@@ -53,6 +53,7 @@ __all__ = [
     "default_family",
     "shape_tables",
     "shape_trees",
+    "tree_oracle_for",
     "tree_oracle_plan",
 ]
 
@@ -245,6 +246,21 @@ def tree_oracle_plan(
     return TreeOracleResult(
         oracle, False, _batched(len(shapes), "per-request DP"), tables, log, fixed_tpot
     )
+
+
+def tree_oracle_for(
+    setup: EngineSetup, policies: Sequence[BudgetPolicy]
+) -> TreeOracleResult | None:
+    """The tree oracle a scenario's experiment runs beside the chain oracle: None unless one of
+    ``policies`` chooses tree shapes; its family is :func:`default_family` and every shape
+    those policies can choose within the drafter's depth (so it holds every chain, and at
+    B = 1 it is never slower than the chain oracle)."""
+    kmax = setup.max_draft_tokens
+    chosen = [f for p in policies if (f := p.tree_family()) is not None]
+    if not chosen:
+        return None
+    own = [s for f in chosen for s in f[1:] if s.steps <= kmax]
+    return tree_oracle_plan(setup, family([*default_family(kmax)[1:], *own]))
 
 
 def _batched(shapes: int, chosen: str) -> str:

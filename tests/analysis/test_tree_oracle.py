@@ -86,3 +86,20 @@ def test_a_shape_deeper_than_the_drafter_is_refused():
     setup = _one_request()
     with pytest.raises(ValueError, match="deeper than the drafter"):
         shape_tables(setup, family([chain(setup.max_draft_tokens + 1)]), [0])
+
+
+def test_an_experiment_with_a_tree_policy_plans_trees_in_its_oracle():
+    from tests.helpers import simulate
+
+    policies = [
+        {"name": "fixed", "draft_tokens": 2},
+        {"name": "fixed_tree", "steps": 3, "topk": 2, "num_draft_tokens": 6},
+    ]
+    over = ("workload.concurrency=1", "workload.num_requests=2", "workload.output_tokens=40")
+    trees = simulate(tiny(*over, "speculation.rank_decay=1.0", policies=policies), oracle=True)
+    rows = {row["label"]: row for row in trees["policies"]}
+    oracle_row = next(row for row in trees["policies"] if row["is_oracle"])
+    assert "tree shapes" in trees["oracle"]["method"]
+    assert all(oracle_row["tpot_ms"] <= row["tpot_ms"] * (1 + 1e-12) for row in rows.values())
+    chains = simulate(tiny(*over, policies=policies[:1]), oracle=True)
+    assert "tree" not in chains["oracle"]["method"]  # chain policies only: the chain oracle
