@@ -156,6 +156,7 @@ def shape_tables(
             fed = np.ones((len(states), width), dtype=np.int64)
             accepted = np.zeros((len(states), width), dtype=np.int64)
             rows = []
+            sampled: dict[tuple[int, int, int], np.ndarray] = {}  # (state, drafts, accepted)
             for s, shape in enumerate(family):
                 d, w, n = shape
                 if d > 0:
@@ -171,10 +172,13 @@ def shape_tables(
                         unique = refs.expected_unique(
                             fed[j, s : s + 1], accepted[j, s : s + 1] + 1, tree_shape
                         )
-                    else:
-                        unique = refs.pass_unique_experts(
-                            np.array([[rid, i, fed[j, s] - 1]]), [int(accepted[j, s])]
-                        )
+                    else:  # the pass feeds the same tokens for every shape with these counts
+                        key = (i, int(fed[j, s]) - 1, int(accepted[j, s]))
+                        if key not in sampled:
+                            sampled[key] = refs.pass_unique_experts(
+                                np.array([[rid, key[0], key[1]]]), [key[2]]
+                            )
+                        unique = sampled[key]
                     rows.append(unique)
             layers = len(rows[0]) if rows else 0
             unique_table = np.array(rows, dtype=float).reshape(width, len(states), layers)
@@ -214,24 +218,26 @@ def _plan(tables: dict[int, RequestTables]) -> dict[tuple[int, int], int]:
 
 
 def tree_oracle_plan(
-    setup: EngineSetup, family: Sequence[TreeShape] | None = None
+    setup: EngineSetup, family: Sequence[TreeShape] | None = None, *, fixed_shapes: bool = True
 ) -> TreeOracleResult:
     """The tree oracle of ``setup`` over ``family`` (default: :func:`default_family` up to the
     drafter's depth): exact at batch size 1, the best of the per-request plan and every fixed
-    shape otherwise (module docstring)."""
+    shape otherwise (module docstring). ``fixed_shapes=False`` skips running every fixed shape
+    where the oracle does not need them (batch size 1; ``fixed_tpot_s`` is then empty)."""
     shapes = tuple(family) if family is not None else default_family(setup.max_draft_tokens)
     requests = range(setup.workload.num_requests)
     tables = shape_tables(setup, shapes, requests)
     oracle = TreeOraclePolicy(shapes, _plan(tables))
     log = run_policy(setup, oracle)
+    w = setup.workload
+    alone = w.loop == "closed" and min(w.concurrency, w.num_requests) == 1
     fixed: dict[TreeShape, tuple[float, FixedShapePolicy, RunLog]] = {}
-    for s, shape in enumerate(shapes):
+    for s, shape in enumerate(shapes if fixed_shapes or not alone else ()):
         policy = FixedShapePolicy(shapes, s)
         run = run_policy(setup, policy)
         fixed[shape] = (run.mean_tpot_s(), policy, run)
     fixed_tpot = {shape: v[0] for shape, v in fixed.items()}
-    w = setup.workload
-    if w.loop == "closed" and min(w.concurrency, w.num_requests) == 1:
+    if alone:
         return TreeOracleResult(
             oracle, True, "backward DP per request over tree shapes (B = 1)", tables, log,
             fixed_tpot,
@@ -260,7 +266,7 @@ def tree_oracle_for(
     if not chosen:
         return None
     own = [s for f in chosen for s in f[1:] if s.steps <= kmax]
-    return tree_oracle_plan(setup, family([*default_family(kmax)[1:], *own]))
+    return tree_oracle_plan(setup, family([*default_family(kmax)[1:], *own]), fixed_shapes=False)
 
 
 def _batched(shapes: int, chosen: str) -> str:
