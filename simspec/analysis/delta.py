@@ -31,6 +31,7 @@ fewest points (:func:`fit_slope`) and report
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -252,21 +253,25 @@ def local_condition(points: DeltaPoints) -> np.ndarray:
 
 
 def analyse(
-    tables: dict[int, RequestTables], rng: np.random.Generator | None = None
+    tables: dict[int, RequestTables],
+    rng: np.random.Generator | None = None,
+    points_of: Callable[[dict[int, RequestTables]], DeltaPoints] = delta_points,
 ) -> tuple[DeltaPoints, dict[str, Any]]:
     """Points and the summary (module docstring); ``rng`` drives the two controls.
 
     Without ``rng`` the controls use a fixed default stream (results stay reproducible).
+    ``points_of`` collects the extensions of a set of tables (the tree oracle's:
+    :func:`simspec.analysis.tree_delta.ladder_points`).
     """
     rng = rng if rng is not None else np.random.default_rng(0)
-    pts = delta_points(tables)
+    pts = points_of(tables)
     summary = separation(pts)
     g = oracle_cost_per_token_s(pts)
     slope = summary["fitted_slope_s_per_token"]
     ok = local_condition(pts)
     n = max(len(pts.k), 1)
     perm = permutation_control(pts, rng)
-    rand_pts = delta_points(random_tables(tables, rng))
+    rand_pts = points_of(random_tables(tables, rng))
     rand = separation(rand_pts)
     summary.update(
         chosen=int(pts.chosen.sum()),

@@ -9,7 +9,10 @@ them (common random numbers, so every difference is the policies' alone):
    labelled ``no-spec``, first in the list;
 2. every policy of the scenario, in order;
 3. with ``oracle=True``, the hindsight oracle (:mod:`simspec.analysis.oracle`), its row last,
-   every row's ``gap_to_oracle_pct``, and the Delta-space analysis of its decisions;
+   every row's ``gap_to_oracle_pct``, and the Delta-space analysis of its decisions; when a
+   policy of the scenario chooses tree shapes, the tree oracle over chains, the default trees
+   and those policies' shapes (:func:`simspec.analysis.tree_oracle.tree_oracle_for`) takes the
+   row if it is faster (no Delta analysis then: it is defined for chains);
 
 and lists the guardrails' warnings of the run (:mod:`simspec.analysis.guardrails`).
 
@@ -113,16 +116,25 @@ def run_experiment(
         # Delta analysis, and a sweep without ``oracle`` should not load them in each process.
         from simspec.analysis.delta import analyse
         from simspec.analysis.oracle import oracle_plan
+        from simspec.analysis.tree_oracle import tree_oracle_for
 
         found = oracle_plan(setup)
+        trees = tree_oracle_for(setup, [spec.policy for spec in scenario.policies])
         step()
-        runs.append(_Run("oracle", "oracle", {"exact": found.exact}, found.log, is_oracle=True))
-        oracle_tpot = found.log.mean_tpot_s()
-        controls = stream(scenario.seed, "delta_control")
-        delta_points, delta = (
-            analyse(found.tables, controls) if found.tables else (analyse({})[0], {})
-        )
-        summary = OracleSummary(found.exact, found.method, delta)
+        if trees is not None and trees.log.mean_tpot_s() < found.log.mean_tpot_s():
+            # A policy chooses tree shapes: the oracle plans them too (Delta space: chains only).
+            runs.append(_Run("oracle", "oracle", {"exact": trees.exact}, trees.log, is_oracle=True))
+            oracle_tpot = trees.log.mean_tpot_s()
+            delta_points = analyse({})[0]
+            summary = OracleSummary(trees.exact, trees.method, {})
+        else:
+            runs.append(_Run("oracle", "oracle", {"exact": found.exact}, found.log, is_oracle=True))
+            oracle_tpot = found.log.mean_tpot_s()
+            controls = stream(scenario.seed, "delta_control")
+            delta_points, delta = (
+                analyse(found.tables, controls) if found.tables else (analyse({})[0], {})
+            )
+            summary = OracleSummary(found.exact, found.method, delta)
 
     base_tpot = baseline_log.mean_tpot_s()
     rows = tuple(

@@ -212,19 +212,24 @@ def speculation_overhead_totals(
 
 
 def tree_draft_phase_s(
-    cost_model: CostModel, context_tokens: np.ndarray, draft_tokens: np.ndarray, topk: int
+    cost_model: CostModel,
+    context_tokens: np.ndarray,
+    draft_tokens: np.ndarray,
+    topk: int | np.ndarray,
 ) -> float:
     """Draft phase of a tree (:mod:`simspec.text.tree`): ``draft_tokens`` = depth per request.
 
     Step 1 forwards one row per request (its root; the top ``topk`` of that one distribution
     are the depth-1 candidates); each later step forwards the ``topk`` nodes each request
-    expands, i.e. ``topk`` rows per request. ``topk = 1`` is :func:`draft_phase_s`.
+    expands, i.e. ``topk`` rows per request (``topk`` (B,): each request's own). ``topk = 1`` is
+    :func:`draft_phase_s`.
     """
     ks = np.asarray(draft_tokens)
     ctx = np.asarray(context_tokens)
+    rows = np.broadcast_to(np.asarray(topk), ks.shape)  # one topk, or each request's own
     return float(
         sum(
-            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else topk))
+            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else rows[ks >= j]))
             for j in range(1, int(ks.max(initial=0)) + 1)
         )
     )

@@ -20,6 +20,17 @@ its price (``cost_aware``) decides depth by depth for the whole batch through
 :meth:`BatchView.by_depth`, which asks it at each depth which requests extend, at their share
 of the step's cost (:mod:`simspec.sim.marginal`).
 
+**Tree shapes.** A *tree-aware* policy decides a shape per request, not only a depth: its
+:meth:`Policy.tree_family` names a family of shapes (:mod:`simspec.text.shapes`: SGLang's
+(steps, topk, num_draft_tokens), entry 0 no speculation), and its :meth:`~BudgetPolicy.decide`
+answers with an index into that family per request. That is the whole change to the protocol:
+the answer stays one int per request, and the engine turns each index into the request's
+depth, topk and verified-token budget, drafts, feeds and prices that tree
+(:mod:`simspec.sim.tree`; ``[speculation]``'s fixed shape is then not read). A tree-aware
+policy that reads costs gets :attr:`BatchView.shape_prices`: each shape's price per request
+if the whole batch took it. A chain policy returns None from ``tree_family`` and nothing about
+it changes (a chain of k drafts is the shape (k, 1, k + 1)).
+
 **Memory.** Policies are frozen dataclasses: their fields are their parameters. A policy that
 needs memory across steps (an EMA, a current tier) threads it functionally: ``initial_memory()``
 gives the starting value, the engine passes the current value in ``BatchView.memory`` and, after
@@ -37,6 +48,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 import numpy as np
 
 from simspec.registry import Registry
+from simspec.text.shapes import TreeShape
 
 #: A policy's answer at one depth of :meth:`BatchView.by_depth`: ``agree(ids, drafted,
 #: price)`` -> one bool per request of ``ids`` (those that drafted ``drafted`` tokens so far),
@@ -64,6 +76,10 @@ class BatchView(NamedTuple):
     #: The engine's depth-by-depth batch decision (:meth:`by_depth`); None: nothing is priced
     #: (a policy that does not declare ``reads_costs``).
     depth_decider: Callable[[int, DepthRule], np.ndarray] | None = None
+    #: A tree-aware policy that reads costs: ``shape_prices()`` -> (S,) seconds, each shape of
+    #: its family priced per request as if the whole batch took it, no speculation's price
+    #: subtracted (:func:`simspec.sim.marginal.shape_shares_s`); None otherwise.
+    shape_prices: Callable[[], np.ndarray] | None = None
 
     def by_depth(self, limit: int, agree: DepthRule) -> np.ndarray:
         """Drafts per request decided depth by depth, up to ``limit``, at shared prices.
@@ -86,6 +102,8 @@ class StepFeedback(NamedTuple):
     drafted: int  # Σ_b k_b
     accepted: int  # Σ_b min(k_b, m_b)
     step_s: float  # draft + verify time of the step (NaN unless the policy reads_costs)
+    #: (B,) what the policy answered for each request (a tree-aware policy's shape indices).
+    decisions: np.ndarray | None = None
 
 
 class BudgetPolicy(Protocol):
@@ -115,6 +133,10 @@ class BudgetPolicy(Protocol):
         """The policy's memory after a verify pass."""
         ...
 
+    def tree_family(self) -> tuple[TreeShape, ...] | None:
+        """The shapes :meth:`decide` indexes (module docstring); None: it answers depths."""
+        ...
+
 
 class Policy:
     """Defaults of :class:`BudgetPolicy`: no confidence read, no memory."""
@@ -130,6 +152,10 @@ class Policy:
     def observe(self, memory: Any, feedback: StepFeedback) -> Any:
         """Memory unchanged."""
         return memory
+
+    def tree_family(self) -> tuple[TreeShape, ...] | None:
+        """A chain policy: it answers depths."""
+        return None
 
 
 def uniform(view: BatchView, draft_tokens: int) -> np.ndarray:

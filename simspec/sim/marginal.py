@@ -42,6 +42,17 @@ U_n = N − (N − U)·(1 − a)^n with a = (1 − rho)·k_e/(N − k_e). k̄ (`
 uniform draft length that minimises the estimated time per committed token at the batch's
 measured per-draft acceptance α (:meth:`StepPlan.anchor_drafts`, Leviathan's (1 − α^(k+1))/(1 − α)
 tokens per request); the cap before any verify pass.
+
+**Tree shapes.** A tree-aware policy weighs whole shapes (:mod:`simspec.text.shapes`), so it is
+asked at :func:`shape_shares_s`: for each shape s of its family, each request's share of the
+step if every request of the batch took s, less plain decoding's share,
+
+    Δc(s) = { [verify(n_s tokens each, U after B·(n_s − 1) drafts) − verify(1 each, U_0)]
+              + draft_phase(s for all) } / B,
+
+the union grown by the same ΔU recursion (a tree's node continues its parent's routing, as a
+chain's next draft does its predecessor's), the draft phase one row per request at step 1 and
+topk rows at each later step (:func:`~simspec.costs.batch.tree_draft_phase_s`).
 """
 
 from __future__ import annotations
@@ -52,7 +63,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.costs.base import CostModel
+from simspec.costs.batch import verify_totals
 from simspec.physics.experts import added_experts, independent_union
+from simspec.text.shapes import TreeShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,3 +228,36 @@ class StepPlan:
                 self.depth_contexts[depth - 1].append(int(self.contexts[b]) + depth - 1)
                 self.tokens[b] += 1
         self.union = self.union_model.after(self.union, len(requests))
+
+
+def shape_shares_s(
+    cost_model: CostModel,
+    union_model: UnionModel,
+    contexts: np.ndarray,
+    shapes: Sequence[TreeShape],
+) -> np.ndarray:
+    """Δc(s) of the module docstring for every shape: (S,) seconds per request (0 for a shape
+    that drafts nothing). Every verify pass is one row of one vectorised call; each draft step
+    (depth, rows per request) is priced once and shared by the shapes that run it."""
+    ctx = np.asarray(contexts, dtype=np.int64)
+    batch = len(ctx)
+    if not batch or not len(shapes):
+        return np.zeros(len(shapes))
+    base = union_model.base(batch)
+    drafts = np.array([s.verified_drafts if s.steps > 0 else 0 for s in shapes])
+    unions = np.stack([union_model.after(base, batch * int(n)) for n in drafts.tolist()])
+    tokens = np.repeat(drafts[:, None] + 1, batch, axis=1)
+    verify = verify_totals(cost_model, tokens, np.tile(ctx, (len(shapes), 1)), unions)
+    steps: dict[tuple[int, int], float] = {}  # (depth, rows per request) -> draft step time
+
+    def draft_step(depth: int, rows: int) -> float:
+        key = (depth, rows)
+        if key not in steps:
+            steps[key] = cost_model.draft_step(np.repeat(ctx + depth - 1, rows))
+        return steps[key]
+
+    draft = np.array(
+        [sum(draft_step(j, 1 if j == 1 else s.topk) for j in range(1, s.steps + 1)) for s in shapes]
+    )
+    plain = verify_totals(cost_model, np.ones((1, batch), dtype=np.int64), ctx[None], base[None])
+    return np.where(drafts > 0, (verify - plain[0] + draft) / batch, 0.0)

@@ -13,6 +13,7 @@ import numpy as np
 
 from simspec import rng
 from simspec.config.scenario import Scenario
+from simspec.config.speculation import DEFAULT_RANK_DECAY
 from simspec.costs.base import COST_MODELS, CostModel
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
@@ -33,6 +34,8 @@ class EngineSetup:
     max_draft_tokens: int
     mean_draft_overlap: float  # mean lag-1 overlap of a draft with its predecessor (estimates)
     tree: TreeSpeculation | None = None  # draft trees ([speculation]); None: chains
+    #: ``[speculation] rank_decay``: the trees of a tree-aware policy's shapes read it too.
+    rank_decay: float = DEFAULT_RANK_DECAY
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -111,4 +114,5 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
             if s.speculation.is_tree
             else None
         ),
+        rank_decay=s.speculation.rank_decay,
     )

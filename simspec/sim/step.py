@@ -9,7 +9,8 @@ The scheduler loop (:func:`simspec.sim.schedule.schedule`) has its driver wait
 
 * the policy decides how many drafts k_b each request makes (one call over the batch,
   :meth:`~simspec.policies.base.BudgetPolicy.decide`; depth by depth at shared prices when it
-  asks, :mod:`simspec.sim.decide`);
+  asks, :mod:`simspec.sim.decide`); a tree-aware policy answers an index into its family of
+  shapes instead, and request b's tree is that shape's (depth k_b, its topk and budget);
 * the draft phase runs draft step j for every request with k_b >= j, plus a *probe* step for a
   request whose policy read the next confidence and declined (charged, never verified);
 * ONE target pass verifies every request's k_b + 1 tokens; request b commits
@@ -31,10 +32,12 @@ from simspec.costs.batch import draft_phase_s
 from simspec.params import PassCost
 from simspec.policies.base import BatchView, BudgetPolicy, StepFeedback
 from simspec.sim.decide import depth_decider
-from simspec.sim.marginal import StepPlan, UnionModel
+from simspec.sim.marginal import StepPlan, UnionModel, shape_shares_s
 from simspec.sim.records import RequestRecord
 from simspec.sim.setup import EngineSetup
 from simspec.sim.state import ActiveBatch, RequestTable
+from simspec.sim.tree import TreeSpeculation, family_trees
+from simspec.text.shapes import TreeShape
 
 HISTORY_STEPS = 32  # past steps of acceptance a policy can see
 
@@ -69,11 +72,18 @@ class EngineState:
     reads_costs: bool  # the policy's: only then are the step times and trials kept
     reserved_bytes: float = 0.0  # KV reserved by the admitted requests
     finished: int = 0
+    #: A tree-aware policy's shapes (None: it answers depths), as (S, 3) ints (steps, topk,
+    #: num_draft_tokens), and the trees they grow on this run's text.
+    family: tuple[TreeShape, ...] | None = None
+    family_table: np.ndarray | None = None
+    family_trees: TreeSpeculation | None = None
 
     @classmethod
     def start(cls, setup: EngineSetup, policy: BudgetPolicy) -> EngineState:
         """The state before the first arrival."""
         refs, shape = setup.references, setup.references.shape
+        family = policy.tree_family()
+        shapes = None if family is None else np.array(family, dtype=np.int64).reshape(-1, 3)
         return cls(
             table=RequestTable(refs, setup.workload.num_requests, setup.max_draft_tokens),
             active=ActiveBatch(),
@@ -89,6 +99,15 @@ class EngineState:
             ),
             analytic=refs.routing.mode == "analytic",
             reads_costs=policy.reads_costs,
+            family=family,
+            family_table=shapes,
+            family_trees=(
+                None
+                if shapes is None
+                else family_trees(
+                    refs, setup.rank_decay, setup.max_draft_tokens, int(shapes[:, 1].max())
+                )
+            ),
         )
 
     def admissible(
@@ -222,6 +241,11 @@ def decide(
             active.confidence_rows(state.table, cap + 1) if policy.reads_confidence else None
         ),
         depth_decider=depth_decider(plan) if policy.reads_costs else None,
+        shape_prices=(
+            (lambda: shape_shares_s(costs, state.union_model, contexts, family))
+            if policy.reads_costs and (family := state.family) is not None
+            else None
+        ),
     )
     return np.asarray(policy.decide(view), dtype=np.int64)
 
@@ -238,19 +262,24 @@ def step(
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
     ks = decide(state, policy, setup, contexts)
+    decisions, tree, topks, budgets = ks, setup.tree, None, None
+    if state.family_table is not None:  # a tree-aware policy: ks are indices into its shapes
+        chosen = state.family_table[ks]
+        ks = np.minimum(chosen[:, 0], state.cap)  # its depths, within the step's cap
+        tree, topks, budgets = state.family_trees, chosen[:, 1], chosen[:, 2]
     probes, run = 0, ks
     if policy.reads_confidence:  # a request stopped below the cap read one more confidence:
         probing = ks < state.cap  # that draft step ran, its token is never verified
         probes, run = int(np.count_nonzero(probing)), ks + probing
     matches = active.match_lengths(state.table)
-    if setup.tree is None:
+    if tree is None:
         drafts, accepted = ks, np.minimum(ks, matches)
     else:
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
-        drafts, accepted = setup.tree.verify_plan(refs, states, ks)
+        drafts, accepted = tree.verify_plan(refs, states, ks, topks, budgets)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
-    if state.analytic and setup.tree is not None:  # trees: their siblings route alike
-        unique = refs.expected_unique(fed, committed, setup.tree.shapes(ks))
+    if state.analytic and tree is not None:  # trees: their siblings route alike
+        unique = refs.expected_unique(fed, committed, tree.shapes(ks, topks, budgets))
     elif state.analytic:  # an expectation over the fed and committed counts
         unique = refs.expected_unique(fed, committed)
     else:
@@ -260,17 +289,17 @@ def step(
     verify: PassCost | None = None
     draft_s = extra_s = duration_s = math.nan
     if priced:
-        if setup.tree is None:
+        if tree is None:
             draft_s = draft_phase_s(costs, contexts, run)
         else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
-            draft_s = setup.tree.draft_phase_s(costs, contexts, run)
+            draft_s = tree.draft_phase_s(costs, contexts, run, topks)
         verify = costs.verify_pass(fed, contexts, unique)
         # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
         extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
         duration_s = draft_s + verify.total_s + extra_s
     accepted_total = sum(accepted.tolist())
     memory = policy.observe(
-        state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s)
+        state.memory, StepFeedback(len(ks), asked_total, accepted_total, duration_s, decisions)
     )
     return StepOutcome(
         duration_s,
@@ -281,7 +310,7 @@ def step(
         drafts,
         accepted,
         committed,
-        asked_total if setup.tree is None else sum(drafts.tolist()),  # chains: drafts = asks
+        asked_total if tree is None else sum(drafts.tolist()),  # chains: drafts = asks
         accepted_total,
         probes,
         float(mean_unique(unique)) if priced else math.nan,

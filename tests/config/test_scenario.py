@@ -311,7 +311,7 @@ BAD = {
     "unknown policy": (
         [('name = "fixed"\ndraft_tokens = 2', 'name = "magic"')],
         "policies[1].name",
-        "expected one of adaptive_ema, batch_table, cost_aware, fixed, threshold",
+        "expected one of adaptive_ema, batch_table, cost_aware, fixed, fixed_tree, threshold, tree_cost_aware",
     ),
     "policy name not a string": (
         [('name = "fixed"\ndraft_tokens = 2', "name = 3")],
