@@ -26,6 +26,8 @@ SMALL = [
     "2",
     "--policies",
     "threshold",
+    "--engine-flags",
+    "k",
 ]
 
 
