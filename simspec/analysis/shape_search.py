@@ -12,13 +12,13 @@ replication; the search cuts that in three steps, the first two exact:
 3. **screen, then finals** (coarse to fine in fidelity; a grid of at most
    :data:`SCREEN_ABOVE` shapes skips the screen): every remaining shape runs once, under
    the scenario's seed on a shortened workload (:func:`screen_scenario`, about
-   1/:data:`SCREEN_FRACTION` of its output tokens); the shapes whose screened speedup is within
-   :data:`SCREEN_MARGIN` of the best, at most :data:`FINALISTS` of them, and the best screened
-   chain, run under all R replications on the full workload. The finals alone decide: the best
-   shape has the highest mean speedup (fewest verified tokens, then fewest steps, on ties); a
-   runner-up is a finalist whose paired 95 % interval of the speedup difference to the best
-   contains 0 (:class:`~simspec.analysis.recommend.Candidate`). A test checks the screen
-   against the brute-force grid on small scenarios.
+   1/:data:`SCREEN_FRACTION` of its output tokens); the screen's best :data:`FINALISTS`
+   shapes, any other within :data:`SCREEN_MARGIN` of its best (up to :data:`MAX_FINALISTS`)
+   and the best screened chain run under all R replications on the full workload. The finals
+   alone decide: the best shape has the highest mean speedup (fewest verified tokens, then
+   fewest steps, on ties); a runner-up is a finalist whose paired 95 % interval of the
+   speedup difference to the best contains 0 (:class:`~simspec.analysis.recommend.Candidate`).
+   A test checks the screen against the brute-force grid on small scenarios.
 
 Shapes sharing (topk, num_draft_tokens) run together, as the fixed-k policies of one scenario.
 Every run of one replication sees the same reference sequences, rank paths and k = 0 baseline
@@ -57,10 +57,11 @@ from simspec.text.tree import tree_capacity
 SCREEN_FRACTION = 8
 #: ... with at least this many output tokens per request (the last steps of a request are capped).
 SCREEN_MIN_OUTPUT = 64
-#: Finalists: screened speedup within this fraction of the screen's best ...
-SCREEN_MARGIN = 0.03
-#: ... at most this many (the best screened chain comes on top).
+#: Finalists: the screen's best FINALISTS shapes, and any other whose screened speedup is
+#: within SCREEN_MARGIN of the best, up to MAX_FINALISTS (the best screened chain comes on top).
 FINALISTS = 6
+SCREEN_MARGIN = 0.03
+MAX_FINALISTS = 10
 #: A grid of at most this many shapes (after dominance) is not screened: all are finalists.
 SCREEN_ABOVE = 12
 
@@ -216,11 +217,13 @@ def _order(speedup: dict[DraftShape, float]) -> list[DraftShape]:
 
 
 def finalists_of(screened: dict[DraftShape, float]) -> list[DraftShape]:
-    """The screen's finalists (module docstring): within :data:`SCREEN_MARGIN` of the best, at
-    most :data:`FINALISTS`, and the best chain."""
+    """The screen's finalists (module docstring): its best :data:`FINALISTS`, any other within
+    :data:`SCREEN_MARGIN` of the best (at most :data:`MAX_FINALISTS` in all), and the best
+    chain."""
     order = _order(screened)
     top = screened[order[0]]
-    keep = [s for s in order if screened[s] >= top - SCREEN_MARGIN * abs(top)][:FINALISTS]
+    near = [s for s in order if screened[s] >= top - SCREEN_MARGIN * abs(top)]
+    keep = order[: max(FINALISTS, min(len(near), MAX_FINALISTS))]
     chains = [s for s in order if s.is_chain]
     if chains and chains[0] not in keep:
         keep.append(chains[0])
