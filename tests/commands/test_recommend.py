@@ -198,3 +198,21 @@ def test_bad_flags_of_the_engine_search_exit_2_naming_the_flag(args, key):
     code, _, err = run_cli("recommend", *FLAGS_SMALL, *args)
     assert code == 2
     assert key in err and "Traceback" not in err
+
+
+def test_the_vllm_preset_answers_in_vllm_flags_by_default(tmp_path):
+    out_json = tmp_path / "rec.json"
+    code, _, err = run_cli(
+        "recommend",
+        "--batch",
+        "1",
+        *FLAGS_SMALL[:-6],
+        "--set",
+        'engine.preset="vllm"',
+        "--json",
+        str(out_json),
+    )
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["engine_flags"] == "vllm"
+    assert data["batches"][0]["flags"].startswith("--speculative-config ")
