@@ -286,6 +286,17 @@ def search(
     )
 
 
+def planned_runs(scenario: Scenario, shape_grid: ShapeGrid, replications: int) -> int:
+    """Simulated policies :func:`search` runs at most for one batch size (for the work guard):
+    the screen (about 1/:data:`SCREEN_FRACTION` of a full run per shape and per k = 0 baseline
+    of each group), then each finalist and its group's baseline under every replication."""
+    kept = prune(shape_grid.shapes(scenario), _tree_of(scenario))
+    if len(kept) <= SCREEN_ABOVE:
+        return (len(kept) + len(_groups(kept))) * replications
+    screen = math.ceil((len(kept) + len(_groups(kept))) / SCREEN_FRACTION)
+    return screen + 2 * (MAX_FINALISTS + 1) * replications
+
+
 def _tree_of(scenario: Scenario) -> TreeOf:
     """Verified trees as the engine builds them for ``scenario`` (nominal per-depth alphas)."""
     from simspec.sim.tree import nominal_slot_alphas

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -71,7 +72,12 @@ def execute_flags(
     """Search every batch size in ``engine``'s flags; print and write the answer."""
     from simspec.analysis.guardrails import K_AT_EDGE, print_warnings
     from simspec.analysis.recommend import batch_scenario
-    from simspec.analysis.shape_search import ShapeGrid, markdown_table, search_batches
+    from simspec.analysis.shape_search import (
+        ShapeGrid,
+        markdown_table,
+        planned_runs,
+        search_batches,
+    )
     from simspec.analysis.shapes import TOPKS, TREE_SIZES
     from simspec.io.progress import Progress
 
@@ -102,8 +108,11 @@ def execute_flags(
         _values(args.num_draft_tokens, "--num-draft-tokens", TREE_SIZES, 2, 1024),
     )
     runs = [(b, batch_scenario(scenario, b, max_k, [])) for b in batches]
+    # the work guard counts a scenario's policies + 1 runs: as many copies as the search runs
+    per_batch = planned_runs(scenario, shape_grid, args.replications)
+    copies = math.ceil(per_batch / (max_k + 1))
     check_work(
-        [s for _, s in runs for _ in range(args.replications)],
+        [s for _, s in runs for _ in range(copies)],
         oracle=False,
         allow_large=args.allow_large,
     )
