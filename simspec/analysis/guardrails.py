@@ -11,7 +11,9 @@ either in the numbers:
 * ``k-at-edge``: the best fixed draft length of the runs is the largest one searched, so the
   optimum may lie beyond the range (or at the drafter's limit, where the search cannot go on):
   within one run (its fixed policies), a recommendation, or a sweep over k
-  (:func:`search_warnings`).
+  (:func:`search_warnings`); for a recommendation in an engine's flags, the best draft shape's
+  steps, topk or tree size is the largest searched (:func:`best_shape_at_edge`), with the flag
+  that extends the range.
 
 Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
 rows (same scenario, same warnings, in the same order); the results JSON lists them under
@@ -115,15 +117,54 @@ def best_k_at_edge(
     top = max(ks)
     if best_k != top:
         return None
-    beyond = (
-        "the drafter's maximum, so no larger k can be tried"
-        if limit is not None and top >= limit
-        else "a larger k may be faster: extend the range searched"
-    )
     return (
         f"{K_AT_EDGE}: the best fixed k = {best_k} is the largest searched "
-        f"(k = {', '.join(map(str, sorted(set(ks))))}); {beyond}"
+        f"(k = {', '.join(map(str, sorted(set(ks))))}); {_beyond_k(top, limit)}"
     )
+
+
+def _beyond_k(top: int, limit: int | None, flag: str | None = None) -> str:
+    """What to try when the best depth ``top`` is the largest searched."""
+    if limit is not None and top >= limit:
+        named = "" if flag is None else f" (max_draft_tokens = {limit})"
+        return f"the drafter's maximum{named}, so no larger k can be tried"
+    if flag is None:
+        return "a larger k may be faster: extend the range searched"
+    wider = min(2 * top, limit) if limit is not None else 2 * top
+    return f"a larger k may be faster: try {flag} {wider}"
+
+
+def best_shape_at_edge(
+    steps: int,
+    topk: int,
+    num_draft_tokens: int,
+    searched: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    limit: int,
+) -> str | None:
+    """A ``k-at-edge`` warning when the best draft shape (SGLang's steps, topk,
+    num_draft_tokens; :mod:`simspec.analysis.shapes`) lies on the edge of the grid searched,
+    ``searched`` = (steps, topks, tree sizes), with the next range to try; ``limit``: the
+    drafter's most draft steps. A tree that verifies every node it grew is bounded by its steps
+    and topk, not by the sizes searched. None inside the grid."""
+    all_steps, topks, sizes = searched
+    edges = []
+    if steps == max(all_steps) and len(set(all_steps)) > 1:
+        edges.append(
+            f"steps = {steps} is the largest searched; {_beyond_k(steps, limit, '--max-k')}"
+        )
+    if topk == max(topks) and len(set(topks)) > 1:
+        wider = ",".join(map(str, [*sorted(set(topks)), 2 * topk]))
+        edges.append(f"topk = {topk} is the largest searched: try --topk {wider}")
+    if topk > 1 and sizes and num_draft_tokens == max(sizes):
+        wider = ",".join(map(str, [*sorted(set(sizes)), 2 * num_draft_tokens]))
+        edges.append(
+            f"num_draft_tokens = {num_draft_tokens} is the largest searched: "
+            f"try --num-draft-tokens {wider}"
+        )
+    if not edges:
+        return None
+    shape = f"({steps}, {topk}, {num_draft_tokens})"
+    return f"{K_AT_EDGE}: the best shape {shape} is at the edge of the grid: " + "; ".join(edges)
 
 
 def search_warnings(

@@ -1,9 +1,12 @@
-"""`simspec recommend`: per batch size, which fixed draft length k to run and what it buys.
+"""`simspec recommend`: per batch size, the speculative setting to run and what it buys.
 
-For each batch size the scenario is run with fixed k = 0..K, the online policies and the
-hindsight oracle, under R seeds (replications); :mod:`simspec.analysis.recommend` picks the best
-k by mean speedup, lists the k within noise of it (paired 95 % CI of the difference contains 0),
-the best online policy and the oracle's bound.
+``--engine-flags sglang`` (the default, except under the vllm preset) answers in SGLang's
+(steps, topk, num_draft_tokens), ``vllm`` in vLLM's ``--speculative-config``
+(:mod:`simspec.analysis.shape_search`, printed by :mod:`simspec.commands._recommend_flags`).
+``--engine-flags k`` answers in simspec's fixed draft length: each batch size is run with fixed
+k = 0..K, the online policies and the hindsight oracle, under R seeds (replications);
+:mod:`simspec.analysis.recommend` picks the best k by mean speedup, lists the k within noise of
+it (paired 95 % CI of the difference contains 0), the best online policy and the oracle's bound.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ if TYPE_CHECKING:
     from simspec.analysis.recommend import BatchRecommendation
 
 NAME = "recommend"
-HELP = "Recommend a draft length k per batch size, with 95 % CIs, online policies and the oracle."
-EXAMPLE = "simspec recommend --batch 1,8,32,128 --replications 5 --markdown rec.md --plot figures/"
+HELP = (
+    "Recommend speculative flags (SGLang, vLLM) or a draft length k per batch size, with 95 % CIs."
+)
+EXAMPLE = "simspec recommend --batch 1,8,32,128 --engine-flags sglang --markdown rec.md"
 
 #: Largest k tried when --max-k is not given (capped by the drafter's max_draft_tokens).
 DEFAULT_MAX_K = 6
@@ -78,7 +83,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-k",
         type=int,
         metavar="K",
-        help=f"largest fixed k tried (default: {DEFAULT_MAX_K}, at most max_draft_tokens)",
+        help="largest draft steps / fixed k tried (default: the drafter's max_draft_tokens with "
+        f"--engine-flags sglang|vllm, {DEFAULT_MAX_K} with k; at most max_draft_tokens)",
+    )
+    parser.add_argument(
+        "--engine-flags",
+        choices=("sglang", "vllm", "k"),
+        help="answer in SGLang's (steps, topk, num_draft_tokens), vLLM's --speculative-config, "
+        "or simspec's fixed k with online policies and the oracle (default: vllm under "
+        "engine.preset = vllm, else sglang)",
+    )
+    parser.add_argument(
+        "--topk",
+        metavar="LIST",
+        help="SGLang topk values searched (default: 1,2,4,8)",
+    )
+    parser.add_argument(
+        "--num-draft-tokens",
+        metavar="LIST",
+        help="tree sizes searched, root included (default: 3,4,6,8,12,16,24,32,48,64; a chain "
+        "verifies steps + 1)",
     )
     parser.add_argument(
         "--replications",
@@ -114,6 +138,14 @@ def execute(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
     batches = _batches(args.batch)
     check_range("--replications", args.replications, 2, 10_000)
+    engine = args.engine_flags or ("vllm" if scenario.engine.preset == "vllm" else "sglang")
+    if engine != "k":
+        from simspec.commands._recommend_flags import execute_flags
+
+        return execute_flags(args, scenario, batches, engine)
+    for flag, value in (("--topk", args.topk), ("--num-draft-tokens", args.num_draft_tokens)):
+        if value is not None:
+            raise InputError("command line", flag, "--engine-flags sglang", f"{flag} with k")
     cap = scenario.drafter.max_draft_tokens
     max_k = min(DEFAULT_MAX_K, cap) if args.max_k is None else args.max_k
     check_range("--max-k", max_k, 1, cap, "the drafter's max_draft_tokens")

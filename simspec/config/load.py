@@ -57,6 +57,7 @@ from simspec.policies.fixed import BASELINE_LABEL, is_plain_decoding
 from simspec.routing.config import RoutingConfig
 from simspec.schema import build, to_dict
 from simspec.text.acceptance import AcceptanceConfig
+from simspec.text.tree import tree_capacity
 from simspec.text.workload import WorkloadConfig
 
 DEFAULT_SCENARIO = "default_scenario.toml"
@@ -249,6 +250,7 @@ def scenario_from_dict(
     _check_parallel(scenario, source)
     _check_context(scenario, source)
     _check_fits(scenario, source)
+    _check_tree(scenario, source)
     check_routing(
         scenario.routing,
         scenario.target.shape,
@@ -342,6 +344,34 @@ def _check_fits(s: Scenario, source: str) -> None:
                 f"a budget within the drafter's max_draft_tokens = {cap}",
                 f"a policy that asks for {want}",
             )
+
+
+def _check_tree(s: Scenario, source: str) -> None:
+    """A tree's ``num_draft_tokens`` is one the deepest tree the policies grow can verify.
+
+    SGLang's ``speculative_num_steps`` is the policies' depth: the steps checked are the most
+    any policy asks for (its budget cap within the drafter's ``max_draft_tokens``; a fixed k is
+    its k). A tree of those steps has topk + (steps − 1)·topk² nodes, so a larger
+    ``num_draft_tokens − 1`` could never be verified by any step of the run: a setting the
+    engine cannot run, not a choice. A policy that drafts fewer steps on some step keeps its
+    per-request clamp (:func:`simspec.text.tree.verified_drafts`). A run in which nothing drafts
+    grows no tree and is not checked.
+    """
+    spec = s.speculation
+    if spec.num_draft_tokens <= 0:
+        return
+    steps = max((p.policy.budget_cap(s.drafter.max_draft_tokens) for p in s.policies), default=0)
+    if steps <= 0:
+        return
+    most = tree_capacity(steps, spec.topk) + 1
+    if spec.num_draft_tokens > most:
+        raise ScenarioError(
+            source,
+            "speculation.num_draft_tokens",
+            f"at most {most}: the root and the {most - 1} nodes that topk = {spec.topk} grows "
+            f"in {steps} draft step{'s' if steps > 1 else ''} (the deepest the policies draft)",
+            str(spec.num_draft_tokens),
+        )
 
 
 # -- public entry points -------------------------------------------------------------------------

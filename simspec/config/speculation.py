@@ -13,9 +13,10 @@ Names in the engines (SGLang's server arguments):
   root included: a chain of k steps verifies k + 1).
 
 vLLM's EAGLE chain is ``topk = 1`` with its ``num_speculative_tokens`` as the policy's k.
-``num_draft_tokens = 0`` verifies every node the tree grew, topk + (k − 1)·topk² drafts; a
-larger value than that is clamped per request to the tree its depth k can grow, because the
-policy may choose k below the drafter's maximum.
+``num_draft_tokens = 0`` verifies every node the tree grew, topk + (k − 1)·topk² drafts. A
+value beyond what the deepest tree the policies draft can grow (their largest k) is an error,
+checked by the loader (a setting no step could run); below it, a step whose policy chooses a
+smaller k has its tree clamped per request to what that depth grows.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ SMALL = [
     "2",
     "--policies",
     "threshold",
+    "--engine-flags",
+    "k",
 ]
 
 
@@ -119,3 +121,98 @@ def test_format_table_is_plain_and_md_is_markdown_with_the_same_columns():
     for column in columns:  # every Markdown column heads the text table too, in order
         assert column in plain, column
         plain = plain[plain.index(column) + len(column) :]
+
+
+FLAGS_SMALL = [
+    "--set",
+    "workload.num_requests=4",
+    "--set",
+    "workload.output_tokens=32",
+    "--set",
+    "workload.prompt_tokens=64",
+    "--set",
+    'routing.mode="analytic"',
+    "--max-k",
+    "3",
+    "--topk",
+    "1,2",
+    "--num-draft-tokens",
+    "3,4,6",
+    "--replications",
+    "2",
+]
+
+
+def test_sglang_flags_print_and_agree_with_the_json(tmp_path):
+    from simspec.analysis.shapes import parse_sglang
+
+    out_json = tmp_path / "rec.json"
+    code, out, err = run_cli(
+        "recommend", "--batch", "1,2", *FLAGS_SMALL, "--json", str(out_json), "--markdown", "-"
+    )
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["engine_flags"] == "sglang"  # the default under the ideal preset
+    assert data["grid"]["topk"] == [1, 2] and data["grid"]["steps"] == [1, 2, 3]
+    for batch in data["batches"]:
+        shape = parse_sglang(batch["flags"])
+        assert (shape.steps, shape.topk, shape.num_draft_tokens) == (
+            batch["steps"],
+            batch["topk"],
+            batch["num_draft_tokens"],
+        )
+        finals = batch["finalists"]
+        assert finals[0]["flags"] == batch["flags"]
+        assert batch["expected_speedup"] == max(f["speedup_vs_no_spec"] for f in finals)
+        assert batch["within_noise"] == [f["flags"] for f in finals[1:] if f["within_noise"]]
+        assert f"| {batch['batch']} | `{batch['flags']}` |" in out  # the markdown table
+    edge = [w for b in data["batches"] for w in b["warnings"] if w.startswith("k-at-edge")]
+    for w in edge:
+        assert "k-at-edge: at batch" in err and w.split(": ", 1)[1] in err
+
+
+def test_vllm_flags_are_a_speculative_config():
+    from simspec.analysis.shapes import parse_vllm
+
+    code, out, err = run_cli(
+        "recommend", "--batch", "1", *FLAGS_SMALL[:-6], "--engine-flags", "vllm", "--format", "csv"
+    )
+    assert code == 0, err
+    import csv
+
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert parse_vllm(row["flags"]) == (int(row["steps"]), None)
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (["--topk", "1,x"], "--topk"),
+        (["--num-draft-tokens", "0"], "--num-draft-tokens"),
+        (["--plot", "figs"], "--plot"),
+        (["--policies", "threshold"], "--policies"),
+        (["--max-k", "99"], "--max-k"),
+    ],
+)
+def test_bad_flags_of_the_engine_search_exit_2_naming_the_flag(args, key):
+    code, _, err = run_cli("recommend", *FLAGS_SMALL, *args)
+    assert code == 2
+    assert key in err and "Traceback" not in err
+
+
+def test_the_vllm_preset_answers_in_vllm_flags_by_default(tmp_path):
+    out_json = tmp_path / "rec.json"
+    code, _, err = run_cli(
+        "recommend",
+        "--batch",
+        "1",
+        *FLAGS_SMALL[:-6],
+        "--set",
+        'engine.preset="vllm"',
+        "--json",
+        str(out_json),
+    )
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["engine_flags"] == "vllm"
+    assert data["batches"][0]["flags"].startswith("--speculative-config ")

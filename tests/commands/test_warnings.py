@@ -91,9 +91,10 @@ draft_tokens = 1
 @pytest.mark.parametrize("flag", ["--json"])
 def test_recommend_json_lists_warnings(tmp_path, capsys, flag):
     out_path = tmp_path / "rec.json"
-    code, _, err = run_main(capsys, "recommend", "--batch", "1", "--max-k", "1", "--replications",
-                            "2", "--set", "workload.num_requests=2", "--set",
-                            "workload.output_tokens=16", "--set", "acceptance.alpha=0.9",
+    code, _, err = run_main(capsys, "recommend", "--engine-flags", "k", "--batch", "1",
+                            "--max-k", "1", "--replications", "2", "--set",
+                            "workload.num_requests=2", "--set", "workload.output_tokens=16",
+                            "--set", "acceptance.alpha=0.9",
                             "--set", "policies=[{name = 'fixed', draft_tokens = 0}]",
                             flag, str(out_path))  # fmt: skip
     assert code == 0

@@ -1,0 +1,97 @@
+"""The flags search: the pruned search finds the brute-force grid's best; edges are warned."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simspec.analysis.shape_search as search_module
+from simspec.analysis.guardrails import K_AT_EDGE
+from simspec.analysis.recommend import batch_scenario
+from simspec.analysis.shape_search import ShapeGrid, _speedups, screen_scenario, search
+from simspec.analysis.shapes import DraftShape, parse_sglang
+from tests.helpers import tiny
+
+SMALL_GRID = ShapeGrid("sglang", 4, (1, 2, 4), (3, 4, 6, 8, 12))
+
+
+@pytest.mark.parametrize(
+    ("batch", "alpha"), [(1, 0.7), (2, 0.5), (2, 0.85)], ids=["b1-a0.7", "b2-a0.5", "b2-a0.85"]
+)
+def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha):
+    """Every grid shape under every replication (brute force) against the search: same best
+    shape, and the finalists' numbers are the brute force's own (the finals are full runs)."""
+    scenario = tiny(
+        "routing.mode='analytic'",
+        f"acceptance.alpha={alpha}",
+        "workload.num_requests=16",
+        "workload.output_tokens=96",
+    )
+    replications = 2
+    rec = search(scenario, batch, replications, SMALL_GRID)
+    assert rec.shapes_screened > search_module.SCREEN_ABOVE  # the screen did run
+    brute, _ = _speedups(
+        batch_scenario(scenario, batch, 0, []), SMALL_GRID.shapes(scenario), replications
+    )
+    means = {s: float(v.mean()) for s, v in brute.items()}
+    best = max(means.values())
+    assert means[rec.best.shape] == pytest.approx(best, abs=1e-12)
+    for f in rec.finalists:
+        assert f.candidate.speedup.mean == pytest.approx(means[f.shape], abs=1e-12)
+    assert parse_sglang(rec.best.flags) == rec.best.shape
+
+
+def test_the_screen_is_a_shorter_workload_of_the_same_batch():
+    s = batch_scenario(tiny("workload.num_requests=64", "workload.output_tokens=256"), 2, 0, [])
+    screen = screen_scenario(s)
+    w = screen.workload
+    assert w.concurrency == 2 and w.num_requests == 8 and w.output_tokens == 256
+    big = screen_scenario(batch_scenario(s, 64, 0, []))
+    assert big.workload.num_requests == 64 and big.workload.output_tokens == 64
+
+
+def _synthetic(optimum: DraftShape):
+    """Speedups peaking at ``optimum`` (a paired offset per replication), no simulation."""
+
+    def speedups(scenario, shapes, replications):
+        offsets = np.array([0.0, 0.01, -0.01, 0.02][:replications])
+        out = {}
+        for s in shapes:
+            distance = (
+                abs(s.steps - optimum.steps)
+                + abs(np.log2(s.topk) - np.log2(optimum.topk))
+                + abs(np.log2(s.num_draft_tokens) - np.log2(optimum.num_draft_tokens))
+            )
+            out[s] = 2.0 - 0.1 * distance + offsets
+        return out, ()
+
+    return speedups
+
+
+@pytest.mark.parametrize(
+    ("optimum", "edge"),
+    [
+        (DraftShape(2, 2, 6), False),
+        (DraftShape(3, 2, 8), False),
+        (DraftShape(4, 2, 8), True),  # steps = the largest searched
+        (DraftShape(2, 4, 8), True),  # topk = the largest searched
+        (DraftShape(3, 2, 10), True),  # num_draft_tokens = the largest size
+        (DraftShape(2, 1, 3), False),
+    ],
+    ids=lambda v: v.text if isinstance(v, DraftShape) else str(v),
+)
+def test_the_edge_warning_fires_when_the_optimum_is_on_the_grids_edge(monkeypatch, optimum, edge):
+    monkeypatch.setattr(search_module, "_speedups", _synthetic(optimum))
+    scenario = tiny()
+    rec = search(scenario, 1, 3, ShapeGrid("sglang", 4, (1, 2, 4), (3, 4, 6, 8, 10)))
+    assert rec.best.shape == optimum
+    assert rec.runners_up == ()  # a 0.1 step is far outside the paired noise (none)
+    fired = [w for w in rec.warnings if w.startswith(K_AT_EDGE)]
+    assert bool(fired) == edge, fired
+    data = rec.to_dict()
+    assert data["warnings"] == list(rec.warnings)
+    assert (data["steps"], data["topk"], data["num_draft_tokens"]) == (
+        optimum.steps,
+        optimum.topk,
+        optimum.num_draft_tokens,
+    )
