@@ -261,7 +261,9 @@ _OFFLOAD_KEYS = frozenset(
 
 def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
     """An offload row states where its experts live, its cache, prefetch and misses; a cache
-    is sized one way; a drafter comes from the catalog and serves the model."""
+    is sized one way (neither: what GPU memory is left after the other weights and the KV
+    cache); a drafter comes from the catalog, serves the model, and comes with its steps and
+    measured acceptance length."""
     for key in _OFFLOAD_REQUIRED:
         if key not in given or not getattr(case, key):
             raise InputError(source, f"{path}.{key}", "a value (offload row)", "nothing")
@@ -269,10 +271,16 @@ def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
         raise InputError(
             source, f"{path}.cache_gb", "cache_experts_per_layer or cache_gb, not both", "both"
         )
-    sized = case.cache_experts_per_layer or case.cache_gb
-    if (case.cache_policy == "none") == bool(sized):
-        expected = "no cache size with cache_policy 'none', a size with any other policy"
+    if case.cache_policy == "none" and (case.cache_experts_per_layer or case.cache_gb):
+        expected = "no cache size with cache_policy 'none'"
         raise InputError(source, f"{path}.cache_policy", expected, case.cache_policy)
+    if case.drafter and (case.steps < 1 or not 1 <= case.acceptance_length <= case.steps + 1):
+        raise InputError(
+            source,
+            f"{path}.acceptance_length",
+            "steps >= 1 and 1 <= acceptance_length <= steps + 1 (a row with a drafter)",
+            f"{case.acceptance_length} with steps = {case.steps}",
+        )
     if case.drafter:
         if case.drafter not in catalog.drafter_names():
             raise InputError(
