@@ -31,7 +31,7 @@ from simspec.costs.base import COST_MODELS
 from simspec.errors import FieldError, ScenarioError
 from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 from simspec.physics.drafters import DrafterSpec
-from simspec.physics.hardware import GpuSpec
+from simspec.physics.hardware import GpuSpec, HostSpec
 from simspec.physics.models import ModelSpec
 from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
 from simspec.policies.base import BudgetPolicy
@@ -92,6 +92,11 @@ class HardwareConfig:
     custom: GpuSpec | None = param(
         None, "a GPU outside the catalog, inline with a catalog GPU file's keys (gpu names it)"
     )
+    host: HostSpec | None = param(
+        None,
+        "the host offloaded experts live on: DRAM bandwidth, CPU FLOP/s, RAM (unset: a "
+        "desktop with dual-channel DDR5, simspec.physics.hardware.HostSpec)",
+    )
     num_gpus: int = param(
         1,
         "GPUs serving the model (tensor / expert parallel, simspec.costs.parallel; memory summed)",
@@ -122,6 +127,15 @@ class HardwareConfig:
             degree = getattr(self, key)
             if degree and self.num_gpus % degree:
                 raise FieldError(key, f"a divisor of num_gpus = {self.num_gpus}", degree)
+
+
+def _hardware_data(hardware: HardwareConfig) -> dict[str, Any]:
+    """``[hardware]`` as plain data; an unset ``host`` is left out, so a scenario without
+    ``[hardware.host]`` keeps the digest and results JSON it had before the key existed."""
+    data = to_dict(hardware)
+    if hardware.host is None:
+        del data["host"]
+    return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,6 +357,11 @@ class Scenario:
         )
 
     @property
+    def host(self) -> HostSpec:
+        """The host of offloaded experts: ``[hardware.host]``, else the default desktop."""
+        return self.hardware.host or HostSpec()
+
+    @property
     def usable_memory_bytes(self) -> float:
         """GPU memory for weights and KV cache: all GPUs × memory_utilization."""
         return self.gpu.memory_bytes * self.hardware.num_gpus * self.hardware.memory_utilization
@@ -365,7 +384,7 @@ class Scenario:
             "description": self.description,
             "seed": self.seed,
             "model": to_dict(self.model),
-            "hardware": to_dict(self.hardware),
+            "hardware": _hardware_data(self.hardware),
             "costs": to_dict(self.costs),
             "routing": to_dict(self.routing),
             "acceptance": to_dict(self.acceptance),
