@@ -368,8 +368,8 @@ class Scenario:
 
     @property
     def weight_bytes(self) -> float:
-        """Weights held in GPU memory: the target's and the drafter's (with experts offloaded,
-        the resident ones and the expert cache, :func:`~simspec.config._memory.offload_weight_bytes`)."""
+        """Weights held in GPU memory: the target's and the drafter's (experts offloaded: the
+        resident ones and the cache, :func:`~simspec.config._memory.offload_weight_bytes`)."""
         if self.offload.enabled:
             return offload_weight_bytes(self)
         draft = self.draft_model

@@ -42,11 +42,17 @@ demand.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+
+from simspec.costs.base import CostModel
+from simspec.params import PassCost
+from simspec.physics.experts import independent_union
 
 #: Bisection steps of the expected-hit solvers (each halves a bracket of log or linear width).
 _STEPS = 60
@@ -260,13 +266,16 @@ class OffloadModel:
         misses: np.ndarray,
         tokens: int,
         lead_s: float = 0.0,
+        predicted: bool = True,
     ) -> Pipeline:
         """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
-        absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`)."""
+        absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`); ``predicted``
+        False: no prefetch (nothing predicts this pass's experts)."""
         m = np.asarray(misses, dtype=float).tolist()
         copy = self.copy_s
-        a = self.prefetch_accuracy if self.prefetch != "none" else 0.0
+        a = self._accuracy(predicted)
         ahead = [x * copy for x in m] if a > 0 else [0.0] * len(m)
+        draft_guided = self.prefetch == "draft_guided" and a > 0
         late = [(1 - a) * x for x in m]
         if self.miss == "cpu":
             u = np.asarray(union, dtype=float).tolist()
@@ -283,7 +292,7 @@ class OffloadModel:
                 [0.0] * len(m),
                 ahead,
                 lead_s=lead_s,
-                draft_guided=self.prefetch == "draft_guided",
+                draft_guided=draft_guided,
                 cpu_s=cpu,
             )
         return pipeline(
@@ -291,13 +300,97 @@ class OffloadModel:
             [x * copy for x in late],
             ahead,
             lead_s=lead_s,
-            draft_guided=self.prefetch == "draft_guided",
+            draft_guided=draft_guided,
         )
 
-    def copied(self, misses: np.ndarray) -> float:
+    def _accuracy(self, predicted: bool) -> float:
+        """The prefetcher's accuracy (0: no prefetch)."""
+        return self.prefetch_accuracy if predicted and self.prefetch != "none" else 0.0
+
+    def copied(self, misses: np.ndarray, predicted: bool = True) -> float:
         """Experts a pass with ``misses`` sends over the link (prefetched and on demand)."""
         total = float(np.sum(misses))
-        a = self.prefetch_accuracy if self.prefetch != "none" else 0.0
+        a = self._accuracy(predicted)
         if self.miss == "cpu":
             return total if a > 0 else 0.0
         return total * (1 + (1 - a)) if a > 0 else total
+
+
+class LoadedPass(NamedTuple):
+    """A pass priced with its loads: the cost (the exposed load time inside ``moe_s``: the MoE
+    layers wait for their experts), the pipeline, and its cache traffic per pass."""
+
+    cost: PassCost
+    pipeline: Pipeline
+    needed: float  # Σ_l distinct experts the pass needed
+    missed: float  # Σ_l of them not resident
+    copied: float  # experts sent over the link (prefetched, right or wrong, and on demand)
+
+
+@dataclass(frozen=True)
+class OffloadCostModel:
+    """A cost model whose passes also load their missing experts (the scenario's cost model
+    wraps in this when ``[offload]`` puts experts in host memory).
+
+    Its :meth:`verify_pass` adds the *expected* load time (:meth:`OffloadModel.expected_misses`
+    from the pass's union and its lag-1 reuse ``reuse(tokens)``): what every policy's cost
+    estimate and the oracle see. The engine prices each pass from the misses it actually had
+    (:meth:`load`) when routing is sampled; draft steps run from GPU-resident drafter weights.
+    """
+
+    base: CostModel
+    model: OffloadModel
+    reuse: Callable[[np.ndarray], np.ndarray]  # tokens per request -> lag-1 reuse per layer
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """The base pass plus its expected exposed load time."""
+        cost = self.base.verify_pass(tokens_per_request, context_tokens, unique_experts)
+        misses = self.model.expected_misses(unique_experts, self.reuse(tokens_per_request))
+        tokens = int(np.sum(tokens_per_request))
+        return self.load(cost, unique_experts, misses, tokens).cost
+
+    def load(
+        self,
+        cost: PassCost,
+        union: np.ndarray,
+        misses: np.ndarray,
+        tokens: int,
+        lead_s: float = 0.0,
+        predicted: bool = True,
+    ) -> LoadedPass:
+        """``cost`` (the pass with every expert resident) with ``misses`` loaded
+        (:meth:`OffloadModel.price`; ``lead_s`` of draft phase before it, ``predicted`` False
+        when nothing predicts its experts, e.g. draft-guided prefetch without drafts)."""
+        m = self.model
+        layers = max(m.num_moe_layers, 1)
+        pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
+        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
+        missed = float(np.sum(misses))
+        return LoadedPass(loaded, pipe, float(np.sum(union)), missed, m.copied(misses, predicted))
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """The drafter's step (its weights stay on the GPU)."""
+        return self.base.draft_step(context_tokens)
+
+    def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
+        """The base prefill plus its expected loads (a prefill touches nearly every expert)."""
+        return self.prefill_loaded(prompt_tokens).cost
+
+    def prefill_loaded(self, prompt_tokens: np.ndarray) -> LoadedPass:
+        """:meth:`prefill` with its traffic."""
+        m = self.model
+        cost = self.base.prefill(prompt_tokens)
+        tokens = float(np.sum(prompt_tokens))
+        union = np.full(
+            m.num_moe_layers, independent_union(m.num_experts, m.experts_per_token, tokens)
+        )
+        misses = m.expected_misses(union, 0.0)
+        return self.load(cost, union, misses, int(tokens), predicted=False)
+
+    def speculation_overhead_s(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> float:
+        """The base model's."""
+        return self.base.speculation_overhead_s(accepted_tokens, context_tokens)
