@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
-from simspec.config._memory import check_weights_fit
+from simspec.config._memory import check_offload, check_weights_fit
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
+from simspec.config.offload import OffloadConfig
 from simspec.config.overrides import (  # noqa: F401 - re-exported: the loader's API
     Overrides,
     apply_overrides,
@@ -73,6 +74,7 @@ TOP_KEYS = (
     "engine",
     "speculation",
     "slo",
+    "offload",
     "policies",
     "sweep",
 )
@@ -86,6 +88,7 @@ _TABLES = (
     ("engine", EngineConfig),
     ("speculation", SpeculationConfig),
     ("slo", SloConfig),
+    ("offload", OffloadConfig),
 )
 
 
@@ -230,6 +233,7 @@ def scenario_from_dict(
     )
     _check_parallel(scenario, source)
     _check_context(scenario, source)
+    check_offload(scenario, source)
     _check_fits(scenario, source)
     check_routing(
         scenario.routing,

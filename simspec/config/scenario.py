@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simspec import catalog
+from simspec.config._memory import offload_weight_bytes
 from simspec.config.engine import EngineConfig
+from simspec.config.offload import OffloadConfig
 from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
 from simspec.costs.base import COST_MODELS
@@ -250,6 +252,7 @@ class Scenario:
     engine: EngineConfig = EngineConfig()
     speculation: SpeculationConfig = SpeculationConfig()
     slo: SloConfig = SloConfig()
+    offload: OffloadConfig = OffloadConfig()
     policies: tuple[PolicySpec, ...] = field(default_factory=tuple)
     source: str = field(default="", compare=False)
     resolved: Resolved | None = field(default=None, compare=False, repr=False)
@@ -365,7 +368,10 @@ class Scenario:
 
     @property
     def weight_bytes(self) -> float:
-        """Weights held in GPU memory: the target's and the drafter's."""
+        """Weights held in GPU memory: the target's and the drafter's (experts offloaded: the
+        resident ones and the cache, :func:`~simspec.config._memory.offload_weight_bytes`)."""
+        if self.offload.enabled:
+            return offload_weight_bytes(self)
         draft = self.draft_model
         drafter = draft.shape.total_weight_bytes if draft else self.drafter.head_weight_bytes()
         return self.target.shape.total_weight_bytes + drafter
@@ -386,6 +392,7 @@ class Scenario:
             "engine": to_dict(self.engine),
             "speculation": to_dict(self.speculation),
             "slo": to_dict(self.slo),
+            **({"offload": to_dict(self.offload)} if self.offload != OffloadConfig() else {}),
             "policies": [{"name": p.name, "label": p.label, **p.params()} for p in self.policies],
         }
 

@@ -34,7 +34,12 @@ CHUNK_STEPS = 4096
 
 def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
     """True if a run of ``policy`` may be decided before it is priced (module docstring)."""
-    return setup.workload.loop == "closed" and setup.tree is None and not policy.reads_costs
+    return (
+        setup.workload.loop == "closed"
+        and setup.tree is None
+        and not policy.reads_costs
+        and setup.offload is None  # a cache's state follows the passes in time order
+    )
 
 
 _FLOATS = ("draft_s", *PASS_PARTS, "extra_s", "duration_s", "unique")
