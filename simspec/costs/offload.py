@@ -325,6 +325,7 @@ class LoadedPass(NamedTuple):
     needed: float  # Σ_l distinct experts the pass needed
     missed: float  # Σ_l of them not resident
     copied: float  # experts sent over the link (prefetched, right or wrong, and on demand)
+    copied_bytes: float
 
 
 @dataclass(frozen=True)
@@ -367,8 +368,15 @@ class OffloadCostModel:
         layers = max(m.num_moe_layers, 1)
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
         loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
-        missed = float(np.sum(misses))
-        return LoadedPass(loaded, pipe, float(np.sum(union)), missed, m.copied(misses, predicted))
+        copied = m.copied(misses, predicted)
+        return LoadedPass(
+            loaded,
+            pipe,
+            float(np.sum(union)),
+            float(np.sum(misses)),
+            copied,
+            copied * m.expert_bytes,
+        )
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """The drafter's step (its weights stay on the GPU)."""

@@ -12,7 +12,9 @@ are the needed experts not resident; after the pass the policy decides what stay
   fixed for the run; misses pass through a staging buffer;
 * ``none``: nothing stays.
 
-Ties are broken by popularity, then by expert id, so the state is a function of the passes.
+The cache starts warm, holding each layer's ``capacity`` most popular experts (a prefill
+touches nearly every expert). Ties are broken by popularity, then by expert id, so the state is
+a function of the passes.
 A copy in flight is modelled by the pass pipeline (:mod:`simspec.costs.offload`): an expert is
 resident for the next pass once its pass has ended. The analytic counterpart (expected hit
 rates) is :func:`simspec.costs.offload.hit_fractions`.
@@ -39,7 +41,7 @@ class ExpertCache:
         self.resident = np.zeros((layers, experts), dtype=bool)
         self.score = np.zeros((layers, experts))  # last use (lru) or uses (lfu)
         self.clock = 0
-        if self.policy == "static" and self.capacity:
+        if self.capacity:  # warm: the prefill touched every expert, the popular ones stay
             np.put_along_axis(self.resident, order[:, : self.capacity], True, axis=1)
 
     def misses(self, needed: np.ndarray) -> np.ndarray:
