@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import simspec
+from simspec.costs.offload import pipeline as pipeline_of
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 
@@ -99,3 +100,41 @@ def test_more_cache_and_faster_links_help():
     assert tpot("offload.cache_experts_per_layer=40") < tpot()
     assert tpot("offload.link_gb_per_s=50.0") < tpot("offload.link_gb_per_s=12.0")
     assert tpot('offload.experts="host_pageable"') > tpot()
+
+
+@pytest.mark.parametrize("prefetch", ["none", "next_layer", "draft_guided"])
+def test_deferred_and_timed_offloaded_runs_record_the_same(prefetch):
+    scenario = simspec.load_scenario(
+        None,
+        [
+            *OFFLOAD,
+            'routing.mode="analytic"',
+            "workload.concurrency=3",
+            "workload.num_requests=5",
+            f'offload.prefetch="{prefetch}"',
+        ],
+    )
+    setup = build_setup(scenario)
+    for spec in scenario.policies:
+        timed = run_policy(setup, spec.policy, timed=True)
+        deferred = run_policy(setup, spec.policy, timed=False)
+        assert timed.steps == deferred.steps
+        assert timed.prefills == deferred.prefills
+        assert timed.requests == deferred.requests
+        assert timed.offload == deferred.offload
+
+
+def test_closed_form_price_is_the_pipeline():
+    scenario = simspec.load_scenario(None, [*OFFLOAD, 'offload.prefetch="next_layer"'])
+    model = build_setup(scenario).offload.model
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        misses = rng.uniform(0, 6, model.num_moe_layers)
+        union = misses + rng.uniform(0, 4, model.num_moe_layers)
+        layer_s = float(rng.uniform(1e-5, 2e-3))
+        fast = model.price(layer_s, union, misses, tokens=4)
+        a = model.prefetch_accuracy
+        full = np.full(model.num_moe_layers, layer_s)
+        slow = pipeline_of(full, (1 - a) * misses * model.copy_s, misses * model.copy_s)
+        assert fast.total_s == pytest.approx(slow.total_s, rel=1e-12)
+        assert fast.copy_s == pytest.approx(slow.copy_s, rel=1e-12)
