@@ -42,8 +42,6 @@ demand.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -54,7 +52,9 @@ from simspec.costs.base import CostModel
 from simspec.params import PassCost
 from simspec.physics.experts import independent_union
 
-#: Bisection steps of the expected-hit solvers (each halves a bracket of log or linear width).
+_add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
+
+#: Most Newton steps of the expected-hit solvers (they stop once converged).
 _STEPS = 60
 #: Upper end of the tokens-per-pass and LRU-window brackets (passes, tokens).
 _BIG = 1e7
@@ -69,15 +69,20 @@ def usage_probabilities(inclusion: np.ndarray, union: np.ndarray) -> np.ndarray:
     """
     p = np.clip(np.asarray(inclusion, dtype=float), 0.0, 1.0)
     u = np.asarray(union, dtype=float)
-    lo = np.zeros(len(u))
-    hi = np.full(len(u), _BIG)
     log1m = np.log1p(-np.minimum(p, 1 - 1e-15))  # (L, N)
-    for _ in range(_STEPS):  # bisect n on a log scale above 1, linearly below
-        mid = np.where(hi > 2 * lo + 1, np.sqrt((lo + 1) * (hi + 1)) - 1, (lo + hi) / 2)
-        used = (-np.expm1(mid[:, None] * log1m)).sum(axis=1)
-        low = used < u
-        lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
-    return -np.expm1(hi[:, None] * log1m)
+    # Newton from below: Σ_e 1 − (1 − p_e)^n is concave in n and at most n·Σp, so n = u/Σp
+    # starts left of the root and every step stays left of it.
+    n = u / np.maximum(p.sum(axis=1), 1e-300)
+    for _ in range(_STEPS):
+        stay = np.exp(n[:, None] * log1m)
+        gap = u - (1 - stay).sum(axis=1)
+        if (np.abs(gap) <= 1e-12 * np.maximum(u, 1)).all():
+            break
+        slope = -(stay * log1m).sum(axis=1)
+        n = np.minimum(
+            n + np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0), _BIG
+        )
+    return -np.expm1(n[:, None] * log1m)
 
 
 def hit_fractions(
@@ -95,14 +100,25 @@ def hit_fractions(
     u = np.asarray(union, dtype=float)
     if policy == "none" or capacity <= 0:
         return np.zeros(len(u))
-    q = usage_probabilities(inclusion, u)
+    p = np.asarray(inclusion, dtype=float)
+    r = np.broadcast_to(np.asarray(reuse, dtype=float), u.shape)
+    # Layers with the same popularity, union and reuse have the same answer: solve each once.
+    rows = np.concatenate([p, u[:, None], r[:, None]], axis=1)
+    distinct, index = np.unique(rows, axis=0, return_inverse=True)
+    if len(distinct) < len(rows):
+        n = p.shape[1]
+        answer = hit_fractions(
+            distinct[:, :n], distinct[:, n], capacity, policy, distinct[:, n + 1]
+        )
+        return answer[index.ravel()]
+    q = usage_probabilities(p, u)
     total = q.sum(axis=1)
     safe = np.where(total > 0, total, 1.0)
     if capacity >= q.shape[1]:
         return np.ones(len(u))
     if policy in ("static", "lfu"):
         c = int(capacity)
-        order = np.argsort(-np.asarray(inclusion, dtype=float), axis=1, kind="stable")
+        order = np.argsort(-p, axis=1, kind="stable")
         resident = np.take_along_axis(q, order[:, :c], axis=1).sum(axis=1)
         frac = capacity - c  # a fractional slot holds part of the next expert
         if frac and c < q.shape[1]:
@@ -110,7 +126,7 @@ def hit_fractions(
         return np.where(total > 0, resident / safe, 1.0)
     if policy != "lru":
         raise ValueError(f"unknown cache policy {policy!r}")
-    return _lru_hits(q, total, safe, float(capacity), np.broadcast_to(reuse, u.shape))
+    return _lru_hits(q, total, safe, float(capacity), r)
 
 
 def _lru_hits(
@@ -129,16 +145,18 @@ def _lru_hits(
     log_stay = np.log1p(-np.minimum(q_after_miss, 1 - 1e-15))
     usable = np.count_nonzero(q > 0, axis=1)
 
-    def occupancy(t: np.ndarray) -> np.ndarray:
-        over = 1 - (1 - q) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay)
-        return np.where(t >= 1, over.sum(axis=1), t * total)
-
-    lo, hi = np.zeros(len(total)), np.full(len(total), _BIG)
-    for _ in range(_STEPS):
-        mid = np.where(hi > 2 * lo + 1, np.sqrt((lo + 1) * (hi + 1)) - 1, (lo + hi) / 2)
-        low = occupancy(mid) < capacity
-        lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
-    t = lo
+    # T solves occupancy(T) = C: linear (T · Σq) up to one pass, then concave and at most T · Σq,
+    # so Newton from T = C / Σq stays left of the root.
+    t = capacity / safe
+    above = t > 1
+    for _ in range(_STEPS if above.any() else 0):
+        decay = (1 - q) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay)
+        gap = capacity - (1 - decay).sum(axis=1)
+        if (~above | (np.abs(gap) <= 1e-12 * capacity)).all():
+            break
+        slope = -(decay * log_stay).sum(axis=1)
+        step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
+        t = np.where(above, np.minimum(t + step, _BIG), t)
     hit = np.where(
         t[:, None] >= 1,
         1 - (1 - r) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay),
@@ -172,51 +190,47 @@ class Pipeline(NamedTuple):
 
 
 def pipeline(
-    layer_s: float | list[float],
-    demand_s: list[float],
-    ahead_s: list[float],
+    layer_s: float | np.ndarray | list[float],
+    demand_s: np.ndarray | list[float],
+    ahead_s: np.ndarray | list[float],
     *,
     lead_s: float = 0.0,
     draft_guided: bool = False,
-    cpu_s: list[float] | None = None,
+    cpu_s: np.ndarray | list[float] | None = None,
 ) -> Pipeline:
     """A pass of L MoE layers through a copy stream and a compute stream (module docstring).
 
     ``layer_s`` the GPU time of each layer (a float: every layer); ``demand_s[l]`` the copies
     layer l issues when its router has run; ``ahead_s[l]`` its prefetched copies, issued at the
-    previous layer's start (``draft_guided``: all at −``lead_s``, the draft phase's start);
-    ``cpu_s[l]`` its missing experts computed on the CPU beside the GPU's (the layer takes the
-    longer of the two). The link serves copies one at a time in issue order.
+    previous layer's start (``draft_guided``: from −``lead_s``, the draft phase's start, in
+    layer order, so the first layers' copies end inside the draft phase); ``cpu_s[l]`` its
+    missing experts computed on the CPU beside the GPU's (the layer takes the longer of the
+    two). One link serves the copies in issue order.
+
+    Layer l starts at S_l when its copies are in: its prefetches are issued at S_{l−1} and queue
+    behind nothing (the link finished layer l − 1's copies before S_{l−1}), its demand copies
+    follow at the end of layer l − 1 or of the prefetches, whichever is later. So
+    S_0 = a_0 + d_0, S_l = S_{l−1} + max(a_l, c_{l−1}) + d_l and the pass ends at
+    S_{L−1} + c_{L−1}: each layer's prefetch hides behind the previous layer's compute.
     """
-    layers = len(demand_s)
-    compute = [layer_s] * layers if isinstance(layer_s, float | int) else list(layer_s)
+    demand = np.asarray(demand_s, dtype=float)
+    ahead = np.asarray(ahead_s, dtype=float)
+    layers = len(demand)
+    compute = np.broadcast_to(np.asarray(layer_s, dtype=float), (layers,))
     if cpu_s is not None:
-        compute = [max(c, x) for c, x in zip(compute, cpu_s, strict=True)]
-    start_link = -lead_s if draft_guided else 0.0
-    link = start_link
-    prev_end = 0.0
-    issue = start_link
-    first = math.inf
-    busy = 0.0
-    for layer in range(layers):
-        ahead, demand = ahead_s[layer], demand_s[layer]
-        ready = prev_end
-        if ahead > 0:
-            begin = max(link, issue)
-            first = min(first, begin)
-            link = begin + ahead
-            ready = max(ready, link)
-        if demand > 0:
-            begin = max(link, prev_end)
-            first = min(first, begin)
-            link = begin + demand
-            ready = max(ready, link)
-        busy += ahead + demand
-        start = ready
-        if not draft_guided:
-            issue = start  # the next layer's gate is applied at this layer's start
-        prev_end = start + compute[layer]
-    return Pipeline(prev_end, float(sum(compute)), busy, 0.0 if first == math.inf else first)
+        compute = np.maximum(compute, np.asarray(cpu_s, dtype=float))
+    busy = float(ahead.sum() + demand.sum())
+    work = float(compute.sum())
+    if not layers:
+        return Pipeline(0.0, 0.0, 0.0, 0.0)
+    first = 0.0
+    if draft_guided and lead_s > 0 and busy > 0:
+        # The prefetch stream runs from −lead_s: what fits in the draft phase is hidden.
+        done = np.minimum(np.cumsum(ahead), lead_s)
+        ahead = ahead - np.diff(done, prepend=0.0)
+        first = -float(done[-1]) if done[-1] > 0 else 0.0
+    total = ahead[0] + demand.sum() + np.maximum(ahead[1:], compute[:-1]).sum() + compute[-1]
+    return Pipeline(float(total), work, busy, first)
 
 
 @dataclass(frozen=True)
@@ -271,37 +285,40 @@ class OffloadModel:
         """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
         absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`); ``predicted``
         False: no prefetch (nothing predicts this pass's experts)."""
-        m = np.asarray(misses, dtype=float).tolist()
+        m = np.asarray(misses, dtype=float)
         copy = self.copy_s
         a = self._accuracy(predicted)
-        ahead = [x * copy for x in m] if a > 0 else [0.0] * len(m)
-        draft_guided = self.prefetch == "draft_guided" and a > 0
-        late = [(1 - a) * x for x in m]
+        late = m if a == 0 else (1 - a) * m
+        if self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
+            # pipeline()'s closed form with one compute time per layer: a_l = m_l · copy ahead
+            # (next layer), d_l = (1 − accuracy) · m_l · copy on demand
+            missed = float(_add(m))
+            work = layer_s * len(m)
+            demand = missed * (1 - a) * copy
+            if a == 0:
+                return Pipeline(work + demand, work, demand, 0.0)
+            ahead = m * copy
+            hidden = float(_add(np.maximum(ahead[1:], layer_s)))
+            total = float(ahead[0]) + demand + hidden + layer_s
+            return Pipeline(total, work, missed * copy + demand, 0.0)
+        ahead = m * copy if a > 0 else np.zeros(len(m))
+        guided = self.prefetch == "draft_guided" and a > 0
         if self.miss == "cpu":
-            u = np.asarray(union, dtype=float).tolist()
-            cpu = []
-            for need, x in zip(u, late, strict=True):
-                rows = tokens * self.experts_per_token / need if need > 0 else 0.0
-                one = max(
-                    self.expert_bytes / self.host_bytes_per_s,
-                    rows * self.expert_flops_per_token / self.cpu_flops_per_s,
-                )
-                cpu.append(x * one)
+            u = np.asarray(union, dtype=float)
+            rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
+            one = np.maximum(
+                self.expert_bytes / self.host_bytes_per_s,
+                rows * self.expert_flops_per_token / self.cpu_flops_per_s,
+            )
             return pipeline(
                 layer_s,
-                [0.0] * len(m),
+                np.zeros(len(m)),
                 ahead,
                 lead_s=lead_s,
-                draft_guided=draft_guided,
-                cpu_s=cpu,
+                draft_guided=guided,
+                cpu_s=late * one,
             )
-        return pipeline(
-            layer_s,
-            [x * copy for x in late],
-            ahead,
-            lead_s=lead_s,
-            draft_guided=draft_guided,
-        )
+        return pipeline(layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided)
 
     def _accuracy(self, predicted: bool) -> float:
         """The prefetcher's accuracy (0: no prefetch)."""
@@ -309,7 +326,7 @@ class OffloadModel:
 
     def copied(self, misses: np.ndarray, predicted: bool = True) -> float:
         """Experts a pass with ``misses`` sends over the link (prefetched and on demand)."""
-        total = float(np.sum(misses))
+        total = float(_add(misses))
         a = self._accuracy(predicted)
         if self.miss == "cpu":
             return total if a > 0 else 0.0
@@ -342,15 +359,39 @@ class OffloadCostModel:
     base: CostModel
     model: OffloadModel
     reuse: Callable[[np.ndarray], np.ndarray]  # tokens per request -> lag-1 reuse per layer
+    _misses: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def expected_misses(self, tokens_per_request: np.ndarray, union: np.ndarray) -> np.ndarray:
+        """Expected misses per layer of a pass feeding ``tokens_per_request`` whose layers need
+        ``union`` experts (memoised on both)."""
+        key = (np.asarray(tokens_per_request).tobytes(), np.asarray(union).tobytes())
+        found = self._misses.get(key)
+        if found is None:
+            if len(self._misses) > 65536:
+                self._misses.clear()
+            found = self.model.expected_misses(union, self.reuse(tokens_per_request))
+            self._misses[key] = found
+        return found
 
     def verify_pass(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
     ) -> PassCost:
         """The base pass plus its expected exposed load time."""
         cost = self.base.verify_pass(tokens_per_request, context_tokens, unique_experts)
-        misses = self.model.expected_misses(unique_experts, self.reuse(tokens_per_request))
+        misses = self.expected_misses(tokens_per_request, unique_experts)
         tokens = int(np.sum(tokens_per_request))
         return self.load(cost, unique_experts, misses, tokens).cost
+
+    def expected_exposed_s(
+        self, base_total_s: float, tokens_per_request: np.ndarray, unique_experts: np.ndarray
+    ) -> float:
+        """What :meth:`verify_pass` adds to a base pass of ``base_total_s``: its expected wait
+        on loads (:func:`simspec.costs.batch.verify_totals` prices many passes with it)."""
+        m = self.model
+        misses = self.expected_misses(tokens_per_request, unique_experts)
+        layer_s = base_total_s / max(m.num_moe_layers, 1)
+        tokens = int(np.sum(tokens_per_request))
+        return m.price(layer_s, unique_experts, misses, tokens).exposed_s
 
     def load(
         self,
@@ -367,15 +408,18 @@ class OffloadCostModel:
         m = self.model
         layers = max(m.num_moe_layers, 1)
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
-        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
+        loaded = PassCost(
+            cost.overhead_s,
+            cost.moe_s + pipe.exposed_s,
+            cost.attention_s,
+            cost.other_s,
+            cost.fallback_terms,
+            cost.floors_s,
+            cost.collectives_s,
+        )
         copied = m.copied(misses, predicted)
         return LoadedPass(
-            loaded,
-            pipe,
-            float(np.sum(union)),
-            float(np.sum(misses)),
-            copied,
-            copied * m.expert_bytes,
+            loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
         )
 
     def draft_step(self, context_tokens: np.ndarray) -> float:

@@ -343,7 +343,7 @@ def _loaded(
     if state.cache is not None and needed is not None:
         misses = state.cache.misses(needed)
     else:
-        misses = off.model.expected_misses(unique, off.reuse(fed))
+        misses = off.expected_misses(fed, unique)
     guided = off.model.prefetch == "draft_guided"
     return off.load(
         base,

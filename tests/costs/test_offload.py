@@ -4,6 +4,8 @@ invariants and against a simulated cache (simspec.sim.expert_cache)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -19,23 +21,23 @@ from tests.reference.lru_cache import ReferenceLru
 
 
 def _model(**edit) -> OffloadModel:
-    values = dict(
-        num_moe_layers=4,
-        num_experts=16,
-        experts_per_token=2,
-        expert_bytes=50e6,
-        expert_flops_per_token=2 * 25e6,
-        link_bytes_per_s=25e9,
-        copy_latency_s=6e-6,
-        capacity=0.0,
-        policy="none",
-        prefetch="none",
-        prefetch_accuracy=0.9,
-        miss="copy",
-        host_bytes_per_s=64e9,
-        cpu_flops_per_s=2e12,
-        inclusion=np.full((4, 16), 2 / 16),
-    )
+    values = {
+        "num_moe_layers": 4,
+        "num_experts": 16,
+        "experts_per_token": 2,
+        "expert_bytes": 50e6,
+        "expert_flops_per_token": 2 * 25e6,
+        "link_bytes_per_s": 25e9,
+        "copy_latency_s": 6e-6,
+        "capacity": 0.0,
+        "policy": "none",
+        "prefetch": "none",
+        "prefetch_accuracy": 0.9,
+        "miss": "copy",
+        "host_bytes_per_s": 64e9,
+        "cpu_flops_per_s": 2e12,
+        "inclusion": np.full((4, 16), 2 / 16),
+    }
     values.update(edit)
     return OffloadModel(**values)
 
@@ -141,7 +143,7 @@ def test_hit_rate_is_one_with_every_expert_cached_and_monotone(policy):
         return
     assert rates[-1].tolist() == [1.0, 1.0]
     assert rates[0].tolist() == [0.0, 0.0]
-    assert all((b >= a - 1e-9).all() for a, b in zip(rates, rates[1:], strict=False))
+    assert all((b >= a - 1e-9).all() for a, b in itertools.pairwise(rates))
 
 
 def test_pair_reuse_closed_form():
@@ -153,7 +155,7 @@ def _simulate(p, passes, capacity, policy, rng, stick=0.0):
     """Hit fraction of a simulated cache over independent passes of ``tokens`` tokens (with
     probability ``stick`` a layer repeats the previous pass's experts)."""
     layers, n = p.shape
-    k = int(round(p[0].sum()))
+    k = round(p[0].sum())
     cache = ExpertCache(capacity, policy, p)
     needed_total = missed = 0.0
     previous = None
