@@ -78,7 +78,7 @@ class _Steps:
     def price(self) -> None:
         """Price the steps not priced yet, one array call per batch size."""
         todo = self.outcomes
-        self.pending: list[LoadedPass | None] = [None] * len(todo)
+        self.pending = [None] * len(todo)
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
             by_size.setdefault(len(outcome.drafts), []).append(j)
