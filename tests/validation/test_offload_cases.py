@@ -131,3 +131,30 @@ def test_bad_offload_rows_name_the_key(tmp_path, old, new, key_path):
         cases_mod.load_cases(path)
     assert err.value.key_path == key_path
     assert str(path) in str(err.value)
+
+
+def test_the_catalog_link_matches_what_mixtral_offloadings_rows_imply(offload):
+    """Published-number check of the host link. The no-LRU and naive configurations copy the
+    same routed experts (2 of 8 per layer at batch 1), from pinned and from pageable memory;
+    with pageable = pinned / 3 the pair solves for the pinned bandwidth: 1/v_naive − 1/v_nolru
+    = 2·B / bw. On the A100, RTX 3080 Mobile and T4 machines that bandwidth is the catalog's
+    derived PCIe rate within 35 % (25.2 GB/s on PCIe 4, 12.6 on PCIe 3). The RTX 3060 is left
+    out: its board's link is not stated by the paper (the pair implies 19 GB/s, between PCIe 3
+    and 4)."""
+    from simspec.physics.precision import with_precision
+
+    series: dict[str, dict[str, cases_mod.Case]] = {}
+    for case in offload.cases:
+        if case.source == "mixtral-offloading" and case.gpu != "rtx-3060-12gb":
+            series.setdefault(case.id.split("[")[0], {})[case.configuration] = case
+    checked = 0
+    for rows in series.values():
+        no_lru, naive = rows["no_lru"], rows["naive"]
+        model = catalog.get_model(no_lru.model)
+        shape = with_precision(model, "bf16", expert=no_lru.expert_precision).shape
+        copied = shape.num_moe_layers * shape.experts_per_token * shape.expert_bytes
+        implied = 2 * copied / (1 / naive.value - 1 / no_lru.value)
+        derived = catalog.get_gpu(no_lru.gpu).host_link_bytes_per_s(pinned=True)
+        assert implied == pytest.approx(derived, rel=0.35), (no_lru.id, implied / 1e9)
+        checked += 1
+    assert checked == 6
