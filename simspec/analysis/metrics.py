@@ -203,7 +203,27 @@ def summarize(
         ttft_p90_ms=ttft_p[1],
         ttft_p99_ms=ttft_p[2],
         **_slo_metrics(reqs, slo, makespan),
+        **_offload_metrics(log, makespan),
     )
+
+
+def _offload_metrics(log: RunLog, makespan_s: float) -> dict[str, float]:
+    """:data:`~simspec.analysis.results.OFFLOAD_METRICS` of a run with offloaded experts
+    (none without)."""
+    off = log.offload
+    if off is None:
+        return {}
+    decode = np.array(off.decode, dtype=bool)
+    needed = float(np.array(off.needed)[decode].sum())
+    missed = float(np.array(off.missed)[decode].sum())
+    busy = float(np.sum(off.copy_s))
+    return {
+        "expert_hit_rate": 1.0 - missed / needed if needed else 1.0,
+        "link_gb": float(np.sum(off.copied_bytes)) / 1e9,
+        "link_busy_s": busy,
+        "link_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
+        "exposed_copy_s": float(np.sum(off.exposed_s)),
+    }
 
 
 #: Columns of the per-request CSV (``--requests-csv``), in order: the replication and the seed it

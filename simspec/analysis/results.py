@@ -150,9 +150,15 @@ class PolicyResult:
     slo_attainment: float | None = None
     goodput_requests_per_s: float | None = None
     goodput_tokens_per_s: float | None = None
+    # Set when experts are offloaded ([offload]; see OFFLOAD_METRICS).
+    expert_hit_rate: float | None = None
+    link_gb: float | None = None
+    link_busy_s: float | None = None
+    link_busy_fraction: float | None = None
+    exposed_copy_s: float | None = None
 
     def __post_init__(self) -> None:
-        for name in (*METRICS, "gap_to_oracle_pct", *SLO_METRICS):
+        for name in (*METRICS, "gap_to_oracle_pct", *SLO_METRICS, *OFFLOAD_METRICS):
             _require_finite(f"{self.label}: {name}", getattr(self, name))
         for part, seconds in self.gpu_time_s.parts.items():
             _require_finite(f"{self.label}: gpu_time_s.{part}", seconds)
@@ -162,7 +168,7 @@ class PolicyResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["params"] = dict(self.params)
         data["gpu_time_s"] = self.gpu_time_s.to_dict()
-        for optional in ("gap_to_oracle_pct", *SLO_METRICS):
+        for optional in ("gap_to_oracle_pct", *SLO_METRICS, *OFFLOAD_METRICS):
             if data[optional] is None:
                 del data[optional]
         return data
@@ -191,6 +197,17 @@ SLO_METRICS: tuple[str, ...] = (
     "slo_attainment",
     "goodput_requests_per_s",
     "goodput_tokens_per_s",
+)
+#: Metrics of the host link, present only when ``[offload]`` puts experts in host memory: the
+#: fraction of the experts the decode steps' verify passes needed that were resident, the GB and
+#: seconds the link spent copying (prefills included), that time over the makespan, and the
+#: time passes waited on their loads beyond their compute.
+OFFLOAD_METRICS: tuple[str, ...] = (
+    "expert_hit_rate",
+    "link_gb",
+    "link_busy_s",
+    "link_busy_fraction",
+    "exposed_copy_s",
 )
 
 

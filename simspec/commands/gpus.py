@@ -17,7 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Print the GPU table."""
+    """Print the GPU table (host GB/s: host-to-device bandwidth reached from pinned memory)."""
     rows = []
     for name in catalog.gpu_names():
         g = catalog.get_gpu(name)
@@ -30,7 +30,22 @@ def execute(args: argparse.Namespace) -> int:
                 f"{g.bf16_flops_per_s / 1e12:.0f}",
                 f"{g.l2_bytes / 2**20:.0f}",
                 g.num_sms,
+                f"{g.pcie_generation} x{g.pcie_lanes}" if g.pcie_generation else "-",
+                f"{g.host_link_bytes_per_s(pinned=True) / 1e9:.1f}"
+                if g.host_link_bytes_per_s()
+                else "-",
             )
         )
-    print(table(("gpu", "name", "memory GB", "HBM TB/s", "bf16 TFLOP/s", "L2 MiB", "SMs"), rows))
+    header = (
+        "gpu",
+        "name",
+        "memory GB",
+        "HBM TB/s",
+        "bf16 TFLOP/s",
+        "L2 MiB",
+        "SMs",
+        "PCIe",
+        "host GB/s",
+    )
+    print(table(header, rows))
     return 0

@@ -39,6 +39,13 @@ COLUMNS = (
     Column("unique_experts_per_layer", "experts/layer", ".1f"),
     Column("speedup_vs_no_spec", "speedup", ".3f"),
 )
+#: Columns added when ``[offload]`` puts the experts in host memory.
+OFFLOAD_COLUMNS = (
+    Column("expert_hit_rate", "hit rate", ".3f"),
+    Column("link_busy_fraction", "link busy", ".3f"),
+    Column("link_gb", "link GB", ".1f"),
+    Column("exposed_copy_s", "exposed copy s", ".2f"),
+)
 
 
 def _header(scenario: Scenario) -> str:
@@ -58,7 +65,8 @@ def execute(args: argparse.Namespace) -> int:
     """Load, simulate, print, and optionally write the results JSON."""
     scenario, replicated = simulate_replicated(args, "run", oracle=False, header=_header)
     result = replicated.runs[0]
-    rows = [(p.label, *(getattr(p, c.key) for c in COLUMNS[1:])) for p in result.policies]
-    emit_rows(args, COLUMNS, rows)
+    columns = COLUMNS + (OFFLOAD_COLUMNS if scenario.offload.enabled else ())
+    rows = [(p.label, *(getattr(p, c.key) for c in columns[1:])) for p in result.policies]
+    emit_rows(args, columns, rows)
     write_experiment_outputs(args, scenario, replicated)
     return 0

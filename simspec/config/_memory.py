@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from simspec.costs.parallel import Parallelism
 from simspec.errors import ScenarioError
-from simspec.physics.models import ModelSpec
+from simspec.physics.models import ModelSpec, kv_bytes_for_context
 from simspec.physics.mtp import drafter_weight_bytes
 from simspec.physics.precision import with_precision
 
@@ -27,7 +27,10 @@ def _split(s: Scenario) -> Parallelism:
 
 
 def weight_bytes_per_gpu(s: Scenario, target: ModelSpec | None = None) -> float:
-    """Weights on the busiest GPU of the serving group (module docstring)."""
+    """Weights on the busiest GPU of the serving group (module docstring); with experts
+    offloaded, the one GPU's resident weights and expert cache."""
+    if s.offload.enabled and target is None:
+        return offload_weight_bytes(s)
     shape = (target or s.target).shape
     split = _split(s)
     routed = shape.num_moe_layers * shape.num_experts * shape.expert_bytes
@@ -85,4 +88,127 @@ def check_weights_fit(s: Scenario, source: str) -> None:
             f"tensor_parallel = {split.tensor}, expert_parallel = {split.expert}: "
             f"{on_one / 1e9:.1f} GB on each GPU",
             hint,
+        )
+
+
+# -- experts offloaded to host memory ([offload]) ----------------------------------------------
+#: Experts of one layer a staging buffer holds besides the cache, in units of top-k_e: the
+#: layer being computed and the next one's copies (a double buffer, as Mixtral-offloading).
+STAGING_LAYERS = 2
+
+
+def routed_bytes(s: Scenario) -> float:
+    """Every routed expert of the target, bytes (what offloading moves to the host)."""
+    shape = s.target.shape
+    return shape.num_moe_layers * shape.num_experts * shape.expert_bytes
+
+
+def staging_bytes(s: Scenario) -> float:
+    """The buffer offloaded experts are copied into besides the cache (:data:`STAGING_LAYERS`)."""
+    shape = s.target.shape
+    return STAGING_LAYERS * shape.experts_per_token * shape.expert_bytes
+
+
+def resident_bytes(s: Scenario) -> float:
+    """Weights on the GPU besides the expert cache when experts are offloaded: the target's
+    other weights, the drafter's and the staging buffer."""
+    drafter = drafter_weight_bytes(s.target, s.drafter, s.draft_model)
+    return s.target.shape.total_weight_bytes - routed_bytes(s) + drafter + staging_bytes(s)
+
+
+def workload_kv_bytes(s: Scenario) -> float:
+    """KV cache of the most requests the workload runs at once, each at its longest."""
+    w = s.workload
+    batch = min(w.concurrency, w.max_batch_size) if w.loop == "closed" else w.max_batch_size
+    longest = (
+        (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
+    )
+    return batch * kv_bytes_for_context(s.target.shape, longest)
+
+
+def cache_experts_per_layer(s: Scenario) -> float:
+    """Expert-cache slots per MoE layer: ``cache_experts_per_layer``, ``cache_gb`` spread over
+    the layers, or (neither) what the usable memory leaves after :func:`resident_bytes` and
+    :func:`workload_kv_bytes`; whole experts, at most every expert of a layer."""
+    o, shape = s.offload, s.target.shape
+    if o.cache_policy == "none":
+        return 0.0
+    if o.cache_experts_per_layer >= 0:
+        return float(o.cache_experts_per_layer)
+    per_expert = shape.num_moe_layers * shape.expert_bytes
+    if not per_expert:
+        return 0.0
+    if o.cache_gb >= 0:
+        room = o.cache_gb * 1e9
+    else:
+        room = s.usable_memory_bytes - resident_bytes(s) - workload_kv_bytes(s)
+    return float(min(max(room // per_expert, 0), shape.num_experts))
+
+
+def offload_weight_bytes(s: Scenario) -> float:
+    """Weights on the GPU when experts are offloaded: :func:`resident_bytes` + the cache."""
+    shape = s.target.shape
+    cache = cache_experts_per_layer(s) * shape.num_moe_layers * shape.expert_bytes
+    return resident_bytes(s) + cache
+
+
+def check_offload(s: Scenario, source: str) -> None:
+    """A ScenarioError when offloading cannot run as configured: on more than one GPU, on a
+    dense target, without a host link, with a cache larger than the experts, or with no GPU
+    memory left for the cache."""
+    o, shape = s.offload, s.target.shape
+    if not o.enabled:
+        return
+    if s.hardware.num_gpus != 1:
+        raise ScenarioError(
+            source,
+            "hardware.num_gpus",
+            "1 with [offload] experts in host memory (single-GPU offloading)",
+            str(s.hardware.num_gpus),
+        )
+    if not shape.num_moe_layers or not shape.num_experts:
+        raise ScenarioError(
+            source, "offload.experts", f'"gpu" ({s.target.name} has no routed experts)', o.experts
+        )
+    if o.link_gb_per_s is None and s.gpu.host_link_bytes_per_s(o.pinned) <= 0:
+        raise ScenarioError(
+            source,
+            "offload.link_gb_per_s",
+            f"a host link above 0 GB/s ({s.gpu.name} states none: set offload.link_gb_per_s "
+            "or the GPU's pcie_generation and pcie_lanes)",
+            "0 GB/s",
+        )
+    per_layer = shape.num_moe_layers * shape.expert_bytes
+    if o.cache_experts_per_layer > shape.num_experts:
+        raise ScenarioError(
+            source,
+            "offload.cache_experts_per_layer",
+            f"at most {s.target.name}'s {shape.num_experts} experts per layer",
+            str(o.cache_experts_per_layer),
+        )
+    if o.cache_gb * 1e9 > shape.num_experts * per_layer * (1 + 1e-9):
+        raise ScenarioError(
+            source,
+            "offload.cache_gb",
+            f"at most the {shape.num_experts * per_layer / 1e9:.2f} GB of {s.target.name}'s "
+            "routed experts",
+            f"{o.cache_gb:g}",
+        )
+    room = s.usable_memory_bytes - resident_bytes(s) - workload_kv_bytes(s)
+    cache = cache_experts_per_layer(s) * per_layer
+    auto = o.cache_experts_per_layer < 0 and o.cache_gb < 0 and o.cache_policy != "none"
+    if (auto and cache < per_layer) or (not auto and room < cache):
+        key = (
+            "offload.cache_experts_per_layer"
+            if o.cache_experts_per_layer >= 0
+            else "offload.cache_gb"
+        )
+        raise ScenarioError(
+            source,
+            key,
+            f"a cache that fits the {max(room, 0) / 1e9:.2f} GB of GPU memory left after "
+            f"{resident_bytes(s) / 1e9:.2f} GB of other weights and staging and "
+            f"{workload_kv_bytes(s) / 1e9:.2f} GB of KV cache (at least one expert per layer, "
+            f"{per_layer / 1e9:.3f} GB)",
+            "nothing left for it" if auto else f"{cache / 1e9:.2f} GB",
         )

@@ -25,10 +25,11 @@ from typing import Any
 
 from simspec import catalog
 from simspec.config._acceptance import fit_scenario_acceptance, with_fit
-from simspec.config._memory import check_weights_fit
+from simspec.config._memory import check_offload, check_weights_fit
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
+from simspec.config.offload import OffloadConfig
 from simspec.config.overrides import (  # noqa: F401 - re-exported: the loader's API
     Overrides,
     apply_overrides,
@@ -76,6 +77,7 @@ TOP_KEYS = (
     "engine",
     "speculation",
     "slo",
+    "offload",
     "policies",
     "sweep",
 )
@@ -89,6 +91,7 @@ _TABLES = (
     ("engine", EngineConfig),
     ("speculation", SpeculationConfig),
     ("slo", SloConfig),
+    ("offload", OffloadConfig),
 )
 
 
@@ -249,6 +252,7 @@ def scenario_from_dict(
     )
     _check_parallel(scenario, source)
     _check_context(scenario, source)
+    check_offload(scenario, source)
     _check_fits(scenario, source)
     _check_tree(scenario, source)
     check_routing(

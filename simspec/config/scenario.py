@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simspec import catalog
+from simspec.config._memory import offload_weight_bytes
 from simspec.config.engine import EngineConfig
+from simspec.config.offload import OffloadConfig
 from simspec.config.slo import SloConfig
 from simspec.config.speculation import SpeculationConfig
 from simspec.costs.base import COST_MODELS
 from simspec.errors import FieldError, ScenarioError
 from simspec.params import SCENARIO_OWNED_KEYS, RooflineParams
 from simspec.physics.drafters import DrafterSpec
-from simspec.physics.hardware import GpuSpec
+from simspec.physics.hardware import GpuSpec, HostSpec
 from simspec.physics.models import ModelSpec
 from simspec.physics.mtp import drafter_weight_bytes
 from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
@@ -92,6 +94,11 @@ class HardwareConfig:
     custom: GpuSpec | None = param(
         None, "a GPU outside the catalog, inline with a catalog GPU file's keys (gpu names it)"
     )
+    host: HostSpec | None = param(
+        None,
+        "the host offloaded experts live on: DRAM bandwidth, CPU FLOP/s, RAM (unset: a "
+        "desktop with dual-channel DDR5, simspec.physics.hardware.HostSpec)",
+    )
     num_gpus: int = param(
         1,
         "GPUs serving the model (tensor / expert parallel, simspec.costs.parallel; memory summed)",
@@ -122,6 +129,15 @@ class HardwareConfig:
             degree = getattr(self, key)
             if degree and self.num_gpus % degree:
                 raise FieldError(key, f"a divisor of num_gpus = {self.num_gpus}", degree)
+
+
+def _hardware_data(hardware: HardwareConfig) -> dict[str, Any]:
+    """``[hardware]`` as plain data; an unset ``host`` is left out, so a scenario without
+    ``[hardware.host]`` keeps the digest and results JSON it had before the key existed."""
+    data = to_dict(hardware)
+    if hardware.host is None:
+        del data["host"]
+    return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,6 +258,7 @@ class Scenario:
     engine: EngineConfig = EngineConfig()
     speculation: SpeculationConfig = SpeculationConfig()
     slo: SloConfig = SloConfig()
+    offload: OffloadConfig = OffloadConfig()
     policies: tuple[PolicySpec, ...] = field(default_factory=tuple)
     source: str = field(default="", compare=False)
     resolved: Resolved | None = field(default=None, compare=False, repr=False)
@@ -360,13 +377,21 @@ class Scenario:
         )
 
     @property
+    def host(self) -> HostSpec:
+        """The host of offloaded experts: ``[hardware.host]``, else the default desktop."""
+        return self.hardware.host or HostSpec()
+
+    @property
     def usable_memory_bytes(self) -> float:
         """GPU memory for weights and KV cache: all GPUs × memory_utilization."""
         return self.gpu.memory_bytes * self.hardware.num_gpus * self.hardware.memory_utilization
 
     @property
     def weight_bytes(self) -> float:
-        """Weights held in GPU memory: the target's and the drafter's."""
+        """Weights held in GPU memory: the target's and the drafter's (experts offloaded: the
+        resident ones and the cache, :func:`~simspec.config._memory.offload_weight_bytes`)."""
+        if self.offload.enabled:
+            return offload_weight_bytes(self)
         return self.target.shape.total_weight_bytes + drafter_weight_bytes(
             self.target, self.drafter, self.draft_model
         )
@@ -379,7 +404,7 @@ class Scenario:
             "description": self.description,
             "seed": self.seed,
             "model": to_dict(self.model),
-            "hardware": to_dict(self.hardware),
+            "hardware": _hardware_data(self.hardware),
             "costs": to_dict(self.costs),
             "routing": to_dict(self.routing),
             "acceptance": to_dict(self.acceptance),
@@ -387,6 +412,7 @@ class Scenario:
             "engine": to_dict(self.engine),
             "speculation": to_dict(self.speculation),
             "slo": to_dict(self.slo),
+            **({"offload": to_dict(self.offload)} if self.offload != OffloadConfig() else {}),
             "policies": [{"name": p.name, "label": p.label, **p.params()} for p in self.policies],
         }
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from simspec.costs.base import CostModel, draft_phase_by_depth
 from simspec.costs.calibrated import CalibratedCostModel
+from simspec.costs.offload import OffloadCostModel
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost
 
@@ -46,6 +47,24 @@ def verify_totals(
         return cost_model.verify_totals(
             tokens_per_request, context_tokens, unique_experts, counts, unique_index
         )
+    if type(cost_model) is OffloadCostModel:  # the base's totals, each plus its expected loads
+        base = verify_totals(
+            cost_model.base,
+            tokens_per_request,
+            context_tokens,
+            unique_experts,
+            counts=counts,
+            unique_index=unique_index,
+        )
+        tokens = np.asarray(tokens_per_request)
+        if counts is not None:
+            tokens = np.repeat(tokens, counts, axis=1)
+        unique = np.asarray(unique_experts, dtype=float)
+        if unique_index is not None:
+            unique = np.take_along_axis(unique, np.asarray(unique_index), axis=0)
+        exposed = cost_model.expected_exposed_s
+        rows = zip(base.tolist(), tokens, unique, strict=True)
+        return np.array([t + exposed(t, n, u) for t, n, u in rows], dtype=float)
     tokens, ctx = np.asarray(tokens_per_request), np.asarray(context_tokens)
     if counts is not None:  # the batch each row stands for
         tokens, ctx = np.repeat(tokens, counts, axis=1), np.repeat(ctx, counts, axis=1)
@@ -200,7 +219,8 @@ def speculation_overhead_totals(
     where the model prices it unchanged, else step by step."""
     committed, ctx = np.asarray(accepted_tokens), np.asarray(context_tokens)
     drafter = _drafter_roofline(cost_model)
-    if drafter is not None and type(cost_model).speculation_overhead_s in (
+    own = cost_model.base if type(cost_model) is OffloadCostModel else cost_model
+    if drafter is not None and type(own).speculation_overhead_s in (
         RooflineCostModel.speculation_overhead_s,
         CalibratedCostModel.speculation_overhead_s,
     ):
@@ -236,7 +256,10 @@ def tree_draft_phase_s(
 
 
 def _drafter_roofline(cost_model: CostModel) -> RooflineCostModel | None:
-    """The roofline that prices ``cost_model``'s draft steps unchanged, if there is one."""
+    """The roofline that prices ``cost_model``'s draft steps unchanged, if there is one (an
+    offloading wrapper's drafts are its base model's: the drafter's weights stay resident)."""
+    if type(cost_model) is OffloadCostModel:
+        return _drafter_roofline(cost_model.base)
     own = type(cost_model).draft_step
     if isinstance(cost_model, RooflineCostModel) and own is RooflineCostModel.draft_step:
         return cost_model

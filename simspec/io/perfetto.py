@@ -15,6 +15,11 @@ Each simulated run (one row of a result: a policy, the k = 0 baseline, the oracl
   mean distinct routed experts per MoE layer and the pass's time components
   (:data:`~simspec.sim.records.PASS_PARTS`, in ms), then, when the engine has one, a
   ``speculation overhead`` span (verify bookkeeping and the drafter's extend);
+* ``host link`` (only when experts are offloaded, ``[offload]``): one ``copy`` span per pass
+  that copied experts, from its first copy's start (inside the draft phase for draft-guided
+  prefetch) for the time the link spent on the pass's copies, with the experts it needed,
+  missed and copied, and the time the pass waited on them; the copies of a pass interleave
+  with its layers' compute, so the span is their busy time laid end to end;
 * ``batch`` and ``unique experts``: counters sampled at every step;
 * ``requests N``: each request's span from arrival to its last token, split into ``waiting +
   prefill`` (arrival to first token) and ``decode``. Requests overlap, and a track shows only
@@ -37,6 +42,7 @@ from simspec.sim.records import PASS_PARTS, PrefillRecord, RequestRecord, StepRe
 
 #: Thread ids of the fixed tracks; request lanes follow from :data:`FIRST_LANE_TID`.
 GPU_TID = 1
+LINK_TID = 2
 COUNTER_TID = 0
 FIRST_LANE_TID = 10
 
@@ -116,6 +122,28 @@ def _gpu_events(records: Records, pid: int) -> list[dict[str, Any]]:
     return events
 
 
+def _link_events(records: Records, pid: int) -> list[dict[str, Any]]:
+    """The ``host link`` track: the copies of every pass (module docstring)."""
+    off = getattr(records, "offload", None)
+    if off is None:
+        return []
+    events = []
+    for i in range(len(off.start_s)):
+        if off.copy_s[i] <= 0:
+            continue
+        start = off.start_s[i] + off.link_start_s[i]
+        args = {
+            "pass": "decode" if off.decode[i] else "prefill",
+            "experts_needed": off.needed[i],
+            "experts_missed": off.missed[i],
+            "experts_copied": off.copied[i],
+            "gb": round(off.copied_bytes[i] / 1e9, 6),
+            "exposed_ms": _ms(off.exposed_s[i]),
+        }
+        events.append(_span("copy", pid, LINK_TID, start, start + off.copy_s[i], args))
+    return events
+
+
 def request_lanes(requests: Iterable[RequestRecord]) -> dict[int, int]:
     """Lane of each request id: greedy interval packing in (arrival, id) order, no overlaps."""
     ends: list[float] = []
@@ -182,11 +210,15 @@ def trace_events(
             _meta("thread_name", pid, GPU_TID, "GPU"),
             _meta("thread_sort_index", pid, GPU_TID, 0),
         ]
+        link = _link_events(records, pid)
+        if link:
+            events.append(_meta("thread_name", pid, LINK_TID, "host link"))
+            events.append(_meta("thread_sort_index", pid, LINK_TID, 0))
         for lane in range(max(lanes.values(), default=-1) + 1):
             tid = FIRST_LANE_TID + lane
             events.append(_meta("thread_name", pid, tid, f"requests {lane}"))
             events.append(_meta("thread_sort_index", pid, tid, 1 + lane))
-        spans += _gpu_events(records, pid) + _request_events(records, pid, lanes)
+        spans += _gpu_events(records, pid) + link + _request_events(records, pid, lanes)
     spans.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e.get("dur", 0.0)))
     return {
         "traceEvents": events + spans,

@@ -4,13 +4,50 @@ A :class:`GpuSpec` holds HBM capacity and bandwidth, dense bf16 tensor throughpu
 SM count (catalog files under ``simspec/catalog/gpus`` cite the data sheets). Achieved fractions
 of these peaks are *not* here: they are named efficiencies of the cost model
 (``simspec.params.RooflineParams``), assumed by default and measured by ``simspec calibrate``
-into a calibration profile (``simspec.profile``, files under ``calibration/``)."""
+into a calibration profile (``simspec.profile``, files under ``calibration/``).
+
+The host link (PCIe generation and lanes, the host-to-device bandwidth reached from pinned and
+from pageable memory, the fixed cost of one copy) is what offloaded experts cross; a
+:class:`HostSpec` holds the host side (DRAM bandwidth and CPU FLOP/s an expert computed on the
+CPU runs at, host RAM). Unlike the HBM and FLOP peaks, the link bandwidths are *reached* values:
+a copy engine never reaches the PCIe line rate (:data:`PCIE_REACHED_FRACTION`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simspec.errors import FieldError
 from simspec.schema import param
+
+#: PCIe line rate per lane and direction after line coding, bytes/s, by generation: 8 GT/s
+#: 128b/130b (gen 3), 16 GT/s (gen 4), 32 GT/s (gen 5), 64 GT/s PAM4 with 242 of 256 FLIT
+#: bytes carrying data (gen 6) (PCI-SIG, https://pcisig.com/specifications; x16 per direction:
+#: 15.75, 31.5, 63.0 and 121 GB/s).
+PCIE_LANE_BYTES_PER_S: dict[int, float] = {
+    1: 2.5e9 * 0.8 / 8,
+    2: 5e9 * 0.8 / 8,
+    3: 8e9 * 128 / 130 / 8,
+    4: 16e9 * 128 / 130 / 8,
+    5: 32e9 * 128 / 130 / 8,
+    6: 64e9 * 242 / 256 / 8,
+}
+
+#: Fraction of the PCIe line rate a pinned host-to-device copy reaches (TLP headers, flow
+#: control, DMA descriptors): 0.8 gives 12.6 / 25.2 / 50.4 GB/s on gen 3 / 4 / 5 x16, inside
+#: the published reached rates: ~12 GB/s on PCIe 3 x16 (bandwidthTest, P100 PCIe: 12.15 GB/s,
+#: https://github.com/mpicbg-scicomp/gearshifft/pull/82), 21-26 GB/s on PCIe 4 x16 (25 GB/s on
+#: A100, https://github.com/ZaidQureshi/bam/issues/54; ~24 typical in the offloading papers,
+#: arXiv 2312.17238, 2402.07033, 2510.10302) and ~50-55 GB/s on PCIe 5 x16.
+PCIE_REACHED_FRACTION = 0.8
+
+#: Pageable host memory reaches about a third of pinned (the driver stages each chunk through a
+#: pinned bounce buffer with a CPU memcpy): ~3x slower in the offloading papers, ~8 GB/s on a
+#: PCIe 5 RTX 5090 (https://github.com/toyaix/tritonllm/pull/41).
+PAGEABLE_FRACTION_OF_PINNED = 1 / 3
+
+#: Fixed cost of one host-to-device cudaMemcpyAsync (runtime + driver submission, DMA setup):
+#: 5-7 us per call measured for many small copies (DualPath, arXiv 2602.21548, section 5.2).
+HOST_COPY_LATENCY_S = 6e-6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +100,63 @@ class GpuSpec:
         lt=1e-3,
     )
 
+    pcie_generation: int = param(0, "PCIe generation of the host link (0 = not stated)", ge=0, le=6)
+    pcie_lanes: int = param(0, "PCIe lanes of the host link (0 = not stated)", ge=0, le=32)
+    host_link_pinned_bytes_per_s: float = param(
+        0.0,
+        "host-to-device bandwidth reached from pinned host memory, bytes/s (0 = derive: "
+        "generation x lanes line rate x 0.8, simspec.physics.hardware.PCIE_REACHED_FRACTION)",
+        ge=0,
+        le=1e13,
+    )
+    host_link_pageable_bytes_per_s: float = param(
+        0.0,
+        "host-to-device bandwidth reached from pageable host memory, bytes/s (0 = derive: a "
+        "third of pinned)",
+        ge=0,
+        le=1e13,
+    )
+    host_copy_latency_s: float = param(
+        HOST_COPY_LATENCY_S,
+        "fixed cost of one host-to-device copy (cudaMemcpyAsync submission + DMA setup), s "
+        "(default 6 us: 5-7 us measured, arXiv 2602.21548)",
+        ge=0,
+        lt=1e-2,
+    )
+
+    def __post_init__(self) -> None:
+        if self.pcie_generation and not self.pcie_lanes:
+            raise FieldError("pcie_lanes", "lanes (1-32) with pcie_generation", self.pcie_lanes)
+        if self.pcie_lanes and not self.pcie_generation:
+            raise FieldError(
+                "pcie_generation", "a generation (1-6) with pcie_lanes", self.pcie_generation
+            )
+
+    def host_link_bytes_per_s(self, pinned: bool = True) -> float:
+        """Host-to-device bandwidth reached from pinned (or pageable) host memory, bytes/s.
+
+        The stated value when the catalog or scenario gives one; else derived from the PCIe
+        generation and lanes: line rate x :data:`PCIE_REACHED_FRACTION` for pinned, that times
+        :data:`PAGEABLE_FRACTION_OF_PINNED` for pageable (a stated pinned value is the base of a
+        derived pageable one). 0.0 when neither the bandwidth nor the link is stated.
+
+        Examples
+        --------
+        >>> g = GpuSpec(name="g", memory_bytes=1e10, hbm_bytes_per_s=1e12,
+        ...             bf16_flops_per_s=1e14, pcie_generation=4, pcie_lanes=16)
+        >>> pinned, pageable = g.host_link_bytes_per_s(), g.host_link_bytes_per_s(pinned=False)
+        >>> round(pinned / 1e9, 2), round(pageable / 1e9, 2)
+        (25.21, 8.4)
+        """
+        pinned_bps = self.host_link_pinned_bytes_per_s or (
+            PCIE_LANE_BYTES_PER_S.get(self.pcie_generation, 0.0)
+            * self.pcie_lanes
+            * PCIE_REACHED_FRACTION
+        )
+        if pinned:
+            return pinned_bps
+        return self.host_link_pageable_bytes_per_s or pinned_bps * PAGEABLE_FRACTION_OF_PINNED
+
     def kernel_floor_s(self, cuda_graphs: bool) -> float:
         """The per-kernel floor of a pass launched from a CUDA graph or eagerly."""
         return self.kernel_floor_graph_s if cuda_graphs else self.kernel_floor_eager_s
@@ -71,3 +165,42 @@ class GpuSpec:
     def ridge_flops_per_byte(self) -> float:
         """Arithmetic intensity above which a kernel is compute-bound at peak."""
         return self.bf16_flops_per_s / self.hbm_bytes_per_s
+
+
+#: Host defaults: a desktop that runs a single-GPU offloaded deployment.
+#: Dual-channel DDR5-5600: 2 x 8 B x 5.6 GT/s = 89.6 GB/s peak; a streaming read reaches ~70 %
+#: of it (STREAM on dual-channel DDR5 desktops: ~60-70 GB/s), so 64 GB/s. An 8-channel DDR4-3200
+#: server has 204.8 GB/s peak (~150 reached); set it in ``[hardware.host]``.
+HOST_MEMORY_BYTES_PER_S = 64e9
+#: A 16-core AVX2/AVX-512 desktop CPU (Zen 4 / Raptor Lake class): 16 cores x 2 FMA pipes x 8
+#: fp32 lanes x 2 FLOP x ~4 GHz = 2 TFLOP/s fp32 peak; a GEMV of one token is memory-bound far
+#: below it, so the default only matters for many tokens per expert.
+HOST_CPU_FLOPS_PER_S = 2e12
+#: 128 GB of host RAM: enough for Mixtral-8x7B's experts in bf16 (~90 GB), as the offloading
+#: papers' machines have (Fiddler, SP-MoE: 128-256 GB).
+HOST_MEMORY_BYTES = 128e9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSpec:
+    """The host an offloaded expert lives on (scenario table ``[hardware.host]``): the DRAM
+    bandwidth and CPU FLOP/s an expert computed on the CPU runs at, and the RAM that must hold
+    the offloaded experts. Defaults: a 16-core desktop with dual-channel DDR5 (module
+    constants)."""
+
+    memory_bytes_per_s: float = param(
+        HOST_MEMORY_BYTES_PER_S,
+        "host DRAM bandwidth a CPU-computed expert reads its weights at, bytes/s (reached, not "
+        "peak; default: dual-channel DDR5 desktop)",
+        gt=0,
+        le=1e13,
+    )
+    cpu_flops_per_s: float = param(
+        HOST_CPU_FLOPS_PER_S,
+        "CPU fp32/bf16 throughput for an expert's GEMV/GEMM, FLOP/s (default: 16-core desktop)",
+        gt=0,
+        le=1e16,
+    )
+    memory_bytes: float = param(
+        HOST_MEMORY_BYTES, "host RAM holding the offloaded experts, bytes", gt=0, le=1e15
+    )

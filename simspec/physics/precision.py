@@ -10,6 +10,20 @@ parameter are what the roofline needs (block scales included):
   4.25 bits = 0.53125 bytes (gpt-oss ships its routed experts this way).
 - ``nvfp4`` (NVIDIA NVFP4: 4-bit E2M1 values, one FP8 E4M3 scale per block of 16, plus one fp32
   scale per tensor): 4.5 bits = 0.5625 bytes.
+- ``int2``, ``int3``, ``int4``: integer weights with a scale and a zero point per group, as HQQ
+  stores them (https://github.com/mobiusml/hqq; ``quant_scale`` / ``quant_zero``: the group's
+  scale and zero are themselves quantised to 8 bits, with an fp16 scale and zero per 128 of
+  them, i.e. 64 bits per 128 groups). The group sizes are Mixtral-offloading's (arXiv
+  2312.17238; its configuration: experts ``nbits=2, group_size=16``, attention ``nbits=4,
+  group_size=64``, https://github.com/dvmazur/mixtral-offloading):
+
+  * ``int2``: 2 + 16/16 + 0.5/16 = 3.03125 bits (group 16);
+  * ``int3``: HQQ packs ten 3-bit values per 32-bit word (3.2 bits) + 16/32 + 0.5/32 = 3.715625
+    bits (group 32: the paper's model sizes, 17.54 GB with 2-bit and 21.37 GB with 3-bit
+    experts, differ by 1.218x, which 3.03 vs 3.72 bits on 45.1 B expert parameters plus 1.23 GB
+    of 4-bit attention and fp16 embeddings reproduces, 1.218x; group 64 would give 1.14x);
+  * ``int4``: 4 + 16/64 + 0.5/64 = 4.2578125 bits (group 64; GPTQ/AWQ's 4 bits + an fp16 scale
+    and zero per 128 is 4.25).
 
 A scenario's ``[model] precision`` sets the routed experts, the always-active FFN weights (shared
 experts and dense FFN layers) and the attention projections; ``expert_precision``,
@@ -33,6 +47,9 @@ BYTES_PER_PARAM: dict[str, float] = {
     "fp8": 1.0,
     "mxfp4": 4.25 / 8,
     "nvfp4": 4.5 / 8,
+    "int2": (2 + 16 / 16 + 0.5 / 16) / 8,
+    "int3": (3.2 + 16 / 32 + 0.5 / 32) / 8,
+    "int4": (4 + 16 / 64 + 0.5 / 64) / 8,
 }
 
 #: ``[model] precision`` values: the catalog's numbers, or one of :data:`BYTES_PER_PARAM`.

@@ -10,8 +10,11 @@ array call (:func:`simspec.costs.batch.step_costs`, bounded chunks) and lays the
 one cumulative sum over the run's passes in order, which adds each duration to the clock as
 SimPy does. The log equals the SimPy run's (``tests/sim/test_deferred.py``).
 
-An open loop (arrivals at given times), a policy that reads costs and draft trees keep the
-timed path (:func:`simspec.sim.engine.run_policy` chooses).
+An open loop (arrivals at given times), a policy that reads costs, draft trees and an expert
+cache with a state (offloaded experts under sampled routing: its state follows the passes in
+time order) keep the timed path (:func:`simspec.sim.engine.run_policy` chooses). Offloaded
+experts under analytic routing are priced here too: each step's base price in the array call,
+then its expected loads (:meth:`~simspec.costs.offload.OffloadCostModel.load`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dataclasses import replace
 import numpy as np
 
 from simspec.costs.batch import StepCosts, step_costs
+from simspec.costs.offload import LoadedPass
 from simspec.policies.base import BudgetPolicy
-from simspec.sim.records import PASS_PARTS, PrefillRecord, RequestRecord, RunLog
+from simspec.sim.records import PASS_PARTS, OffloadLog, PrefillRecord, RequestRecord, RunLog
 from simspec.sim.schedule import Prefill, schedule
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, StepOutcome, mean_unique
@@ -39,6 +43,8 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
         and setup.tree is None
         and not policy.reads_costs
         and policy.tree_family() is None
+        # a sampled cache's state follows the passes in time order
+        and (setup.offload is None or setup.references.routing.mode == "analytic")
     )
 
 
@@ -52,6 +58,11 @@ class _Steps:
 
     def __init__(self, setup: EngineSetup):
         self.costs = setup.cost_model
+        self.offload = setup.offload
+        if self.offload is not None:  # base prices in bulk, then each step's loads
+            self.costs = self.offload.base
+        self.loaded: list[LoadedPass] = []  # offloaded experts: every step's loads, in order
+        self.pending: list[LoadedPass | None] = []  # those of the chunk being priced
         self.outcomes: list[StepOutcome] = []  # not priced yet
         self.floats = {name: array("d") for name in _FLOATS}
         self.ints = {name: array("q") for name in _INTS}
@@ -68,6 +79,7 @@ class _Steps:
     def price(self) -> None:
         """Price the steps not priced yet, one array call per batch size."""
         todo = self.outcomes
+        self.pending = [None] * len(todo)
         by_size: dict[int, list[int]] = {}
         for j, outcome in enumerate(todo):
             by_size.setdefault(len(outcome.drafts), []).append(j)
@@ -93,6 +105,11 @@ class _Steps:
                     costs, "speculation_overhead_s" if name == "extra_s" else name
                 )
             fallback[rows] = costs.fallback_terms
+            if self.offload is not None:
+                loaded = self._load(group, costs, unique)
+                prices["moe_s"][rows] = [one.cost.moe_s for one in loaded]
+                for j, one in zip(rows, loaded, strict=True):
+                    self.pending[j] = one
         drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
         prices["extra_s"][drafted == 0] = 0.0  # as in step: no overhead when nobody drafts
         f, n = self.floats, self.ints
@@ -111,7 +128,34 @@ class _Steps:
         n["accepted"].extend([o.accepted_total for o in todo])
         n["probes"].extend([o.probes for o in todo])
         n["batch_size"].extend([len(o.drafts) for o in todo])
+        if self.offload is not None:
+            self.loaded.extend(one for one in self.pending if one is not None)
         todo.clear()
+
+    def _load(
+        self, group: list[StepOutcome], costs: StepCosts, unique: np.ndarray
+    ) -> list[LoadedPass]:
+        """Each step of ``group`` (priced as ``costs``) with its expected loads, as
+        :func:`simspec.sim.step.step` prices them."""
+        off = self.offload
+        assert off is not None
+        guided = off.model.prefetch == "draft_guided"
+        out = []
+        for i, outcome in enumerate(group):
+            fed = outcome.drafts + 1
+            misses = off.expected_misses(fed, unique[i])
+            drafted = outcome.drafted_total
+            out.append(
+                off.load(
+                    costs.verify(i),
+                    unique[i],
+                    misses,
+                    sum(fed.tolist()),
+                    lead_s=float(costs.draft_s[i]) if guided else 0.0,
+                    predicted=bool(drafted) or not guided,
+                )
+            )
+        return out
 
 
 def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
@@ -151,6 +195,8 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     ends = np.cumsum(durations)  # the clock after each pass, added in order as SimPy does
     starts = np.concatenate([[0.0], ends[:-1]])
     log = RunLog()
+    if steps.offload is not None:
+        log.offload = _offload_log(order, starts, prefills, steps)
     for index in np.flatnonzero(~is_step).tolist():
         prefill = prefills[-1 - int(order[index])]
         start = float(starts[index])
@@ -179,4 +225,21 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
         log.requests.append(
             replace(record, arrival_s=arrival, first_token_s=first_token, finish_s=finish)
         )
+    return log
+
+
+def _offload_log(
+    order: np.ndarray, starts: np.ndarray, prefills: list[Prefill], steps: _Steps
+) -> OffloadLog:
+    """The link's work in time order, as :func:`simspec.sim.engine.serve` records it."""
+    log = OffloadLog()
+    draft = steps.floats["draft_s"]
+    for index, which in enumerate(order.tolist()):
+        start = float(starts[index])
+        if which >= 0:
+            log.append(start + draft[which], steps.loaded[which], True)
+        else:
+            loaded = prefills[-1 - which].loaded
+            if loaded is not None:
+                log.append(start, loaded, False)
     return log

@@ -28,7 +28,7 @@ import simpy
 
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.deferred import deferrable, run_deferred
-from simspec.sim.records import PrefillRecord, RunLog
+from simspec.sim.records import OffloadLog, PrefillRecord, RunLog
 from simspec.sim.schedule import Arrivals, Prefill, schedule
 from simspec.sim.setup import EngineSetup
 from simspec.sim.step import EngineState, StepOutcome
@@ -72,6 +72,8 @@ def serve(
             outcome = request
             assert outcome.verify is not None  # priced
             start = env.now
+            if outcome.loaded is not None and log.offload is not None:
+                log.offload.append(start + outcome.draft_s, outcome.loaded, True)
             yield env.timeout(outcome.duration_s)
             steps.append(
                 start,
@@ -89,6 +91,8 @@ def serve(
             reply = env.now
         elif type(request) is Prefill:
             start = env.now
+            if request.loaded is not None and log.offload is not None:
+                log.offload.append(start, request.loaded, False)
             yield env.timeout(request.cost.total_s)
             log.prefills.append(
                 PrefillRecord(start, request.requests, request.tokens, request.cost)
@@ -119,7 +123,7 @@ def run_policy(setup: EngineSetup, policy: BudgetPolicy, *, timed: bool | None =
         return run_deferred(setup, policy)
     env = simpy.Environment()
     queue = simpy.Store(env)
-    log = RunLog()
+    log = RunLog(offload=OffloadLog() if setup.offload is not None else None)
     env.process(arrivals(env, queue, setup))
     env.process(serve(env, queue, setup, policy, log))
     env.run()

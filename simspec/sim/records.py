@@ -17,6 +17,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from simspec.costs.offload import LoadedPass
 from simspec.params import PassCost
 
 
@@ -261,12 +262,44 @@ class RequestRecord:
 
 
 @dataclass
+class OffloadLog:
+    """The host link's work when experts are offloaded: one entry per pass (decode steps and
+    prefills, in time order); the pass's start, its experts needed, missed and sent over the
+    link (Σ over layers), the link's busy time, when its first copy started (from the pass's
+    start; < 0 during the draft phase) and the time the pass waited on its loads."""
+
+    start_s: array = field(default_factory=lambda: array("d"))
+    needed: array = field(default_factory=lambda: array("d"))
+    missed: array = field(default_factory=lambda: array("d"))
+    copied: array = field(default_factory=lambda: array("d"))
+    copied_bytes: array = field(default_factory=lambda: array("d"))
+    copy_s: array = field(default_factory=lambda: array("d"))
+    link_start_s: array = field(default_factory=lambda: array("d"))
+    exposed_s: array = field(default_factory=lambda: array("d"))
+    decode: array = field(default_factory=lambda: array("b"))  # 1: a decode step, 0: prefill
+
+    def append(self, start_s: float, loaded: LoadedPass, decode: bool) -> None:
+        """Record one pass starting at ``start_s`` (the verify pass's start for a step)."""
+        pipe = loaded.pipeline
+        self.start_s.append(start_s)
+        self.needed.append(loaded.needed)
+        self.missed.append(loaded.missed)
+        self.copied.append(loaded.copied)
+        self.copied_bytes.append(loaded.copied_bytes)
+        self.copy_s.append(pipe.copy_s)
+        self.link_start_s.append(pipe.link_start_s)
+        self.exposed_s.append(pipe.exposed_s)
+        self.decode.append(1 if decode else 0)
+
+
+@dataclass
 class RunLog:
     """Everything one simulation run recorded."""
 
     steps: StepLog = field(default_factory=StepLog)
     prefills: list[PrefillRecord] = field(default_factory=list)
     requests: list[RequestRecord] = field(default_factory=list)
+    offload: OffloadLog | None = None  # experts offloaded: the link's work
 
     def mean_tpot_s(self) -> float:
         """Mean time per output token after the first, over the finished requests."""

@@ -30,6 +30,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from simspec.costs.offload import LoadedPass
 from simspec.params import PassCost
 from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import RequestRecord
@@ -53,6 +54,7 @@ class Prefill:
     requests: int
     tokens: int
     cost: PassCost
+    loaded: LoadedPass | None = None  # its loads when experts are offloaded
 
 
 Request = Arrivals | Prefill | StepOutcome
@@ -87,7 +89,11 @@ def schedule(
         admitted = state.admissible(waiting, max_batch, kv_capacity)
         if admitted:
             prompts = state.table.prompt[admitted]
-            now = yield Prefill(len(admitted), int(prompts.sum()), prefill(prompts))
+            if setup.offload is None:
+                now = yield Prefill(len(admitted), int(prompts.sum()), prefill(prompts))
+            else:
+                loaded = setup.offload.prefill_loaded(prompts)
+                now = yield Prefill(len(admitted), int(prompts.sum()), loaded.cost, loaded)
             state.admit(admitted, now)
         outcome = step(state, policy, setup, priced=priced)
         now = yield outcome

@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from simspec import rng
+from simspec.config._memory import cache_experts_per_layer
 from simspec.config.scenario import Scenario
 from simspec.config.speculation import DEFAULT_RANK_DECAY
 from simspec.costs.base import COST_MODELS, CostModel
+from simspec.costs.offload import OffloadCostModel, OffloadModel, pair_reuse
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
 from simspec.sim.tree import TreeSpeculation
@@ -36,6 +38,9 @@ class EngineSetup:
     tree: TreeSpeculation | None = None  # draft trees ([speculation]); None: chains
     #: ``[speculation] rank_decay``: the trees of a tree-aware policy's shapes read it too.
     rank_decay: float = DEFAULT_RANK_DECAY
+    #: Experts in host memory ([offload]): ``cost_model`` is this wrapper, which also holds
+    #: the base model; None when every expert is resident.
+    offload: OffloadCostModel | None = None
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -99,9 +104,10 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
         acceptance_trace=replayed[1],
         draft_bound=draft_bound(s, oracle=oracle),
     )
+    offload = offload_costs(s, cost_model, references) if s.offload.enabled else None
     return EngineSetup(
         references=references,
-        cost_model=cost_model,
+        cost_model=offload or cost_model,
         workload=s.workload,
         arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
         kv_capacity_bytes=s.usable_memory_bytes - s.weight_bytes,
@@ -115,4 +121,49 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
             else None
         ),
         rank_decay=s.speculation.rank_decay,
+        offload=offload,
     )
+
+
+def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> OffloadCostModel:
+    """``base`` wrapped with the loads of ``s``'s offloaded experts
+    (:class:`~simspec.costs.offload.OffloadCostModel`): the link, host and cache of
+    ``[offload]``, the routing's popularity, and the lag-1 reuse of consecutive passes from the
+    routing's expected unions (:func:`~simspec.costs.offload.pair_reuse`, memoised per batch
+    composition)."""
+    o, shape, host = s.offload, s.target.shape, s.host
+    link = (
+        o.link_gb_per_s * 1e9
+        if o.link_gb_per_s is not None
+        else s.gpu.host_link_bytes_per_s(o.pinned)
+    )
+    model = OffloadModel(
+        num_moe_layers=shape.num_moe_layers,
+        num_experts=shape.num_experts,
+        experts_per_token=shape.experts_per_token,
+        expert_bytes=shape.expert_bytes,
+        expert_flops_per_token=2.0 * shape.expert_params,
+        link_bytes_per_s=link,
+        copy_latency_s=s.gpu.host_copy_latency_s,
+        capacity=cache_experts_per_layer(s),
+        policy=o.cache_policy,
+        prefetch=o.prefetch,
+        prefetch_accuracy=o.prefetch_accuracy,
+        miss=o.miss,
+        host_bytes_per_s=host.memory_bytes_per_s,
+        cpu_flops_per_s=host.cpu_flops_per_s,
+        inclusion=references.inclusion_probabilities,
+    )
+    memo: dict[bytes, np.ndarray] = {}
+
+    def reuse(tokens: np.ndarray) -> np.ndarray:
+        fed = np.asarray(tokens, dtype=np.int64)
+        key = fed.tobytes()
+        found = memo.get(key)
+        if found is None:
+            single = references.expected_unique(fed, fed)
+            double = references.expected_unique(2 * fed, 2 * fed)
+            found = memo[key] = pair_reuse(single, double)
+        return found
+
+    return OffloadCostModel(base, model, reuse)

@@ -29,9 +29,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from simspec.costs.batch import draft_phase_s
+from simspec.costs.offload import LoadedPass
 from simspec.params import PassCost
 from simspec.policies.base import BatchView, BudgetPolicy, StepFeedback
 from simspec.sim.decide import depth_decider
+from simspec.sim.expert_cache import ExpertCache
 from simspec.sim.marginal import StepPlan, UnionModel, shape_shares_s
 from simspec.sim.records import RequestRecord
 from simspec.sim.setup import EngineSetup
@@ -77,6 +79,9 @@ class EngineState:
     family: tuple[TreeShape, ...] | None = None
     family_table: np.ndarray | None = None
     family_trees: TreeSpeculation | None = None
+    #: The GPU's expert cache when experts are offloaded and routing is sampled (analytic
+    #: routing prices the expected hit rate instead).
+    cache: ExpertCache | None = None
 
     @classmethod
     def start(cls, setup: EngineSetup, policy: BudgetPolicy) -> EngineState:
@@ -107,6 +112,15 @@ class EngineState:
                 else family_trees(
                     refs, setup.rank_decay, setup.max_draft_tokens, int(shapes[:, 1].max())
                 )
+            ),
+            cache=(
+                ExpertCache(
+                    int(setup.offload.model.capacity),
+                    setup.offload.model.policy,
+                    refs.inclusion_probabilities,
+                )
+                if setup.offload is not None and refs.routing.mode != "analytic"
+                else None
             ),
         )
 
@@ -164,6 +178,8 @@ class EngineState:
                 history.successes.append(accepted_total)
                 history.trials.append(judged)
         self.memory = outcome.memory
+        if self.cache is not None and outcome.needed is not None:
+            self.cache.after(outcome.needed)
         return finished
 
 
@@ -199,6 +215,10 @@ class StepOutcome(NamedTuple):
     contexts: np.ndarray  # (B,) context tokens at the step
     run: np.ndarray  # (B,) draft steps run (drafts + probes)
     unique: np.ndarray  # (layers,) distinct routed experts of the verify pass
+    #: Offloaded experts: the verify pass's loads (None: every expert resident) and, with
+    #: sampled routing, the experts it used per layer ((layers, N), the cache's update).
+    loaded: LoadedPass | None = None
+    needed: np.ndarray | None = None
 
 
 def decide(
@@ -278,14 +298,20 @@ def step(
         states = list(zip(active.request_id.tolist(), active.position.tolist(), strict=True))
         drafts, accepted = tree.verify_plan(refs, states, ks, topks, budgets)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
+    needed: np.ndarray | None = None
     if state.analytic and tree is not None:  # trees: their siblings route alike
         unique = refs.expected_unique(fed, committed, tree.shapes(ks, topks, budgets))
     elif state.analytic:  # an expectation over the fed and committed counts
         unique = refs.expected_unique(fed, committed)
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
-        unique = refs.pass_unique_experts(triples, accepted)
+        if state.cache is not None:  # the cache needs the sets themselves
+            needed = refs.pass_experts(triples, accepted)
+            unique = np.count_nonzero(needed, axis=1).astype(float)
+        else:
+            unique = refs.pass_unique_experts(triples, accepted)
     asked_total = sum(ks.tolist())  # small int arrays: faster than a numpy reduction
+    loaded: LoadedPass | None = None
     verify: PassCost | None = None
     draft_s = extra_s = duration_s = math.nan
     if priced:
@@ -293,7 +319,11 @@ def step(
             draft_s = draft_phase_s(costs, contexts, run)
         else:  # k_b is the depth of request b's draft tree (simspec.sim.tree)
             draft_s = tree.draft_phase_s(costs, contexts, run, topks)
-        verify = costs.verify_pass(fed, contexts, unique)
+        if setup.offload is None:
+            verify = costs.verify_pass(fed, contexts, unique)
+        else:
+            loaded = _loaded(state, setup, fed, contexts, unique, needed, draft_s, asked_total)
+            verify = loaded.cost
         # Verify bookkeeping + the drafter's extend (engine presets; 0 if ideal or nobody drafts).
         extra_s = costs.speculation_overhead_s(committed, contexts) if asked_total else 0.0
         duration_s = draft_s + verify.total_s + extra_s
@@ -318,4 +348,37 @@ def step(
         contexts,
         run,
         unique,
+        loaded,
+        needed,
+    )
+
+
+def _loaded(
+    state: EngineState,
+    setup: EngineSetup,
+    fed: np.ndarray,
+    contexts: np.ndarray,
+    unique: np.ndarray,
+    needed: np.ndarray | None,
+    draft_s: float,
+    drafted: int,
+) -> LoadedPass:
+    """The verify pass with its offloaded experts loaded: the misses against the cache
+    (sampled routing) or their expectation (analytic); draft-guided prefetch overlaps the
+    draft phase and predicts nothing in a step without drafts."""
+    off = setup.offload
+    assert off is not None
+    base = off.base.verify_pass(fed, contexts, unique)
+    if state.cache is not None and needed is not None:
+        misses = state.cache.misses(needed)
+    else:
+        misses = off.expected_misses(fed, unique)
+    guided = off.model.prefetch == "draft_guided"
+    return off.load(
+        base,
+        unique,
+        misses,
+        sum(fed.tolist()),
+        lead_s=draft_s if guided else 0.0,
+        predicted=bool(drafted) or not guided,
     )

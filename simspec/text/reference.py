@@ -275,6 +275,19 @@ class ReferenceSet:
         routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
         return union_sizes(routing, self.num_experts).astype(float)
 
+    def pass_experts(
+        self, fed: np.ndarray, accepted: Sequence[int] | np.ndarray | None = None
+    ) -> np.ndarray:
+        """The experts one pass loads, per MoE layer, as membership (num_moe_layers, N): the
+        union of its tokens' experts (sampled routing; ``fed`` and ``accepted`` as
+        :meth:`pass_unique_experts`, whose counts are this table's row sums)."""
+        routing = self._pass_routing(fed, accepted)
+        tokens, layers = routing.shape[:2]
+        member = np.zeros((layers, self.num_experts), dtype=bool)
+        if tokens and layers:
+            member[np.arange(layers)[None, :, None], routing.astype(np.int64)] = True
+        return member
+
     def expected_unique(
         self, fed: np.ndarray, true: np.ndarray, trees: Sequence[tuple[int, ...]] | None = None
     ) -> np.ndarray:

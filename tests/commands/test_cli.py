@@ -320,7 +320,8 @@ def test_gpus(capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "h100-sxm" in rows and "h200" in rows
     assert "NVIDIA H100 SXM5 80GB" in rows["h100-sxm"]
-    assert rows["h100-sxm"].split()[-1] == "132"
+    assert rows["h100-sxm"].split()[-4:] == ["132", "5", "x16", "50.4"]  # SMs, PCIe, 63 x 0.8
+    assert rows["rtx-4090"].split()[-3:] == ["4", "x16", "25.2"]  # 31.5 GB/s line x 0.8
 
 
 @pytest.mark.parametrize("command", COMMANDS)

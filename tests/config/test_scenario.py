@@ -133,7 +133,8 @@ def test_to_dict_fills_every_default(tmp_path):
     assert d["description"] == ""
     assert d["seed"] == 0
     assert d["model"] == _defaults(ModelConfig)
-    assert d["hardware"] == _defaults(HardwareConfig)
+    # An unset [hardware.host] is left out (the digest stays the one from before the key).
+    assert d["hardware"] == {k: v for k, v in _defaults(HardwareConfig).items() if k != "host"}
     owned = set(SCENARIO_OWNED_KEYS)  # [engine] and [workload] keys, not [costs] ones
     roofline = {k: v for k, v in _defaults(RooflineParams).items() if k not in owned}
     assert d["costs"] == {**_defaults(CostsConfig), **roofline}
@@ -180,6 +181,7 @@ def test_digest_is_stable_for_equal_scenarios(tmp_path):
         "workload.output_tokens=17",
         "hardware.memory_utilization=0.85",
         "hardware.gpu=h200",
+        "hardware.host.memory_bytes_per_s=1.5e11",
         "costs.pass_overhead_s=0.001",
         "policies[1].draft_tokens=3",
         'policies[1].label="two"',
@@ -311,7 +313,8 @@ BAD = {
     "unknown policy": (
         [('name = "fixed"\ndraft_tokens = 2', 'name = "magic"')],
         "policies[1].name",
-        "expected one of adaptive_ema, batch_table, cost_aware, fixed, fixed_tree, threshold, tree_cost_aware",
+        "expected one of adaptive_ema, batch_table, cost_aware, fixed, fixed_tree, threshold, "
+        "tree_cost_aware",
     ),
     "policy name not a string": (
         [('name = "fixed"\ndraft_tokens = 2', "name = 3")],

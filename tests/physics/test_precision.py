@@ -21,7 +21,24 @@ def test_bytes_per_parameter_of_each_format():
         "fp8": 1.0,
         "mxfp4": (32 * 4 + 8) / 32 / 8,
         "nvfp4": (16 * 4 + 8) / 16 / 8,
+        # HQQ: nbits + an 8-bit scale and zero per group + fp16 scale/zero per 128 groups.
+        "int2": (2 * 16 + 8 + 8 + 64 / 128) / 16 / 8,
+        "int3": (32 / 10 * 32 + 8 + 8 + 64 / 128) / 32 / 8,  # ten 3-bit values per int32
+        "int4": (4 * 64 + 8 + 8 + 64 / 128) / 64 / 8,
     }
+
+
+def test_hqq_sizes_reproduce_mixtral_offloadings_two_model_sizes():
+    """arXiv 2312.17238: 4-bit attention with 2-bit experts is 17.54 GB, with 3-bit experts
+    21.37 GB; their ratio fixes the 3-bit overhead (the unit, GB or GiB, cancels)."""
+    spec = catalog.get_model("mixtral-8x7b")
+
+    def size(experts: str) -> float:
+        s = with_precision(spec, "bf16", expert=experts, attention="int4").shape
+        return s.total_weight_bytes
+
+    assert size("int3") / size("int2") == pytest.approx(21.37 / 17.54, rel=0.01)
+    assert size("int2") == pytest.approx(17.54e9, rel=0.05)  # ~3.5 % above, in decimal GB
 
 
 def test_catalog_precision_is_the_catalog_spec_itself():
@@ -90,7 +107,7 @@ def test_scenario_key_changes_the_target_and_default_does_not():
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("model.precision", "int4"), ("model.expert_precision", "fp16")]
+    ("key", "value"), [("model.precision", "int8"), ("model.expert_precision", "fp16")]
 )
 def test_bad_precision_names_the_key(key, value):
     with pytest.raises(ScenarioError) as err:

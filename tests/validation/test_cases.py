@@ -100,7 +100,7 @@ reporter = "someone"
         ('gpu = "h100-sxm"', 'gpu = "h900"', "cases[0].gpu"),
         ("value = [1.0, 2.0]", "value = [1.0]", "cases[0]"),
         ("value = [1.0, 2.0]", 'value = [1.0, "a"]', "cases[0].value[1]"),
-        ('precision = "bf16"', 'precision = "int4"', "cases[0].precision"),
+        ('precision = "bf16"', 'precision = "int8"', "cases[0].precision"),
         ('source = "s"', 'source = "t"', "cases[0].source"),
         ('unit = "us"', 'unit = "ms"', "cases[0].unit"),
         ("tp = 1", "tp = 2", "cases[0].tp"),

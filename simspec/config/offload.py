@@ -1,0 +1,111 @@
+"""Routed experts in host memory behind a GPU expert cache (scenario table ``[offload]``).
+
+A single GPU that cannot hold every expert keeps them in host memory and copies what a pass
+misses over the host link (PCIe; the GPU catalog's ``host_link_*`` keys), with a per-layer
+expert cache, a prefetcher and, optionally, the misses computed on the CPU instead
+(:mod:`simspec.costs.offload` holds the physics). Without the table every expert is resident
+and results are unchanged.
+
+```toml
+[offload]
+experts = "host_pinned"        # gpu (default: nothing offloaded) | host_pinned | host_pageable
+cache_experts_per_layer = 4    # or cache_gb = 6.0 (all layers); neither: what memory is left
+cache_policy = "lru"           # lru | lfu | static (most popular) | none
+prefetch = "next_layer"        # none | next_layer | draft_guided
+prefetch_accuracy = 0.9        # fraction of a layer's missing experts the prefetcher predicts
+miss = "copy"                  # copy (wait for it) | cpu (compute it on the host)
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simspec.errors import FieldError
+from simspec.schema import param
+
+#: Where experts can live.
+PLACEMENTS = ("gpu", "host_pinned", "host_pageable")
+CACHE_POLICIES = ("lru", "lfu", "static", "none")
+PREFETCHERS = ("none", "next_layer", "draft_guided")
+MISS_MODES = ("copy", "cpu")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffloadConfig:
+    """Where routed experts live and how the GPU caches them (scenario table ``[offload]``)."""
+
+    experts: str = param(
+        "gpu",
+        "where routed experts live: gpu (all resident, no offloading), host_pinned or "
+        "host_pageable (host memory, copied over the host link at its pinned / pageable "
+        "bandwidth)",
+        choices=PLACEMENTS,
+    )
+    cache_experts_per_layer: int = param(
+        -1,
+        "GPU expert-cache slots per MoE layer (-1 = set by cache_gb, else what GPU memory is "
+        "left after the other weights and the workload's KV cache)",
+        ge=-1,
+        le=4096,
+    )
+    cache_gb: float = param(
+        -1.0,
+        "GPU expert cache over all MoE layers, GB (-1 = unset); at most one of this and "
+        "cache_experts_per_layer",
+        ge=-1,
+        le=1e5,
+    )
+    cache_policy: str = param(
+        "lru",
+        "what the cache keeps: lru (least recently used out), lfu (least frequently used out), "
+        "static (the most popular experts, fixed) or none (no cache: every pass copies its "
+        "experts)",
+        choices=CACHE_POLICIES,
+    )
+    prefetch: str = param(
+        "none",
+        "copies started before a layer needs them: none, next_layer (the next layer's gate "
+        "applied early, copies overlap this layer's compute) or draft_guided (the drafts "
+        "predict the verify pass's experts, copies overlap the draft phase)",
+        choices=PREFETCHERS,
+    )
+    prefetch_accuracy: float = param(
+        0.9,
+        "fraction of a layer's missing experts the prefetcher predicts (the rest are wrong "
+        "guesses, copied for nothing, and the missing ones are copied on demand); ~0.9 "
+        "published for next-layer gates and draft-guided prediction",
+        ge=0,
+        le=1,
+    )
+    miss: str = param(
+        "copy",
+        "what a missing expert costs: copy (the layer waits for its copy) or cpu (the host "
+        "computes it at its memory bandwidth while the GPU computes the resident ones)",
+        choices=MISS_MODES,
+    )
+    link_gb_per_s: float | None = param(
+        None,
+        "host-to-device bandwidth of the copies, GB/s (unset: the GPU's pinned or pageable "
+        "host link)",
+        gt=0,
+        le=1e4,
+    )
+
+    def __post_init__(self) -> None:
+        if self.cache_experts_per_layer >= 0 and self.cache_gb >= 0:
+            raise FieldError(
+                "cache_gb",
+                "unset (-1) when cache_experts_per_layer is set (one capacity)",
+                self.cache_gb,
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """True when experts live in host memory."""
+        return self.experts != "gpu"
+
+    @property
+    def pinned(self) -> bool:
+        """True when copies come from pinned host memory."""
+        return self.experts == "host_pinned"

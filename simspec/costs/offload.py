@@ -1,0 +1,448 @@
+"""Experts offloaded to host memory: what a pass finds in the GPU's expert cache, what it copies
+over the host link, and how long the pass then takes.
+
+When a GPU cannot hold every routed expert, they live in host memory and a per-layer expert
+cache on the GPU keeps C of each MoE layer's N experts (Mixtral-offloading, MoE-Infinity,
+HOBBIT, llama.cpp ``--n-cpu-moe``). A pass that needs the union U_l of its tokens' experts in
+layer l finds h_l of them resident and copies the other m_l = u_l − h_l over the link (or, with
+``miss = "cpu"``, computes them on the CPU at the host's memory bandwidth, as Fiddler and
+llama.cpp do). Everything here is a pure function of the pass's union sizes and misses:
+
+* :func:`hit_fractions` — the analytic expectation of the fraction of a pass's union that is
+  resident, per layer, for a cache policy (below);
+* :func:`pipeline` — a copy stream and a compute stream per layer: layer l starts when its
+  experts are resident; a prefetched copy for layer l is issued ahead (at layer l − 1's start
+  for the next layer's gate applied early, during the draft phase for draft-guided prefetch) and
+  a demand copy when layer l's router has run (the previous layer's end); one link, copies in
+  issue order. Hence max(copies, compute) ≤ pass ≤ copies + compute;
+* :class:`OffloadModel` — the scenario's constants and :meth:`OffloadModel.price`, a pass's
+  exposed load time and link traffic from its misses.
+
+Expected hit rate (analytic routing, and every policy's cost estimate). A pass uses expert e
+with probability q_e = 1 − (1 − p_e)^n, p_e the per-token inclusion probability of the routing
+model's popularity law and n chosen so that Σ_e q_e equals the pass's expected union u_l (which
+carries the temporal overlap of its tokens). Then:
+
+* ``static`` (the C most popular experts pinned) and ``lfu`` (in steady state an LFU cache holds
+  the most frequently used experts): H = Σ_{e ∈ top C} q_e / Σ_e q_e;
+* ``lru``: Che's approximation with one step of memory. Consecutive passes share experts beyond
+  chance (lag-1 reuse R = (2U(n) − U(2n)) / U(n) from the routing's own statistics); expert e
+  reappears after a pass that used it with r_e = q_e + λ(1 − q_e) (λ fitted so the q-weighted
+  mean of r_e is R) and after one that did not with q'_e = q_e(1 − r_e)/(1 − q_e) (stationary).
+  Under LRU an expert is resident iff it was used in the last T passes; T solves
+  Σ_e P(used in the last T passes) = C, and e hits with 1 − (1 − r_e)(1 − q'_e)^(T−1). With
+  independent routing (r_e = q_e) this is Che's approximation; with uniform popularity it gives
+  the resident fraction C/N. T < 1 (C < u) interpolates linearly (hit_e = T·r_e);
+* ``none``: nothing is cached (H = 0; a staging buffer holds one layer's experts).
+
+A wrongly predicted prefetch costs a copy too: prefetch with accuracy a copies m_l predicted
+experts ahead, a·m_l of which are the ones missing, and the other (1 − a)·m_l are copied on
+demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from simspec.costs.base import CostModel
+from simspec.params import PassCost
+from simspec.physics.experts import independent_union
+
+_add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
+
+#: Most Newton steps of the expected-hit solvers (they stop once converged).
+_STEPS = 60
+#: Upper end of the tokens-per-pass and LRU-window brackets (passes, tokens).
+_BIG = 1e7
+
+
+def usage_probabilities(inclusion: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """Per layer and expert, the probability q_e that a pass uses expert e: 1 − (1 − p_e)^n
+    with n solved per layer so that Σ_e q_e = ``union`` (module docstring).
+
+    ``inclusion`` (L, N) p_e per token (rows sum to k_e); ``union`` (L,) expected distinct
+    experts of the pass. A union at or above the experts that can be used gives q = 1 for them.
+    """
+    p = np.clip(np.asarray(inclusion, dtype=float), 0.0, 1.0)
+    u = np.asarray(union, dtype=float)
+    log1m = np.log1p(-np.minimum(p, 1 - 1e-15))  # (L, N)
+    # Newton from below: Σ_e 1 − (1 − p_e)^n is concave in n and at most n·Σp, so n = u/Σp
+    # starts left of the root and every step stays left of it.
+    n = u / np.maximum(p.sum(axis=1), 1e-300)
+    for _ in range(_STEPS):
+        stay = np.exp(n[:, None] * log1m)
+        gap = u - (1 - stay).sum(axis=1)
+        if (np.abs(gap) <= 1e-12 * np.maximum(u, 1)).all():
+            break
+        slope = -(stay * log1m).sum(axis=1)
+        n = np.minimum(
+            n + np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0), _BIG
+        )
+    return -np.expm1(n[:, None] * log1m)
+
+
+def hit_fractions(
+    inclusion: np.ndarray,
+    union: np.ndarray,
+    capacity: float,
+    policy: str,
+    reuse: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """Expected fraction of a pass's union found resident, per MoE layer (module docstring).
+
+    ``capacity`` experts per layer; ``policy`` lru, lfu, static or none; ``reuse`` the lag-1
+    reuse R of consecutive passes (a float or one per layer; ignored unless lru).
+    """
+    u = np.asarray(union, dtype=float)
+    if policy == "none" or capacity <= 0:
+        return np.zeros(len(u))
+    p = np.asarray(inclusion, dtype=float)
+    r = np.broadcast_to(np.asarray(reuse, dtype=float), u.shape)
+    # Layers with the same popularity, union and reuse have the same answer: solve each once.
+    rows = np.concatenate([p, u[:, None], r[:, None]], axis=1)
+    distinct, index = np.unique(rows, axis=0, return_inverse=True)
+    if len(distinct) < len(rows):
+        n = p.shape[1]
+        answer = hit_fractions(
+            distinct[:, :n], distinct[:, n], capacity, policy, distinct[:, n + 1]
+        )
+        return answer[index.ravel()]
+    q = usage_probabilities(p, u)
+    total = q.sum(axis=1)
+    safe = np.where(total > 0, total, 1.0)
+    if capacity >= q.shape[1]:
+        return np.ones(len(u))
+    if policy in ("static", "lfu"):
+        c = int(capacity)
+        order = np.argsort(-p, axis=1, kind="stable")
+        resident = np.take_along_axis(q, order[:, :c], axis=1).sum(axis=1)
+        frac = capacity - c  # a fractional slot holds part of the next expert
+        if frac and c < q.shape[1]:
+            resident += frac * np.take_along_axis(q, order[:, c : c + 1], axis=1)[:, 0]
+        return np.where(total > 0, resident / safe, 1.0)
+    if policy != "lru":
+        raise ValueError(f"unknown cache policy {policy!r}")
+    return _lru_hits(q, total, safe, float(capacity), r)
+
+
+def _lru_hits(
+    q: np.ndarray, total: np.ndarray, safe: np.ndarray, capacity: float, reuse: np.ndarray
+) -> np.ndarray:
+    """Che's approximation with lag-1 memory (module docstring), per layer."""
+    sq = (q * q).sum(axis=1)
+    spread = (q * (1 - q)).sum(axis=1)
+    lam = np.clip(
+        np.divide(reuse * total - sq, spread, out=np.zeros_like(total), where=spread > 1e-12),
+        0.0,
+        1.0,
+    )
+    r = q + lam[:, None] * (1 - q)
+    q_after_miss = np.divide(q * (1 - r), 1 - q, out=np.ones_like(q), where=q < 1 - 1e-12)
+    log_stay = np.log1p(-np.minimum(q_after_miss, 1 - 1e-15))
+    usable = np.count_nonzero(q > 0, axis=1)
+
+    # T solves occupancy(T) = C: linear (T · Σq) up to one pass, then concave and at most T · Σq,
+    # so Newton from T = C / Σq stays left of the root.
+    t = capacity / safe
+    above = t > 1
+    for _ in range(_STEPS if above.any() else 0):
+        decay = (1 - q) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay)
+        gap = capacity - (1 - decay).sum(axis=1)
+        if (~above | (np.abs(gap) <= 1e-12 * capacity)).all():
+            break
+        slope = -(decay * log_stay).sum(axis=1)
+        step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
+        t = np.where(above, np.minimum(t + step, _BIG), t)
+    hit = np.where(
+        t[:, None] >= 1,
+        1 - (1 - r) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay),
+        t[:, None] * r,
+    )
+    fraction = (q * hit).sum(axis=1) / safe
+    return np.where((usable <= capacity) | (total <= 0), 1.0, np.clip(fraction, 0.0, 1.0))
+
+
+def pair_reuse(single: np.ndarray, double: np.ndarray) -> np.ndarray:
+    """Lag-1 reuse of consecutive passes, per layer: (2U(n) − U(2n)) / U(n) from the expected
+    union of one pass (``single``) and of two consecutive ones (``double``), in [0, 1]."""
+    single = np.asarray(single, dtype=float)
+    shared = 2 * single - np.asarray(double, dtype=float)
+    out = np.divide(shared, single, out=np.zeros_like(single), where=single > 0)
+    return np.clip(out, 0.0, 1.0)
+
+
+class Pipeline(NamedTuple):
+    """One pass under offloading (:func:`pipeline`), times from the verify pass's start."""
+
+    total_s: float  # the pass, its layers waiting for their experts
+    compute_s: float  # the layers' own time (GPU, or the CPU's where it is slower)
+    copy_s: float  # time the link spent copying for this pass
+    link_start_s: float  # when the first copy started (< 0: during the draft phase)
+
+    @property
+    def exposed_s(self) -> float:
+        """Time the pass waited on copies (or on the CPU) beyond its compute."""
+        return self.total_s - self.compute_s
+
+
+def pipeline(
+    layer_s: float | np.ndarray | list[float],
+    demand_s: np.ndarray | list[float],
+    ahead_s: np.ndarray | list[float],
+    *,
+    lead_s: float = 0.0,
+    draft_guided: bool = False,
+    cpu_s: np.ndarray | list[float] | None = None,
+) -> Pipeline:
+    """A pass of L MoE layers through a copy stream and a compute stream (module docstring).
+
+    ``layer_s`` the GPU time of each layer (a float: every layer); ``demand_s[l]`` the copies
+    layer l issues when its router has run; ``ahead_s[l]`` its prefetched copies, issued at the
+    previous layer's start (``draft_guided``: from −``lead_s``, the draft phase's start, in
+    layer order, so the first layers' copies end inside the draft phase); ``cpu_s[l]`` its
+    missing experts computed on the CPU beside the GPU's (the layer takes the longer of the
+    two). One link serves the copies in issue order.
+
+    Layer l starts at S_l when its copies are in: its prefetches are issued at S_{l−1} and queue
+    behind nothing (the link finished layer l − 1's copies before S_{l−1}), its demand copies
+    follow at the end of layer l − 1 or of the prefetches, whichever is later. So
+    S_0 = a_0 + d_0, S_l = S_{l−1} + max(a_l, c_{l−1}) + d_l and the pass ends at
+    S_{L−1} + c_{L−1}: each layer's prefetch hides behind the previous layer's compute.
+    """
+    demand = np.asarray(demand_s, dtype=float)
+    ahead = np.asarray(ahead_s, dtype=float)
+    layers = len(demand)
+    compute = np.broadcast_to(np.asarray(layer_s, dtype=float), (layers,))
+    if cpu_s is not None:
+        compute = np.maximum(compute, np.asarray(cpu_s, dtype=float))
+    busy = float(ahead.sum() + demand.sum())
+    work = float(compute.sum())
+    if not layers:
+        return Pipeline(0.0, 0.0, 0.0, 0.0)
+    first = 0.0
+    if draft_guided and lead_s > 0 and busy > 0:
+        # The prefetch stream runs from −lead_s: what fits in the draft phase is hidden.
+        done = np.minimum(np.cumsum(ahead), lead_s)
+        ahead = ahead - np.diff(done, prepend=0.0)
+        first = -float(done[-1]) if done[-1] > 0 else 0.0
+    total = ahead[0] + demand.sum() + np.maximum(ahead[1:], compute[:-1]).sum() + compute[-1]
+    return Pipeline(float(total), work, busy, first)
+
+
+@dataclass(frozen=True)
+class OffloadModel:
+    """Where the experts live and the link and cache that serve them: everything a pass's load
+    time takes besides its misses (built from the scenario by :mod:`simspec.sim.setup`)."""
+
+    num_moe_layers: int
+    num_experts: int
+    experts_per_token: int
+    expert_bytes: float
+    expert_flops_per_token: float  # 2 · parameters of one expert
+    link_bytes_per_s: float
+    copy_latency_s: float
+    capacity: float  # experts cached per layer
+    policy: str  # lru, lfu, static, none
+    prefetch: str  # none, next_layer, draft_guided
+    prefetch_accuracy: float
+    miss: str  # copy, cpu
+    host_bytes_per_s: float
+    cpu_flops_per_s: float
+    inclusion: np.ndarray = field(repr=False, compare=False)  # (L, N) p_e per token
+    _hits: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def copy_s(self) -> float:
+        """One expert over the link: its bytes at the link's bandwidth plus one copy's latency."""
+        return self.expert_bytes / self.link_bytes_per_s + self.copy_latency_s
+
+    def expected_misses(self, union: np.ndarray, reuse: np.ndarray | float) -> np.ndarray:
+        """Expected experts of a pass not resident, per layer (analytic; memoised on inputs)."""
+        u = np.asarray(union, dtype=float)
+        r = np.broadcast_to(np.asarray(reuse, dtype=float), u.shape)
+        key = (u.tobytes(), r.tobytes())
+        hit = self._hits.get(key)
+        if hit is None:
+            if len(self._hits) > 4096:
+                self._hits.clear()
+            hit = hit_fractions(self.inclusion, u, self.capacity, self.policy, r)
+            self._hits[key] = hit
+        return u * (1 - hit)
+
+    def price(
+        self,
+        layer_s: float,
+        union: np.ndarray,
+        misses: np.ndarray,
+        tokens: int,
+        lead_s: float = 0.0,
+        predicted: bool = True,
+    ) -> Pipeline:
+        """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
+        absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`); ``predicted``
+        False: no prefetch (nothing predicts this pass's experts)."""
+        m = np.asarray(misses, dtype=float)
+        copy = self.copy_s
+        a = self._accuracy(predicted)
+        late = m if a == 0 else (1 - a) * m
+        if self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
+            # pipeline()'s closed form with one compute time per layer: a_l = m_l · copy ahead
+            # (next layer), d_l = (1 − accuracy) · m_l · copy on demand
+            missed = float(_add(m))
+            work = layer_s * len(m)
+            demand = missed * (1 - a) * copy
+            if a == 0:
+                return Pipeline(work + demand, work, demand, 0.0)
+            ahead = m * copy
+            hidden = float(_add(np.maximum(ahead[1:], layer_s)))
+            total = float(ahead[0]) + demand + hidden + layer_s
+            return Pipeline(total, work, missed * copy + demand, 0.0)
+        ahead = m * copy if a > 0 else np.zeros(len(m))
+        guided = self.prefetch == "draft_guided" and a > 0
+        if self.miss == "cpu":
+            u = np.asarray(union, dtype=float)
+            rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
+            one = np.maximum(
+                self.expert_bytes / self.host_bytes_per_s,
+                rows * self.expert_flops_per_token / self.cpu_flops_per_s,
+            )
+            return pipeline(
+                layer_s,
+                np.zeros(len(m)),
+                ahead,
+                lead_s=lead_s,
+                draft_guided=guided,
+                cpu_s=late * one,
+            )
+        return pipeline(layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided)
+
+    def _accuracy(self, predicted: bool) -> float:
+        """The prefetcher's accuracy (0: no prefetch)."""
+        return self.prefetch_accuracy if predicted and self.prefetch != "none" else 0.0
+
+    def copied(self, misses: np.ndarray, predicted: bool = True) -> float:
+        """Experts a pass with ``misses`` sends over the link (prefetched and on demand)."""
+        total = float(_add(misses))
+        a = self._accuracy(predicted)
+        if self.miss == "cpu":
+            return total if a > 0 else 0.0
+        return total * (1 + (1 - a)) if a > 0 else total
+
+
+class LoadedPass(NamedTuple):
+    """A pass priced with its loads: the cost (the exposed load time inside ``moe_s``: the MoE
+    layers wait for their experts), the pipeline, and its cache traffic per pass."""
+
+    cost: PassCost
+    pipeline: Pipeline
+    needed: float  # Σ_l distinct experts the pass needed
+    missed: float  # Σ_l of them not resident
+    copied: float  # experts sent over the link (prefetched, right or wrong, and on demand)
+    copied_bytes: float
+
+
+@dataclass(frozen=True)
+class OffloadCostModel:
+    """A cost model whose passes also load their missing experts (the scenario's cost model
+    wraps in this when ``[offload]`` puts experts in host memory).
+
+    Its :meth:`verify_pass` adds the *expected* load time (:meth:`OffloadModel.expected_misses`
+    from the pass's union and its lag-1 reuse ``reuse(tokens)``): what every policy's cost
+    estimate and the oracle see. The engine prices each pass from the misses it actually had
+    (:meth:`load`) when routing is sampled; draft steps run from GPU-resident drafter weights.
+    """
+
+    base: CostModel
+    model: OffloadModel
+    reuse: Callable[[np.ndarray], np.ndarray]  # tokens per request -> lag-1 reuse per layer
+    _misses: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def expected_misses(self, tokens_per_request: np.ndarray, union: np.ndarray) -> np.ndarray:
+        """Expected misses per layer of a pass feeding ``tokens_per_request`` whose layers need
+        ``union`` experts (memoised on both)."""
+        key = (np.asarray(tokens_per_request).tobytes(), np.asarray(union).tobytes())
+        found = self._misses.get(key)
+        if found is None:
+            if len(self._misses) > 65536:
+                self._misses.clear()
+            found = self.model.expected_misses(union, self.reuse(tokens_per_request))
+            self._misses[key] = found
+        return found
+
+    def verify_pass(
+        self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
+    ) -> PassCost:
+        """The base pass plus its expected exposed load time."""
+        cost = self.base.verify_pass(tokens_per_request, context_tokens, unique_experts)
+        misses = self.expected_misses(tokens_per_request, unique_experts)
+        tokens = int(np.sum(tokens_per_request))
+        return self.load(cost, unique_experts, misses, tokens).cost
+
+    def expected_exposed_s(
+        self, base_total_s: float, tokens_per_request: np.ndarray, unique_experts: np.ndarray
+    ) -> float:
+        """What :meth:`verify_pass` adds to a base pass of ``base_total_s``: its expected wait
+        on loads (:func:`simspec.costs.batch.verify_totals` prices many passes with it)."""
+        m = self.model
+        misses = self.expected_misses(tokens_per_request, unique_experts)
+        layer_s = base_total_s / max(m.num_moe_layers, 1)
+        tokens = int(np.sum(tokens_per_request))
+        return m.price(layer_s, unique_experts, misses, tokens).exposed_s
+
+    def load(
+        self,
+        cost: PassCost,
+        union: np.ndarray,
+        misses: np.ndarray,
+        tokens: int,
+        lead_s: float = 0.0,
+        predicted: bool = True,
+    ) -> LoadedPass:
+        """``cost`` (the pass with every expert resident) with ``misses`` loaded
+        (:meth:`OffloadModel.price`; ``lead_s`` of draft phase before it, ``predicted`` False
+        when nothing predicts its experts, e.g. draft-guided prefetch without drafts)."""
+        m = self.model
+        layers = max(m.num_moe_layers, 1)
+        pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
+        loaded = PassCost(
+            cost.overhead_s,
+            cost.moe_s + pipe.exposed_s,
+            cost.attention_s,
+            cost.other_s,
+            cost.fallback_terms,
+            cost.floors_s,
+            cost.collectives_s,
+        )
+        copied = m.copied(misses, predicted)
+        return LoadedPass(
+            loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
+        )
+
+    def draft_step(self, context_tokens: np.ndarray) -> float:
+        """The drafter's step (its weights stay on the GPU)."""
+        return self.base.draft_step(context_tokens)
+
+    def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
+        """The base prefill plus its expected loads (a prefill touches nearly every expert)."""
+        return self.prefill_loaded(prompt_tokens).cost
+
+    def prefill_loaded(self, prompt_tokens: np.ndarray) -> LoadedPass:
+        """:meth:`prefill` with its traffic."""
+        m = self.model
+        cost = self.base.prefill(prompt_tokens)
+        tokens = float(np.sum(prompt_tokens))
+        union = np.full(
+            m.num_moe_layers, independent_union(m.num_experts, m.experts_per_token, tokens)
+        )
+        misses = m.expected_misses(union, 0.0)
+        return self.load(cost, union, misses, int(tokens), predicted=False)
+
+    def speculation_overhead_s(
+        self, accepted_tokens: np.ndarray, context_tokens: np.ndarray
+    ) -> float:
+        """The base model's."""
+        return self.base.speculation_overhead_s(accepted_tokens, context_tokens)

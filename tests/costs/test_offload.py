@@ -1,0 +1,233 @@
+"""The physics of offloaded experts (simspec.costs.offload): closed forms of a pass's copies,
+the copy/compute pipeline's overlap bounds, and the analytic expected hit rate against its
+invariants and against a simulated cache (simspec.sim.expert_cache)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from simspec.costs.offload import (
+    OffloadModel,
+    hit_fractions,
+    pair_reuse,
+    pipeline,
+    usage_probabilities,
+)
+from simspec.sim.expert_cache import ExpertCache
+from tests.reference.lru_cache import ReferenceLru
+
+
+def _model(**edit) -> OffloadModel:
+    values = {
+        "num_moe_layers": 4,
+        "num_experts": 16,
+        "experts_per_token": 2,
+        "expert_bytes": 50e6,
+        "expert_flops_per_token": 2 * 25e6,
+        "link_bytes_per_s": 25e9,
+        "copy_latency_s": 6e-6,
+        "capacity": 0.0,
+        "policy": "none",
+        "prefetch": "none",
+        "prefetch_accuracy": 0.9,
+        "miss": "copy",
+        "host_bytes_per_s": 64e9,
+        "cpu_flops_per_s": 2e12,
+        "inclusion": np.full((4, 16), 2 / 16),
+    }
+    values.update(edit)
+    return OffloadModel(**values)
+
+
+def test_no_cache_copies_the_union_at_the_link_bandwidth():
+    m = _model()
+    union = np.array([3.0, 4.0, 2.0, 5.0])
+    misses = m.expected_misses(union, 0.0)
+    assert misses.tolist() == union.tolist()
+    layer_s = 1e-3
+    pipe = m.price(layer_s, union, misses, tokens=2)
+    one = 50e6 / 25e9 + 6e-6
+    assert pipe.copy_s == pytest.approx(union.sum() * one, rel=1e-12)
+    # No prefetch: each layer waits for its own copies, then computes.
+    assert pipe.total_s == pytest.approx(union.sum() * one + 4 * layer_s, rel=1e-12)
+    assert m.copied(misses) * m.expert_bytes == pytest.approx(union.sum() * 50e6)
+
+
+def test_everything_cached_is_the_resident_pass():
+    m = _model(capacity=16.0, policy="lru")
+    union = np.array([3.0, 4.0, 2.0, 5.0])
+    misses = m.expected_misses(union, 0.3)
+    assert misses.tolist() == [0.0] * 4
+    pipe = m.price(2e-3, union, misses, tokens=3)
+    assert pipe.exposed_s == 0.0 and pipe.copy_s == 0.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_pipeline_within_its_overlap_bounds(seed, prefetch):
+    rng = np.random.default_rng(seed)
+    layers = int(rng.integers(1, 12))
+    compute = rng.uniform(0, 2e-3, layers).tolist()
+    copies = rng.exponential(1e-3, layers) * (rng.random(layers) < 0.7)
+    split = rng.random(layers) if prefetch else np.zeros(layers)
+    ahead, demand = (copies * split).tolist(), (copies * (1 - split)).tolist()
+    pipe = pipeline(compute, demand, ahead)
+    copy, work = float(copies.sum()), float(sum(compute))
+    assert pipe.copy_s == pytest.approx(copy)
+    assert max(copy, work) <= pipe.total_s * (1 + 1e-12)
+    assert pipe.total_s <= (copy + work) * (1 + 1e-12)
+
+
+def test_prefetch_hides_at_most_the_compute():
+    compute, copy = [1.0] * 5, [2.0] * 5
+    serial = pipeline(compute, copy, [0.0] * 5).total_s
+    ahead = pipeline(compute, [0.0] * 5, copy).total_s
+    assert serial == 15.0
+    # copies back to back, the last layer's compute after its copy: 5 · 2 + 1
+    assert ahead == 11.0
+    assert serial - ahead <= sum(compute)
+
+
+def test_draft_guided_copies_overlap_the_draft_phase():
+    compute, copy = [1.0] * 3, [2.0] * 3
+    pipe = pipeline(compute, [0.0] * 3, copy, lead_s=3.0, draft_guided=True)
+    assert pipe.link_start_s == -3.0
+    assert pipe.total_s == 4.0  # the third copy ends at 3, its layer runs 3..4
+
+
+def test_cpu_misses_run_beside_the_gpu():
+    m = _model(miss="cpu")
+    union = np.full(4, 2.0)
+    pipe = m.price(1e-3, union, union, tokens=1)
+    cpu_one = max(50e6 / 64e9, 1 * 2 / 2 * 5e7 / 2e12)
+    assert pipe.copy_s == 0.0
+    assert pipe.total_s == pytest.approx(4 * max(1e-3, 2 * cpu_one))
+
+
+def test_wrong_prefetches_cost_copies():
+    m = _model(prefetch="next_layer", prefetch_accuracy=0.75)
+    misses = np.full(4, 4.0)
+    assert m.copied(misses) == pytest.approx(16 * (1 + 0.25))
+    assert m.copied(misses, predicted=False) == 16
+
+
+def test_usage_probabilities_match_the_union():
+    p = np.random.default_rng(1).dirichlet(np.full(32, 0.5), size=3) * 4
+    p = np.minimum(p, 1.0)
+    union = np.array([4.0, 9.5, 20.0])
+    q = usage_probabilities(p, union)
+    assert q.sum(axis=1) == pytest.approx(union, rel=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "static"])
+def test_uniform_independent_routing_hits_the_resident_fraction(policy):
+    n, k = 64, 4
+    p = np.full((2, n), k / n)
+    for capacity in (8, 16, 40):
+        union = np.array([4.0, 11.0])
+        q = usage_probabilities(p, union)[:, 0]
+        hit = hit_fractions(p, union, capacity, policy, reuse=q)  # independent: reuse = q
+        assert hit == pytest.approx([capacity / n] * 2, abs=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["lru", "lfu", "static", "none"])
+def test_hit_rate_is_one_with_every_expert_cached_and_monotone(policy):
+    p = np.minimum(np.random.default_rng(2).dirichlet(np.full(32, 0.4), size=2) * 2, 1)
+    union = np.array([3.0, 6.0])
+    rates = [hit_fractions(p, union, c, policy, reuse=0.3) for c in range(0, 33, 4)]
+    if policy == "none":
+        assert all((r == 0).all() for r in rates)
+        return
+    assert rates[-1].tolist() == [1.0, 1.0]
+    assert rates[0].tolist() == [0.0, 0.0]
+    assert all((b >= a - 1e-9).all() for a, b in itertools.pairwise(rates))
+
+
+def test_pair_reuse_closed_form():
+    # Two passes of 4 tokens: U(4) = 3, U(8) = 5 -> they share 1 of 3.
+    assert pair_reuse(np.array([3.0]), np.array([5.0])).tolist() == [pytest.approx(1 / 3)]
+
+
+def _simulate(p, passes, capacity, policy, rng, stick=0.0):
+    """Hit fraction of a simulated cache over independent passes of ``tokens`` tokens (with
+    probability ``stick`` a layer repeats the previous pass's experts)."""
+    layers, n = p.shape
+    k = round(p[0].sum())
+    cache = ExpertCache(capacity, policy, p)
+    needed_total = missed = 0.0
+    previous = None
+    for t in range(passes):
+        needed = np.zeros((layers, n), dtype=bool)
+        for layer in range(layers):
+            if previous is not None and rng.random() < stick:
+                needed[layer] = previous[layer]
+                continue
+            for _ in range(2):  # two tokens per pass
+                ids = rng.choice(n, size=k, replace=False, p=p[layer] / k)
+                needed[layer, ids] = True
+        if t >= passes // 5:  # after a warm-up
+            needed_total += needed.sum()
+            missed += cache.misses(needed).sum()
+        cache.after(needed)
+        previous = needed
+    return 1 - missed / needed_total
+
+
+@pytest.mark.parametrize("policy", ["lru", "static", "lfu"])
+@pytest.mark.parametrize("capacity", [8, 16, 32])
+def test_analytic_hit_rate_agrees_with_the_simulated_cache(policy, capacity):
+    rng = np.random.default_rng(7)
+    n, k = 64, 2
+    w = np.sort(rng.dirichlet(np.full(n, 0.6)))[::-1]
+    p = np.minimum(np.tile(w * k, (2, 1)), 1.0)
+    p = p / p.sum(axis=1, keepdims=True) * k
+    simulated = _simulate(p, 3000, capacity, policy, rng)
+    # The expected union of two independent tokens, and the reuse of independent passes.
+    union = np.full(2, (1 - (1 - p[0]) ** 2).sum())
+    q = usage_probabilities(p, union)
+    reuse = (q * q).sum(axis=1) / q.sum(axis=1)
+    analytic = hit_fractions(p, union, capacity, policy, reuse)
+    assert analytic.mean() == pytest.approx(simulated, abs=0.05)
+
+
+def test_lru_temporal_reuse_raises_the_hit_rate_as_simulated():
+    rng = np.random.default_rng(11)
+    n, k, capacity, stick = 64, 2, 8, 0.5
+    p = np.full((2, n), k / n)
+    simulated = _simulate(p, 3000, capacity, "lru", rng, stick=stick)
+    union = np.full(2, (1 - (1 - p[0]) ** 2).sum())
+    q = usage_probabilities(p, union)[:, 0]
+    reuse = stick + (1 - stick) * q  # a repeated layer reuses all of its experts
+    analytic = hit_fractions(p, union, capacity, "lru", reuse)
+    assert simulated > capacity / n + 0.1  # reuse beats the resident fraction
+    assert analytic.mean() == pytest.approx(simulated, abs=0.06)
+
+
+def test_cache_matches_a_reference_lru():
+    rng = np.random.default_rng(3)
+    layers, n, capacity = 3, 24, 6
+    p = np.minimum(rng.dirichlet(np.full(n, 0.5), size=layers) * 2, 1.0)
+    p = p / p.sum(axis=1, keepdims=True) * 2
+    cache = ExpertCache(capacity, "lru", p)
+    reference = ReferenceLru(capacity, p)
+    for _ in range(400):
+        needed = np.zeros((layers, n), dtype=bool)
+        for layer in range(layers):
+            size = int(rng.integers(1, capacity + 1))
+            needed[layer, rng.choice(n, size=size, replace=False)] = True
+        assert cache.misses(needed).tolist() == reference.misses(needed)
+        cache.after(needed)
+        reference.use(needed)
+
+
+def test_static_cache_never_changes_and_none_holds_nothing():
+    p = np.tile(np.linspace(1, 0.1, 10) / np.linspace(1, 0.1, 10).sum() * 2, (2, 1))
+    static = ExpertCache(3, "static", p)
+    before = static.resident.copy()
+    static.after(np.ones((2, 10), dtype=bool))
+    assert (static.resident == before).all() and before[:, :3].all() and before.sum() == 6
+    none = ExpertCache(3, "none", p)
+    assert none.misses(np.ones((2, 10), dtype=bool)).tolist() == [10.0, 10.0]

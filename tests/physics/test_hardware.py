@@ -1,0 +1,156 @@
+"""GPU and host specs: every catalog GPU loads inside physical bounds; the host link's derived
+bandwidths follow the PCIe closed form; ``[hardware.host]`` parses strictly and is optional."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simspec import catalog
+from simspec.config.load import load_scenario
+from simspec.errors import ScenarioError
+from simspec.physics.hardware import (
+    PAGEABLE_FRACTION_OF_PINNED,
+    PCIE_REACHED_FRACTION,
+    GpuSpec,
+    HostSpec,
+)
+from simspec.schema import build
+
+#: GPUs that expert-offloading users run (issue 29), and the four with a host link added.
+OFFLOAD_GPUS = [
+    "rtx-3060-12gb",
+    "rtx-3080-mobile-16gb",
+    "rtx-3090",
+    "rtx-4090",
+    "rtx-5090",
+    "rtx-a6000",
+    "rtx-a5000",
+    "l4",
+    "l40s",
+    "t4",
+    "a30",
+    "h100-pcie",
+    "quadro-rtx-6000",
+    "rtx-6000-ada",
+    "a100-pcie-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm",
+    "h200",
+]
+
+
+@pytest.mark.parametrize("name", catalog.gpu_names())
+def test_every_catalog_gpu_loads_inside_physical_bounds(name):
+    g = catalog.get_gpu(name)
+    assert 8e9 <= g.memory_bytes <= 2.5e11
+    assert 2e11 <= g.hbm_bytes_per_s <= 1e13
+    assert 1e13 <= g.bf16_flops_per_s <= 5e15
+    assert 1e6 <= g.l2_bytes <= 3e8 and 20 <= g.num_sms <= 400
+    # Dense peaks: a decode GPU's ridge point sits between ~50 and ~700 FLOP/byte.
+    assert 50 < g.ridge_flops_per_byte < 700
+    assert g.source.startswith("https://") and g.notes
+    if g.pcie_generation:
+        assert g.pcie_generation in (3, 4, 5) and g.pcie_lanes == 16
+
+
+@pytest.mark.parametrize("name", OFFLOAD_GPUS)
+def test_offload_gpus_state_their_host_link(name):
+    g = catalog.get_gpu(name)
+    assert g.pcie_generation in (3, 4, 5) and g.pcie_lanes == 16
+    # The reached pinned rates of offload.md: ~12 (gen 3), 21-26 (gen 4), 50-55 (gen 5) GB/s.
+    low, high = {3: (11e9, 13e9), 4: (21e9, 26e9), 5: (48e9, 55e9)}[g.pcie_generation]
+    assert low <= g.host_link_bytes_per_s(pinned=True) <= high
+    assert g.host_link_bytes_per_s(pinned=False) < g.host_link_bytes_per_s(pinned=True) / 2
+    assert 0 < g.host_copy_latency_s <= 1e-5  # a few us per cudaMemcpyAsync
+
+
+def _gpu(**kw) -> GpuSpec:
+    return GpuSpec(name="g", memory_bytes=1e10, hbm_bytes_per_s=1e12, bf16_flops_per_s=1e14, **kw)
+
+
+@pytest.mark.parametrize(
+    ("generation", "gt_per_s", "coding"),
+    [(3, 8e9, 128 / 130), (4, 16e9, 128 / 130), (5, 32e9, 128 / 130), (6, 64e9, 242 / 256)],
+)
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16])
+def test_derived_link_bandwidth_is_the_line_rate_times_the_reached_fraction(
+    generation, gt_per_s, coding, lanes
+):
+    g = _gpu(pcie_generation=generation, pcie_lanes=lanes)
+    line = gt_per_s * coding / 8 * lanes  # bytes/s per direction
+    assert g.host_link_bytes_per_s(pinned=True) == pytest.approx(line * PCIE_REACHED_FRACTION)
+    assert g.host_link_bytes_per_s(pinned=False) == pytest.approx(
+        line * PCIE_REACHED_FRACTION * PAGEABLE_FRACTION_OF_PINNED
+    )
+
+
+def test_pcie_4_x16_is_31_5_gb_per_s_line_rate():
+    assert _gpu(pcie_generation=4, pcie_lanes=16).host_link_bytes_per_s() == pytest.approx(
+        31.5e9 * PCIE_REACHED_FRACTION, rel=1e-3
+    )
+
+
+def test_stated_bandwidths_win_and_a_stated_pinned_one_bases_the_pageable_one():
+    g = _gpu(pcie_generation=4, pcie_lanes=16, host_link_pinned_bytes_per_s=22e9)
+    assert g.host_link_bytes_per_s(pinned=True) == 22e9
+    assert g.host_link_bytes_per_s(pinned=False) == pytest.approx(22e9 / 3)
+    g = dataclasses.replace(g, host_link_pageable_bytes_per_s=8e9)
+    assert g.host_link_bytes_per_s(pinned=False) == 8e9
+
+
+def test_an_unstated_link_is_zero():
+    g = _gpu()
+    assert g.host_link_bytes_per_s(pinned=True) == g.host_link_bytes_per_s(pinned=False) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"pcie_generation": 4}, "pcie_lanes"),
+        ({"pcie_lanes": 16}, "pcie_generation"),
+        ({"pcie_generation": 7, "pcie_lanes": 16}, "pcie_generation"),
+        ({"pcie_generation": 4, "pcie_lanes": 64}, "pcie_lanes"),
+        ({"host_link_pinned_bytes_per_s": -1.0}, "host_link_pinned_bytes_per_s"),
+        ({"host_copy_latency_s": 1.0}, "host_copy_latency_s"),
+    ],
+)
+def test_a_bad_host_link_names_its_key(table, key):
+    data = {"name": "g", "memory_bytes": 1e10, "hbm_bytes_per_s": 1e12, "bf16_flops_per_s": 1e14}
+    with pytest.raises(ScenarioError) as err:
+        build(GpuSpec, {**data, **table}, source="x.toml", path="hardware.custom")
+    assert f"hardware.custom.{key}" in str(err.value)
+
+
+def test_host_table_is_optional_and_leaves_the_digest_alone():
+    base = load_scenario()
+    assert base.hardware.host is None and base.host == HostSpec()
+    assert "host" not in base.to_dict()["hardware"]  # results JSON as before the key existed
+    same = load_scenario(overrides=["hardware.host.memory_bytes_per_s=64e9"])
+    assert same.host == base.host and same.digest() != base.digest()  # set = stated
+    server = load_scenario(overrides=["hardware.host.memory_bytes_per_s=1.5e11"])
+    assert server.host.memory_bytes_per_s == 1.5e11
+    assert server.host.cpu_flops_per_s == HostSpec().cpu_flops_per_s
+    assert server.to_dict()["hardware"]["host"]["memory_bytes_per_s"] == 1.5e11
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "hardware.host.memory_bytes_per_s=0",
+        "hardware.host.cpu_flops_per_s=-1",
+        "hardware.host.memory_bytes=0",
+        "hardware.host.bogus=1",
+    ],
+)
+def test_a_bad_host_value_names_its_key(override):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(overrides=[override])
+    assert override.split("=")[0] in str(err.value)
+
+
+def test_a_scenario_picks_an_offload_gpu():
+    s = load_scenario(overrides=['hardware.gpu="rtx-4090"', 'model.target="qwen3-8b"',
+                                 'model.drafter="eagle3-qwen3-8b"'])  # fmt: skip
+    assert s.gpu.name == "rtx-4090" and s.gpu.pcie_generation == 4
