@@ -7,7 +7,8 @@ From the repository root: refits the engine presets on the published rows (writi
 them), holds every reporter (else source) out in turn with everything fitted or chosen refit
 without it, predicts every row and writes ``validation/REPORT.md``, ``validation/summary.json``
 and ``validation/folds.json`` (``simspec fidelity``). Then prints the out-of-sample and
-in-sample table against issue 27's targets, and the wall time of each stage.
+in-sample table against issue 27's targets (and issue 29's offload rows,
+``validation/offload.toml``), and the wall time of each stage.
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def table(summary: dict) -> str:
     for engine, e in oos["engines"].items():
         if "note" in e:
             lines.append(f"{engine}: {e['note']}")
+    off = summary.get("offload")
+    if off is not None:  # validation/offload.toml: expert offloading, held-out rows first
+        held, hits = off["held_out"], off["hit_rate_max_abs_points"]
+        med = held["median_abs_relative_error"]
+        order = off["order_right"]
+        lines.append(
+            f"offload: held out {'-' if med is None else f'{med:.1%}'} (target "
+            f"{off['targets']['held_out_median']:.0%}) on {held['predicted_rows']}/"
+            f"{held['rows']} rows; configurations in order {sum(1 for v in order.values() if v)}"
+            f" of {len(order)} series; hit rates within "
+            f"{'-' if hits is None else f'{hits:.0f}'} points (target 10)"
+        )
     return "\n".join(lines)
 
 

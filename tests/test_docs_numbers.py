@@ -35,7 +35,7 @@ def test_the_readme_marks_its_quoted_outputs():
 
 
 #: Commands that take more than about 10 s (run by `-m slow`).
-SLOW = ("simspec recommend", "simspec sweep")
+SLOW = ("simspec recommend", "simspec sweep", "studies.offloading")
 
 
 @pytest.mark.parametrize(

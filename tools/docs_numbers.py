@@ -35,7 +35,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The Markdown files whose quoted outputs are regenerated.
-DOCS = ("README.md", "studies/*/README.md", "scenarios/papers/*/README.md", "validation/*.md")
+DOCS = (
+    "README.md",
+    "studies/*/README.md",
+    "scenarios/papers/*/README.md",
+    "scenarios/studies/*/README.md",
+    "validation/*.md",
+)
 MARKER = re.compile(r"^\s*<!-- docs: (?P<spec>.*) -->\s*$")
 
 

@@ -1,4 +1,5 @@
-"""Published GPU measurements (``validation/cases.toml``) as one row per measured number.
+"""Published GPU measurements (``validation/cases.toml``, and the expert-offloading rows of
+``validation/offload.toml``) as one row per measured number.
 
 The file's header documents the format. A ``[[cases]]`` table is one published series; a field
 given as a list makes one row per element (all lists of a table have the same length) and a
@@ -25,8 +26,21 @@ from simspec.schema import build, param
 
 #: Where the shipped cases live in a checkout of the repository (relative to its root).
 CASES_PATH = Path("validation") / "cases.toml"
+#: The expert-offloading rows (category "offload"), next to the cases file.
+OFFLOAD_CASES_PATH = Path("validation") / "offload.toml"
 
+#: Categories of validation/cases.toml (the GPU-resident report's sections).
 CATEGORIES = ("kernel", "decode", "speculative")
+#: Experts offloaded to host memory (validation/offload.toml, :mod:`.offload`).
+OFFLOAD = "offload"
+#: Where offloaded experts live, the expert cache's policies, prefetch and misses (the keys of
+#: a scenario's ``[offload]`` table; "" = not an offload row).
+OFFLOAD_EXPERTS = ("", "host_pinned", "host_pageable")
+CACHE_POLICIES = ("", "lru", "lfu", "static", "none")
+PREFETCH = ("", "none", "next_layer", "draft_guided")
+MISS = ("", "copy", "cpu")
+#: The keys an offload row must state (the rest default to the GPU's link and the host's).
+_OFFLOAD_REQUIRED = ("experts", "cache_policy", "prefetch", "miss")
 #: What a row may be used for: "fit" rows may enter the fits of simspec/fit (presets, kernel
 #: forms); "test" rows are only predicted. A row found by searching enters as "test" and
 #: becomes "fit" only when a second, independent reporter agrees with it (its notes say who).
@@ -37,9 +51,10 @@ _REPORTER = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 QUANTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "moe_layer_us": ("us", ("kernel",)),
     "tpot_ms": ("ms", ("decode", "speculative")),
-    "tokens_per_s": ("tok/s", ("decode", "speculative")),
+    "tokens_per_s": ("tok/s", ("decode", "speculative", OFFLOAD)),
     "tokens_per_s_per_user": ("tok/s", ("decode", "speculative")),
     "e2e_latency_s": ("s", ("decode",)),
+    "hit_rate": ("fraction", (OFFLOAD,)),
 }
 
 
@@ -48,7 +63,7 @@ class Case:
     """One measured number and everything needed to predict it (see the file header)."""
 
     id: str = param(help="unique name")
-    category: str = param(help="what was measured", choices=CATEGORIES)
+    category: str = param(help="what was measured", choices=(*CATEGORIES, OFFLOAD))
     model: str = param(help="catalog model")
     gpu: str = param(help="catalog GPU")
     num_gpus: int = param(help="GPUs", ge=1)
@@ -78,6 +93,28 @@ class Case:
     notes: str = param("", "notes")
     assumed: str = param("", "what stands in for unstated values")
     role: str = param("fit", "fit: the fits may use the row; test: predicted only", choices=ROLES)
+    # -- expert offloading (category "offload"; a scenario's [offload] keys) -------------------
+    experts: str = param("", "where the routed experts live", choices=OFFLOAD_EXPERTS)
+    cache_experts_per_layer: float = param(
+        0.0, "GPU expert cache, experts per MoE layer (0: cache_gb or none)", ge=0
+    )
+    cache_gb: float = param(0.0, "GPU expert cache in total, GB (0: per layer or none)", ge=0)
+    cache_policy: str = param("", "expert cache policy", choices=CACHE_POLICIES)
+    prefetch: str = param("", "what starts copies ahead of need", choices=PREFETCH)
+    prefetch_accuracy: float = param(
+        0.0, "fraction of prefetched experts that are needed (0 = the model's default)", ge=0, le=1
+    )
+    miss: str = param("", "what a miss does: copy it, or compute it on the CPU", choices=MISS)
+    attention_precision: str = param("", "attention weights' format", choices=PART_PRECISIONS)
+    pcie_generation: int = param(0, "the machine's PCIe generation (0 = the GPU's)", ge=0, le=6)
+    host_link_gb_per_s: float = param(
+        0.0, "host-to-device bandwidth the source measured, GB/s (0 = derived)", ge=0
+    )
+    host_memory_gb_per_s: float = param(
+        0.0, "host DRAM bandwidth for CPU-computed experts, GB/s (0 = the default host)", ge=0
+    )
+    drafter: str = param("", "catalog drafter of a speculative offload row ('' = none)")
+    configuration: str = param("", "the system's configuration within its series (a label)")
 
     @property
     def measured_speedup(self) -> float:
@@ -194,6 +231,11 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
         raise InputError(source, f"{path}.tp", "tp and ep at most num_gpus", f"{case}")
     if case.category == "kernel" and case.tokens < 1:
         raise InputError(source, f"{path}.tokens", "the kernel's M >= 1", "nothing")
+    if case.category == OFFLOAD:
+        _check_offload(case, given, path, source)
+    elif given & _OFFLOAD_KEYS:
+        key = sorted(given & _OFFLOAD_KEYS)[0]
+        raise InputError(source, f"{path}.{key}", "no offload key on a non-offload row", key)
     if case.category != "kernel" and case.output_tokens < 2:
         raise InputError(source, f"{path}.output_tokens", "an integer >= 2", "less or nothing")
     if case.category == "speculative":
@@ -207,6 +249,46 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
                 "1 <= acceptance_length <= steps + 1",
                 f"{case.acceptance_length} with steps = {case.steps}",
             )
+
+
+#: The keys only an offload row may set.
+_OFFLOAD_KEYS = frozenset(
+    {"experts", "cache_experts_per_layer", "cache_gb", "cache_policy", "prefetch", "miss"}
+    | {"prefetch_accuracy", "attention_precision", "pcie_generation", "host_link_gb_per_s"}
+    | {"host_memory_gb_per_s", "drafter", "configuration"}
+)
+
+
+def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
+    """An offload row states where its experts live, its cache, prefetch and misses; a cache
+    is sized one way (neither: what GPU memory is left after the other weights and the KV
+    cache); a drafter comes from the catalog, serves the model, and comes with its steps and
+    measured acceptance length."""
+    for key in _OFFLOAD_REQUIRED:
+        if key not in given or not getattr(case, key):
+            raise InputError(source, f"{path}.{key}", "a value (offload row)", "nothing")
+    if case.cache_experts_per_layer and case.cache_gb:
+        raise InputError(
+            source, f"{path}.cache_gb", "cache_experts_per_layer or cache_gb, not both", "both"
+        )
+    if case.cache_policy == "none" and (case.cache_experts_per_layer or case.cache_gb):
+        expected = "no cache size with cache_policy 'none'"
+        raise InputError(source, f"{path}.cache_policy", expected, case.cache_policy)
+    if case.drafter and (case.steps < 1 or not 1 <= case.acceptance_length <= case.steps + 1):
+        raise InputError(
+            source,
+            f"{path}.acceptance_length",
+            "steps >= 1 and 1 <= acceptance_length <= steps + 1 (a row with a drafter)",
+            f"{case.acceptance_length} with steps = {case.steps}",
+        )
+    if case.drafter:
+        if case.drafter not in catalog.drafter_names():
+            raise InputError(
+                source, f"{path}.drafter", "a drafter from `simspec models`", repr(case.drafter)
+            )
+        if case.model not in catalog.get_drafter(case.drafter).targets:
+            expected = f"a drafter whose targets include {case.model}"
+            raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
 
 
 def load_cases(path: str | Path) -> CaseFile:

@@ -50,11 +50,15 @@ def _files(root: Path) -> Iterable[Path]:
 
 
 def inputs_hash(cases_path: str | Path) -> str:
-    """SHA-256 over the cases file and the package's files that can change a prediction (all but
-    :data:`NOT_HASHED`): pricing, simulation, fitting and reporting code, the catalog."""
+    """SHA-256 over the cases file (and ``offload.toml`` beside it) and the package's files
+    that can change a prediction (all but :data:`NOT_HASHED`): pricing, simulation, fitting and
+    reporting code, the catalog."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     digest.update(b"cases\0" + Path(cases_path).read_bytes() + b"\0")
+    offload = Path(cases_path).with_name("offload.toml")  # the offload section's rows
+    if offload.exists():
+        digest.update(b"offload\0" + offload.read_bytes() + b"\0")
     for path in _files(root):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")

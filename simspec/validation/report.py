@@ -13,7 +13,8 @@ batch sizes is also shown as implied time per step, so sources can be compared o
 Given the nested fold table (:mod:`simspec.fit.nested`), the summary and the report lead with
 the out-of-sample errors (``out_of_sample``, :mod:`.holdout`) and every row's table gains its
 held-out prediction. Both files carry :func:`~.holdout.inputs_hash`, so a test can tell when
-they are stale.
+they are stale. The expert-offloading rows (``offload.toml`` next to the cases file,
+:mod:`.offload`) add a section of their own and ``summary["offload"]``.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from ._sections import (
     step_lines,
     target_lines,
 )
-from .cases import CATEGORIES, Case, CaseFile, engine_preset, load_cases
+from .cases import CATEGORIES, OFFLOAD_CASES_PATH, Case, CaseFile, engine_preset, load_cases
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
+from .offload import offload_lines, offload_summary, predict_offload_all
 from .predictions import SIGN_NOISE, Outcome, predict
 
 #: The issue's target series: (label, category, case-id prefixes).
@@ -90,6 +92,8 @@ def fidelity_report(
         The summary (what ``summary.json`` holds).
     """
     cases = load_cases(cases_path)
+    offload_path = Path(cases_path).with_name(OFFLOAD_CASES_PATH.name)
+    offload = load_cases(offload_path) if offload_path.exists() else None
     folder = Path(out)
     fit = read_preset_fit(folder / PRESET_FIT)  # a broken file fails before any simulation
     outcomes = predict_all(cases.cases, workers=workers, progress=progress)
@@ -101,6 +105,10 @@ def fidelity_report(
         summary["presets_out_of_sample"] = held_out_summary(fit)
     folder.mkdir(parents=True, exist_ok=True)
     text = report(outcomes, cases, summary, fit, folder / PRESET_FIT, folds)
+    if offload is not None:  # the expert-offloading rows next to the cases file
+        offloaded = predict_offload_all(offload.cases, workers=workers)
+        summary["offload"] = offload_summary(offloaded)
+        text += "\n".join(offload_lines(offloaded, offload, summary["offload"])) + "\n"
     if folds is not None:
         write_atomic(folder / "folds.json", json.dumps(folds, indent=1) + "\n")
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")

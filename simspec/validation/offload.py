@@ -1,0 +1,256 @@
+"""Predicting the expert-offloading rows (``validation/offload.toml``, category "offload").
+
+A row becomes the default scenario with the row's model, precision, GPU and lengths
+(:func:`simspec.validation.predictions.scenario_data`) plus its ``[offload]`` table:
+
+- ``experts``, ``cache_policy``, ``prefetch`` (``prefetch_accuracy`` when the row states one),
+  ``miss`` as written; a cache of ``cache_experts_per_layer`` slots, or ``cache_gb``, or neither
+  (what GPU memory is left); a fractional number of slots per layer (Fiddler's 56 of 256
+  experts) becomes the same bytes as ``cache_gb``;
+- the host link: ``host_link_gb_per_s`` when the source measured it, else, when the machine's
+  PCIe generation is below the card's, the bandwidth derived for that generation (the card's
+  lanes, :meth:`simspec.physics.hardware.GpuSpec.host_link_bytes_per_s`), else the card's own;
+- ``attention_precision`` and ``host_memory_gb_per_s`` (``[hardware.host]``) when stated;
+- a row with a ``drafter`` runs ``fixed`` k = ``steps`` with i.i.d. acceptance whose chain has the
+  measured acceptance length; otherwise k = 0.
+
+Routing is the analytic mode of every fidelity row (the expected union and the expected hit rate
+of :mod:`simspec.costs.offload`), and every row is predicted with the physics-only engine
+("ideal"): no serving engine's preset describes HF-transformers offloading frameworks. The
+quantity: ``tokens_per_s`` is the run's output throughput, ``hit_rate`` the fraction of the
+decode passes' needed experts found on the GPU (Σ needed − missed over Σ needed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import simspec
+from simspec import catalog
+from simspec.config.load import scenario_from_dict
+from simspec.errors import InputError
+from simspec.physics.hardware import PCIE_LANE_BYTES_PER_S
+from simspec.physics.precision import with_precision
+
+from .cases import OFFLOAD, Case, CaseFile
+from .predictions import ALPHA_MAX, Outcome, scenario_data, tree_alpha
+
+#: Mixtral-offloading's configurations in the order the paper measured them (fastest first).
+CONFIGURATION_ORDER = ("full", "no_prefetch", "no_lru", "naive")
+
+
+def link_gb_per_s(case: Case) -> float | None:
+    """The host link a row's copies cross, GB/s, when it differs from the card's (module doc)."""
+    if case.host_link_gb_per_s:
+        return case.host_link_gb_per_s
+    gpu = catalog.get_gpu(case.gpu)
+    if not case.pcie_generation or case.pcie_generation >= gpu.pcie_generation:
+        return None
+    machine = dataclasses.replace(
+        gpu,
+        pcie_generation=case.pcie_generation,
+        host_link_pinned_bytes_per_s=0.0,
+        host_link_pageable_bytes_per_s=0.0,
+    )
+    assert case.pcie_generation in PCIE_LANE_BYTES_PER_S
+    return machine.host_link_bytes_per_s(pinned=case.experts == "host_pinned") / 1e9
+
+
+def offload_table(case: Case) -> dict[str, Any]:
+    """The row's ``[offload]`` table (module docstring)."""
+    table: dict[str, Any] = {
+        "experts": case.experts,
+        "cache_policy": case.cache_policy,
+        "prefetch": case.prefetch,
+        "miss": case.miss,
+    }
+    if case.prefetch_accuracy:
+        table["prefetch_accuracy"] = case.prefetch_accuracy
+    slots = case.cache_experts_per_layer
+    if case.cache_policy == "none":
+        pass
+    elif slots and float(slots).is_integer():
+        table["cache_experts_per_layer"] = int(slots)
+    elif slots:  # a fractional slot count: the same bytes over all MoE layers
+        spec = with_precision(
+            catalog.get_model(case.model), case.precision, expert=case.expert_precision
+        )
+        shape = spec.shape
+        table["cache_gb"] = slots * shape.num_moe_layers * shape.expert_bytes / 1e9
+    elif case.cache_gb:
+        table["cache_gb"] = case.cache_gb
+    link = link_gb_per_s(case)
+    if link is not None:
+        table["link_gb_per_s"] = link
+    return table
+
+
+def offload_scenario_data(case: Case) -> dict[str, Any]:
+    """The scenario data of an offload row (module docstring)."""
+    data = scenario_data(case, "ideal")
+    data["offload"] = offload_table(case)
+    if case.attention_precision:
+        data["model"]["attention_precision"] = case.attention_precision
+    if case.host_memory_gb_per_s:
+        data["hardware"]["host"] = {"memory_bytes_per_s": case.host_memory_gb_per_s * 1e9}
+    if case.drafter:
+        data["model"]["drafter"] = case.drafter
+        data["policies"] = [{"name": "fixed", "draft_tokens": case.steps}]
+        alpha = min(tree_alpha(case), ALPHA_MAX)
+        data["acceptance"] = {**data.get("acceptance", {}), "process": "iid", "alpha": alpha}
+    return data
+
+
+def predict_offload(case: Case) -> Outcome:
+    """One offload row's prediction (or why there is none)."""
+    try:
+        data = offload_scenario_data(case)
+        scenario = scenario_from_dict(data, f"validation case {case.id}")
+        result = simspec.run(scenario, keep_logs=case.quantity == "hit_rate")
+    except InputError as exc:
+        return Outcome(case, case.value, None, str(exc))
+    row = result.policies[-1]
+    if case.quantity == "tokens_per_s":
+        value = float(row.tokens_per_s)
+    else:
+        assert result.logs is not None
+        log = result.logs[row.label].offload
+        if log is None:
+            return Outcome(case, case.value, None, "the run recorded no offloaded passes")
+        needed = sum(n for n, d in zip(log.needed, log.decode, strict=True) if d)
+        missed = sum(m for m, d in zip(log.missed, log.decode, strict=True) if d)
+        value = 1.0 - missed / needed if needed else 1.0
+    return Outcome(case, case.value, value, ideal=value)
+
+
+def order_right(outcomes: list[Outcome]) -> dict[str, bool | None]:
+    """Per Mixtral-offloading series (id before "["): are the predictions of its configurations
+    in the measured order (full > no_prefetch > no_lru > naive)? None without predictions."""
+    series: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        if o.case.configuration in CONFIGURATION_ORDER:
+            series.setdefault(o.case.id.split("[")[0], []).append(o)
+    result: dict[str, bool | None] = {}
+    for name, rows in series.items():
+        rows = sorted(rows, key=lambda o: CONFIGURATION_ORDER.index(o.case.configuration))
+        predicted = [o.predicted for o in rows if o.predicted is not None]
+        if len(predicted) < len(rows):
+            result[name] = None
+            continue
+        result[name] = all(a > b for a, b in itertools.pairwise(predicted))
+    return result
+
+
+def offload_summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Median and max |relative error| of the held-out (test) and fit rows, the hit-rate rows'
+    errors in points, and the configurations' order per Mixtral-offloading series."""
+
+    def errors(rows: list[Outcome]) -> dict[str, Any]:
+        errs = [abs(o.relative_error) for o in rows if o.relative_error is not None]
+        return {
+            "rows": len(rows),
+            "predicted_rows": len(errs),
+            "median_abs_relative_error": statistics.median(errs) if errs else None,
+            "max_abs_relative_error": max(errs) if errs else None,
+        }
+
+    speed = [o for o in outcomes if o.case.quantity == "tokens_per_s"]
+    hits = [o for o in outcomes if o.case.quantity == "hit_rate" and o.predicted is not None]
+    order = order_right(outcomes)
+    return {
+        "category": OFFLOAD,
+        "held_out": errors([o for o in speed if o.case.role == "test"]),
+        "fit": errors([o for o in speed if o.case.role == "fit"]),
+        "hit_rate_max_abs_points": (
+            max(abs(o.predicted - o.measured) * 100 for o in hits)  # type: ignore[operator]
+            if hits
+            else None
+        ),
+        "order_right": order,
+        "targets": {"held_out_median": 0.20, "hit_rate_points": 10.0},
+    }
+
+
+def predict_offload_all(cases: list[Case], *, workers: int = 1) -> list[Outcome]:
+    """Every offload row's :class:`Outcome`, in order, on ``workers`` processes."""
+    if workers <= 1:
+        return [predict_offload(c) for c in cases]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(predict_offload, cases))
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def offload_lines(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, Any]) -> list[str]:
+    """REPORT.md's section on expert offloading (``validation/offload.toml``)."""
+    held, fit = summary["held_out"], summary["fit"]
+    hits = summary["hit_rate_max_abs_points"]
+    lines = [
+        "",
+        "## Expert offloading (validation/offload.toml)",
+        "",
+        "Experts in host memory behind a GPU expert cache (`[offload]`; method:",
+        "`simspec/validation/offload.py`). Physics only (engine `ideal`): the catalog's host link",
+        "(PCIe x 0.8 pinned, a third of that pageable) and the routing's expected hit rates; no",
+        "term is fitted on these rows. Second-hand rows and Mixtral-offloading's PCIe 3 machines",
+        "(RTX 3060, T4) are held out (role test).",
+        "",
+        "| rows | predicted | median abs rel. error | target | max |",
+        "|---|---|---|---|---|",
+        f"| held out (test), tok/s | {held['predicted_rows']} of {held['rows']} | "
+        f"{_pct(held['median_abs_relative_error'])} | ≤ 20% | "
+        f"{_pct(held['max_abs_relative_error'])} |",
+        f"| fit rows, tok/s | {fit['predicted_rows']} of {fit['rows']} | "
+        f"{_pct(fit['median_abs_relative_error'])} | — | {_pct(fit['max_abs_relative_error'])} |",
+        "",
+        "Hit-rate rows: largest |predicted − measured| "
+        + ("—" if hits is None else f"{hits:.0f} points")
+        + " (target ≤ 10 points).",
+        "",
+        "Mixtral-offloading's configurations in the measured order (full > no prefetch > no",
+        "LRU > naive), per GPU and expert precision:",
+        "",
+        "| series | order predicted |",
+        "|---|---|",
+    ]
+    for name, right in summary["order_right"].items():
+        lines.append(f"| {name} | {'—' if right is None else 'right' if right else '**wrong**'} |")
+    lines += [
+        "",
+        "| case | configuration | GPU | experts | cache | prefetch | miss | role | quantity | "
+        "measured | predicted | rel. error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        c = o.case
+        size = (
+            f"{c.cache_experts_per_layer:g}/layer"
+            if c.cache_experts_per_layer
+            else f"{c.cache_gb:g} GB"
+            if c.cache_gb
+            else "auto"
+        )
+        cache = "none" if c.cache_policy == "none" else f"{c.cache_policy} {size}"
+        err = "—" if o.relative_error is None else f"{o.relative_error:+.0%}"
+        predicted = "—" if o.predicted is None else f"{o.predicted:.4g}"
+        lines.append(
+            f"| {c.id} | {c.configuration} | {c.gpu} | {c.experts} | {cache} | {c.prefetch} | "
+            f"{c.miss} | {c.role} | {c.quantity} | {c.value:.4g} | {predicted} | {err} |"
+        )
+    for o in outcomes:
+        if o.error:
+            lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
+    lines += ["", "Offload rows not expressed yet:", ""]
+    lines += [f"- {u.row}: {u.reason}." for u in cases.unexpressed]
+    lines += ["", "Offload sources:", ""]
+    lines += [
+        f"- `{key}`: {src.get('title', '')} — {src['url']}"
+        for key, src in sorted(cases.sources.items())
+    ]
+    return lines
