@@ -72,16 +72,18 @@ def usage_probabilities(inclusion: np.ndarray, union: np.ndarray) -> np.ndarray:
     log1m = np.log1p(-np.minimum(p, 1 - 1e-15))  # (L, N)
     # Newton from below: Σ_e 1 − (1 − p_e)^n is concave in n and at most n·Σp, so n = u/Σp
     # starts left of the root and every step stays left of it.
+    # A row stops once converged, so its answer does not depend on the rows solved with it.
     n = u / np.maximum(p.sum(axis=1), 1e-300)
+    done = np.zeros(len(u), dtype=bool)
     for _ in range(_STEPS):
         stay = np.exp(n[:, None] * log1m)
         gap = u - (1 - stay).sum(axis=1)
-        if (np.abs(gap) <= 1e-12 * np.maximum(u, 1)).all():
+        done |= np.abs(gap) <= 1e-12 * np.maximum(u, 1)
+        if done.all():
             break
         slope = -(stay * log1m).sum(axis=1)
-        n = np.minimum(
-            n + np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0), _BIG
-        )
+        step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
+        n = np.where(done, n, np.minimum(n + step, _BIG))
     return -np.expm1(n[:, None] * log1m)
 
 
@@ -148,15 +150,16 @@ def _lru_hits(
     # T solves occupancy(T) = C: linear (T · Σq) up to one pass, then concave and at most T · Σq,
     # so Newton from T = C / Σq stays left of the root.
     t = capacity / safe
-    above = t > 1
-    for _ in range(_STEPS if above.any() else 0):
+    done = t <= 1
+    for _ in range(_STEPS if not done.all() else 0):
         decay = (1 - q) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay)
         gap = capacity - (1 - decay).sum(axis=1)
-        if (~above | (np.abs(gap) <= 1e-12 * capacity)).all():
+        done |= np.abs(gap) <= 1e-12 * capacity
+        if done.all():
             break
         slope = -(decay * log_stay).sum(axis=1)
         step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
-        t = np.where(above, np.minimum(t + step, _BIG), t)
+        t = np.where(done, t, np.minimum(t + step, _BIG))
     hit = np.where(
         t[:, None] >= 1,
         1 - (1 - r) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay),
@@ -254,6 +257,8 @@ class OffloadModel:
     cpu_flops_per_s: float
     inclusion: np.ndarray = field(repr=False, compare=False)  # (L, N) p_e per token
     _hits: dict = field(default_factory=dict, repr=False, compare=False)
+    _per_layer: dict = field(default_factory=dict, repr=False, compare=False)
+    _groups: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def copy_s(self) -> float:
@@ -269,9 +274,27 @@ class OffloadModel:
         if hit is None:
             if len(self._hits) > 4096:
                 self._hits.clear()
-            hit = hit_fractions(self.inclusion, u, self.capacity, self.policy, r)
+            hit = self._layer_hits(u, r)
             self._hits[key] = hit
         return u * (1 - hit)
+
+    def _layer_hits(self, u: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """:func:`hit_fractions` per layer, each (popularity, union, reuse) solved once: a
+        layer's answer depends on those alone, and sampled unions repeat per layer."""
+        if not self._groups:
+            rows, group = np.unique(self.inclusion, axis=0, return_inverse=True)
+            self._groups.extend([rows, group.ravel()])
+        rows, group = self._groups
+        memo = self._per_layer
+        keys = list(zip(group.tolist(), u.tolist(), r.tolist(), strict=True))
+        todo = [i for i, k in enumerate(keys) if k not in memo]
+        if todo:
+            if len(memo) > 65536:
+                memo.clear()
+            solved = hit_fractions(rows[group[todo]], u[todo], self.capacity, self.policy, r[todo])
+            for i, h in zip(todo, solved.tolist(), strict=True):
+                memo[keys[i]] = h
+        return np.array([memo[k] for k in keys])
 
     def price(
         self,

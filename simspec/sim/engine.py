@@ -9,8 +9,11 @@ Two processes share one ``simpy.Environment``:
   turning each of its requests into a wait: a queue get for arrivals, a timeout of the priced
   time for each prefill pass and each decode iteration (:func:`simspec.sim.step.step`).
 
-Processes only wait; the arithmetic stays in pure functions. A resource that contends (a host
-link for offloaded experts, a second GPU stream) is one more process and one more wait here.
+Processes only wait; the arithmetic stays in pure functions. A resource that contends (a second
+GPU stream) is one more process and one more wait here. Offloaded experts (``[offload]``) keep
+one process: the host link serves only this GPU's passes, whose copy and compute streams are one
+pure pipeline (:mod:`simspec.costs.offload`), so each pass's wait already holds its loads and
+the link's work is recorded beside it (:class:`~simspec.sim.records.OffloadLog`).
 Requests are kept in admission order and admitted in arrival order, so no set or dict order
 drives a decision.
 

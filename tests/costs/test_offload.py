@@ -231,3 +231,17 @@ def test_static_cache_never_changes_and_none_holds_nothing():
     assert (static.resident == before).all() and before[:, :3].all() and before.sum() == 6
     none = ExpertCache(3, "none", p)
     assert none.misses(np.ones((2, 10), dtype=bool)).tolist() == [10.0, 10.0]
+
+
+def test_a_layer_answer_does_not_depend_on_the_layers_solved_with_it():
+    rng = np.random.default_rng(9)
+    p = np.minimum(rng.dirichlet(np.full(32, 0.5), size=6) * 2, 1.0)
+    union = rng.uniform(2, 12, 6)
+    reuse = rng.uniform(0, 0.6, 6)
+    for policy in ("lru", "static"):
+        together = hit_fractions(p, union, 10, policy, reuse)
+        alone = [
+            hit_fractions(p[i : i + 1], union[i : i + 1], 10, policy, reuse[i : i + 1])[0]
+            for i in range(6)
+        ]
+        assert together.tolist() == alone
