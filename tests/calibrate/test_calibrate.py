@@ -75,7 +75,23 @@ def test_calibrated_model_reproduces_the_roofline_on_its_grid(
     assert cal.other_s == pytest.approx(roof.other_s + floor, rel=1e-9)  # the LM head's
     attention = roof.attention_s + layers * TABLE_ATTENTION_KERNELS["gqa"] * floor
     assert cal.attention_s == pytest.approx(attention, rel=1e-9)
-    assert cal.total_s == pytest.approx(roof.total_s, rel=1e-9)
+    # the roofline's pass of several tokens per request holds the verify mask, which the
+    # calibrated model's verify_pass adds on top of calibrated_pass_cost (tested below)
+    assert cal.total_s == pytest.approx(roof.total_s - roof.tree_attention_s, rel=1e-9)
+
+
+def test_the_calibrated_verify_pass_adds_the_roofline_mask(synthetic_profile):
+    from simspec import catalog
+    from simspec.costs.calibrated import CalibratedCostModel
+
+    roof, cal = _both(synthetic_profile, [4], [508], 23.0)
+    assert roof.tree_attention_s > 0
+    drafter = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+    model = CalibratedCostModel(target=QWEN, drafter=drafter, gpu=H100, profile=synthetic_profile)
+    unique = np.full(QWEN.shape.num_moe_layers, 23.0)
+    verify = model.verify_pass(np.array([4]), np.array([508]), unique)
+    assert verify.tree_attention_s == pytest.approx(roof.tree_attention_s, rel=1e-9)
+    assert verify.total_s == pytest.approx(roof.total_s, rel=1e-9)
 
 
 def test_off_grid_points_are_interpolated_and_outside_points_fall_back(synthetic_profile):
@@ -84,7 +100,8 @@ def test_off_grid_points_are_interpolated_and_outside_points_fall_back(synthetic
     assert cal.total_s == pytest.approx(roof.total_s, rel=0.02)
     roof, cal = _both(synthetic_profile, [8] * 200, [700] * 200, 128.0)  # 1600 tokens, B=200
     assert cal.fallback_terms > 0
-    assert cal.total_s == pytest.approx(roof.total_s, rel=1e-9)  # the roofline beyond the grid
+    plain = roof.total_s - roof.tree_attention_s  # the verify mask: verify_pass adds it
+    assert cal.total_s == pytest.approx(plain, rel=1e-9)  # the roofline beyond the grid
     _, below = _both(synthetic_profile, [1], [10], 8.0)  # fewer keys than the grid's smallest
     assert below.fallback_terms == 1
 
