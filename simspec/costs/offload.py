@@ -42,6 +42,7 @@ demand.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -431,15 +432,7 @@ class OffloadCostModel:
         m = self.model
         layers = max(m.num_moe_layers, 1)
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
-        loaded = PassCost(
-            cost.overhead_s,
-            cost.moe_s + pipe.exposed_s,
-            cost.attention_s,
-            cost.other_s,
-            cost.fallback_terms,
-            cost.floors_s,
-            cost.collectives_s,
-        )
+        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
         copied = m.copied(misses, predicted)
         return LoadedPass(
             loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
