@@ -88,6 +88,11 @@ def delta_points(tables: dict[int, RequestTables]) -> DeltaPoints:
         cols["chosen"].append(k + 1 <= best)
         cols["binding"].append((k == best - 1) | (k == best))
         cols["cost_s"].append(t.cost_s[i, k])
+    return points_from_columns(cols)
+
+
+def points_from_columns(cols: dict[str, list[np.ndarray]]) -> DeltaPoints:
+    """:class:`DeltaPoints` from per-request column pieces (empty columns as empty arrays)."""
     empty = {"chosen": np.zeros(0, dtype=bool), "binding": np.zeros(0, dtype=bool)}
     return DeltaPoints(
         **{

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from simspec.analysis.delta import DeltaPoints, analyse
+from simspec.analysis.delta import DeltaPoints, analyse, points_from_columns
 from simspec.analysis.oracle import RequestTables
 from simspec.sim.tree import TreeSpeculation
 from simspec.text.shapes import NO_SPECULATION, TreeShape, validate
@@ -109,13 +109,7 @@ def ladder_points(
         cols["chosen"].append(k + 1 <= best)
         cols["binding"].append((k == best - 1) | (k == best))
         cols["cost_s"].append(t.cost_s[i, k])
-    empty = {"chosen": np.zeros(0, dtype=bool), "binding": np.zeros(0, dtype=bool)}
-    return DeltaPoints(
-        **{
-            name: np.concatenate(v) if v else empty.get(name, np.zeros(0))
-            for name, v in cols.items()
-        }
-    )
+    return points_from_columns(cols)
 
 
 def analyse_ladder(

@@ -84,7 +84,7 @@ def test_the_calibrated_verify_pass_adds_the_roofline_mask(synthetic_profile):
     from simspec import catalog
     from simspec.costs.calibrated import CalibratedCostModel
 
-    roof, cal = _both(synthetic_profile, [4], [508], 23.0)
+    roof, _ = _both(synthetic_profile, [4], [508], 23.0)
     assert roof.tree_attention_s > 0
     drafter = catalog.get_drafter("eagle3-qwen3-30b-a3b")
     model = CalibratedCostModel(target=QWEN, drafter=drafter, gpu=H100, profile=synthetic_profile)
