@@ -20,6 +20,11 @@ class InputError(Exception):
         self.hint = hint
         super().__init__(str(self))
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str, str]]:
+        """Rebuilt from its fields, so the error crosses a process pool intact (a worker's
+        bad input reaches the parent as this error, not as a broken pool)."""
+        return type(self), (self.source, self.key_path, self.expected, self.found, self.hint)
+
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
         key = f"{self.key_path}: " if self.key_path else ""
@@ -45,6 +50,10 @@ class FieldError(ValueError):
         self.expected = expected
         self.found = found
         super().__init__(f"{key}: expected {expected}, found {describe(found)}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, object]]:
+        """Rebuilt from its fields (crosses a process pool intact)."""
+        return type(self), (self.key, self.expected, self.found)
 
 
 def describe(value: object) -> str:
