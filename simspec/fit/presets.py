@@ -163,34 +163,50 @@ class AffineRow:
 def reporter_weights(
     rows: Sequence[AffineRow], reporters: Mapping[str, str] | None = None
 ) -> np.ndarray:
-    """Each row's weight in the fit: 1/sqrt(rows of its reporter), so every reporter carries
-    the same total weight (Σ w² = 1 per reporter) and no single reporter's many rows set an
-    engine term on their own. ``reporters`` maps a source key to who measured it (default:
-    every source its own reporter; :meth:`simspec.validation.cases.CaseFile.reporters`)."""
+    """Each row's weight in the fit's loss: 1/(rows of its reporter), so every reporter
+    carries the same total weight (Σ w = 1 per reporter) and no single reporter's many rows
+    set an engine term on their own. ``reporters`` maps a source key to who measured it
+    (default: every source its own reporter;
+    :meth:`simspec.validation.cases.CaseFile.reporters`)."""
     who = [(reporters or {}).get(r.case.source, r.case.source) for r in rows]
     counts: dict[str, int] = {}
     for name in who:
         counts[name] = counts.get(name, 0) + 1
-    return np.array([1.0 / math.sqrt(counts[name]) for name in who])
+    return np.array([1.0 / counts[name] for name in who])
+
+
+#: Scale of the robust loss, in log(predicted / measured): a row off by more than ~10 % pulls
+#: the fit by its sign rather than by its size (soft-L1), whichever reporter measured it.
+LOSS_SCALE = 0.1
+
+
+def weighted_soft_l1(log_errors: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Residuals whose sum of squares is ``LOSS_SCALE² Σ w ρ((r / LOSS_SCALE)²)``, ρ the
+    soft-L1 loss ``2(sqrt(1 + z) − 1)``: the robust loss acts on each row's own error and the
+    reporter weight multiplies the loss, so a row's outlier threshold does not depend on how
+    many rows its reporter published (weighting the residuals instead would make a reporter
+    of one row an outlier at errors where a reporter of many rows is not)."""
+    z = (log_errors / LOSS_SCALE) ** 2
+    rho = 2.0 * (np.sqrt(1.0 + z) - 1.0)
+    return np.sign(log_errors) * LOSS_SCALE * np.sqrt(weights * rho)
 
 
 def fit(
     rows: list[AffineRow], keys: tuple[str, ...], reporters: Mapping[str, str] | None = None
 ) -> np.ndarray:
-    """Least squares of log(predicted / measured) over ``rows``, each reporter weighted
-    equally (:func:`reporter_weights`; soft-L1 against outliers)."""
+    """Minimum of the reporter-weighted soft-L1 loss of log(predicted / measured) over
+    ``rows`` (:func:`reporter_weights`, :func:`weighted_soft_l1`), each term within its
+    physical bounds (:data:`BOUNDS`, at most the top of its :data:`PLAUSIBLE` range)."""
     from scipy.optimize import least_squares
 
     lower = np.array([BOUNDS[k][1] for k in keys])
-    upper = np.array([BOUNDS[k][2] for k in keys])
-    start = np.array([BOUNDS[k][3] for k in keys])
+    upper = np.array([min(BOUNDS[k][2], PLAUSIBLE.get(k, BOUNDS[k][1:3])[1]) for k in keys])
+    start = np.minimum(np.array([BOUNDS[k][3] for k in keys]), upper)
     weights = reporter_weights(rows, reporters)
     result = least_squares(
-        lambda th: weights * np.array([r.log_error(th) for r in rows]),
+        lambda th: weighted_soft_l1(np.array([r.log_error(th) for r in rows]), weights),
         start,
         bounds=(lower, upper),
-        loss="soft_l1",
-        f_scale=0.1,
         x_scale=np.array([BOUNDS[k][0] for k in keys]),
     )
     return np.asarray(result.x)

@@ -58,7 +58,8 @@ def test_a_held_out_rows_prediction_ignores_its_own_measurement(probes):
     moved_b = _folds([a, dataclasses.replace(b, value=50.0), trt], probes)
     pa = _predicted(first, "a")["predicted"]
     assert _predicted(moved_a, "a")["predicted"] == pytest.approx(pa)  # its own value: no effect
-    assert _predicted(moved_b, "a")["predicted"] > 1.5 * pa  # a training row's value: fitted
+    # a training row's value is fitted (up to the plausible top of the per-pass overhead)
+    assert _predicted(moved_b, "a")["predicted"] > 1.1 * pa
     # TensorRT-LLM's only group held out: nothing to fit its preset on.
     t = _predicted(first, "t")
     assert t["predicted"] is None and "not identifiable" in t["note"]

@@ -139,11 +139,59 @@ def test_every_reporter_weighs_the_same_in_the_fit():
         for i, source in enumerate(["a", "a", "a", "b", "c", "c"])
     ]
     w = presets.reporter_weights(rows)
-    by_source = {s: sum(w[i] ** 2 for i, r in enumerate(rows) if r.case.source == s) for s in "abc"}
+    by_source = {s: sum(w[i] for i, r in enumerate(rows) if r.case.source == s) for s in "abc"}
     assert by_source == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
     # Sources a and b measured by one person: together they weigh what c weighs.
     w = presets.reporter_weights(rows, {"a": "x", "b": "x"})
-    assert sum(w[:4] ** 2) == pytest.approx(1.0) == sum(w[4:] ** 2)
+    assert sum(w[:4]) == pytest.approx(1.0) == sum(w[4:])
+
+
+def test_the_weighted_loss_is_soft_l1_of_each_rows_own_error():
+    """Σ residual² = s² Σ w ρ((r/s)²), ρ(z) = 2(sqrt(1+z) − 1): closed form at three errors."""
+    r = np.array([0.01, -0.1, 0.5])
+    w = np.array([1.0, 0.5, 0.25])
+    s = presets.LOSS_SCALE
+    rho = 2 * (np.sqrt(1 + (r / s) ** 2) - 1)
+    g = presets.weighted_soft_l1(r, w)
+    assert np.sum(g**2) == pytest.approx(s**2 * np.sum(w * rho))
+    assert np.all(np.sign(g) == np.sign(r))
+    # small errors: least squares (g ≈ sqrt(w) r); large: linear in |r|
+    assert g[0] == pytest.approx(np.sqrt(w[0]) * r[0], rel=2e-3)
+
+
+ONLY_PASS = ("verify_overhead_s", "comm_s_per_layer")
+
+
+def _disagreeing_rows(n_a: int, n_b: int, a_ms: float = 1.2, b_ms: float = 1.8):
+    """Rows of two reporters whose TPOT is 1 ms + the overhead: reporter a measures 1.2 ms on
+    every row, b 1.8 ms (they disagree by 1.5x, far beyond the loss scale)."""
+    rows = []
+    for i, (source, value) in enumerate([("a", a_ms)] * n_a + [("b", b_ms)] * n_b):
+        case = dataclasses.replace(ROW, id=f"{source}{i}", source=source, value=value)
+        base = dict.fromkeys(predict.TIMES, 1.0) | {"tpot_ms": 1.0}
+        probes = {
+            label: base | {"tpot_ms": 1.0 + (0.0 if label == "base" else 1.0)}
+            for label, _ in presets.probe_runs(case, ONLY_PASS)
+        }
+        rows.append(presets.AffineRow(case, probes, ONLY_PASS))
+    return rows
+
+
+def test_a_reporter_that_publishes_more_rows_does_not_pull_harder():
+    """Nine identical rows of one reporter against one row of another give the fit that one
+    row each gives: the weight and the robust loss act per reporter, not per row."""
+    keys = presets.fitted_keys("sglang", ONLY_PASS)
+    one_each = presets.fit(_disagreeing_rows(1, 1), keys)
+    nine_to_one = presets.fit(_disagreeing_rows(9, 1), keys)
+    assert nine_to_one == pytest.approx(one_each, rel=1e-3)
+    # between the two reporters' own values (0.2 ms and 0.8 ms), not at a bound
+    assert 0.25e-3 < one_each[0] < 0.75e-3
+
+
+def test_no_fitted_value_leaves_its_plausible_range_upwards():
+    rows = _disagreeing_rows(0, 3, b_ms=3.0)  # all want 2 ms per pass: above 1 ms
+    value = presets.fit(rows, presets.fitted_keys("sglang", ONLY_PASS))[0]
+    assert value == pytest.approx(presets.PLAUSIBLE["pass_overhead_s"][1])
 
 
 def test_the_catalog_presets_are_what_the_fit_writes():
