@@ -14,7 +14,9 @@ import pytest
 import simspec
 from simspec.cli import COMMANDS, main
 
+# equal lengths (no jitter): the token counts below are exact
 SMALL = ["--set", "workload.num_requests=4", "--set", "workload.output_tokens=16"]
+SMALL += ["--set", "workload.length_jitter=0"]
 LABELS = [f"fixed-{k}" for k in range(5)]
 ROW_FIELDS = {
     "name",

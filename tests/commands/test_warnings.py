@@ -12,6 +12,8 @@ from tests.commands.test_cli import run_main
 
 SMALL = [
     "--set",
+    "workload.length_jitter=0",
+    "--set",
     "workload.num_requests=4",
     "--set",
     "workload.output_tokens=24",

@@ -18,6 +18,7 @@ from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 
 SMALL = {
+    "workload.length_jitter": 0.0,  # every request as long as the others: exact bounds
     "workload.num_requests": 4,
     "workload.concurrency": 2,
     "workload.loop": "closed",

@@ -48,7 +48,12 @@ def test_deferred_and_timed_schedules_record_the_same_run(concurrency: int, mode
 def test_deferred_schedule_with_engine_overheads_and_a_kv_limit() -> None:
     """Speculation overheads (an engine preset's extend passes) and admission held back by the
     KV capacity: both are decided without a clock, so the records still agree."""
-    setup = _setup(8, "analytic", "costs.draft_extend_passes=1", "costs.verify_overhead_s=2e-4")
+    extra = (
+        "costs.draft_extend_passes=1",
+        "costs.verify_overhead_s=2e-4",
+        "workload.length_jitter=0",
+    )
+    setup = _setup(8, "analytic", *extra)
     need = RequestTable(setup.references, 12, setup.max_draft_tokens).kv_bytes
     setup = dataclasses.replace(setup, kv_capacity_bytes=2.5 * max(need))  # 2 of the 8 at once
     for policy in POLICIES[1:3]:
