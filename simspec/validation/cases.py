@@ -96,6 +96,13 @@ class Case:
         (), "the keys whose values are assumptions, not published (ASSUMABLE_KEYS)"
     )
     role: str = param("fit", "fit: the fits may use the row; test: predicted only", choices=ROLES)
+    overlap_scheduling: str = param(
+        "",
+        "whether the run overlapped a speculative iteration's host work with the GPU, as the "
+        "source states it (SGLang's SGLANG_ENABLE_SPEC_V2, vLLM's async scheduling): on, off, "
+        "or '' = the engine's default design (simspec.fit.presets.DESIGN)",
+        choices=("", "on", "off"),
+    )
     # -- expert offloading (category "offload"; a scenario's [offload] keys) -------------------
     experts: str = param("", "where the routed experts live", choices=OFFLOAD_EXPERTS)
     cache_experts_per_layer: float = param(

@@ -119,6 +119,8 @@ def scenario_data(
     """
     data, _ = read_scenario_data(None)
     data["engine"] = {"preset": preset or engine_preset(case), **(engine or {})}
+    if case.overlap_scheduling:  # the row's own engine setting beats the engine's default
+        data["engine"]["overlap_scheduling"] = case.overlap_scheduling == "on"
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}

@@ -118,3 +118,24 @@ def test_the_summary_counts_errors_and_signs_per_category():
     assert s["ideal_median_abs_relative_error"] == pytest.approx((1 - 1.2 / 1.39) / 2, abs=1e-4)
     assert summary["decode"]["predicted_rows"] == 0
     assert summary["decode"]["median_abs_relative_error"] is None
+
+
+def test_a_row_that_ran_an_overlap_scheduler_hides_the_speculative_host_time():
+    """A row whose source ran SGLang's overlap scheduler for speculation (SpecV2) is predicted
+    with it: the sglang preset's per-iteration host time is hidden, so the predicted speedup
+    is higher than the same row's under the engine's default (no overlap)."""
+    import dataclasses
+
+    from simspec import catalog
+    from simspec.config.load import scenario_from_dict
+
+    spec = next(c for c in cases_mod.load_cases(CASES).cases if c.category == "speculative")
+    spec = dataclasses.replace(spec, engine="SGLang EAGLE3", batch=1, overlap_scheduling="")
+    on = dataclasses.replace(spec, overlap_scheduling="on")
+    assert "overlap_scheduling" not in predict.scenario_data(spec, "sglang")["engine"]
+    assert predict.scenario_data(on, "sglang")["engine"]["overlap_scheduling"] is True
+    data = predict.scenario_data(spec, "sglang")
+    assert not scenario_from_dict(data, "x").roofline.overlap_scheduling
+    assert scenario_from_dict(predict.scenario_data(on, "sglang"), "x").roofline.overlap_scheduling
+    assert catalog.get_engine("sglang").overrides()["verify_overhead_s"] > 0
+    assert predict.predict_run(on) > 1.02 * predict.predict_run(spec)
