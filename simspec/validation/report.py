@@ -41,7 +41,7 @@ from .cases import CATEGORIES, OFFLOAD_CASES_PATH, Case, CaseFile, engine_preset
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
 from .offload import offload_lines, offload_summary, predict_offload_all
-from .predictions import SIGN_NOISE, Outcome, predict
+from .predictions import SIGN_NOISE, Outcome, is_tree_row, predict, speedup_sign_right
 
 #: The issue's target series: (label, category, case-id prefixes).
 TARGETS = (
@@ -101,6 +101,9 @@ def fidelity_report(
     if folds is not None:
         summary["out_of_sample"] = out_of_sample(folds)
     summary |= summarize(outcomes)
+    if folds is not None:
+        held = {r["id"]: r["predicted"] for r in folds["rows"]}
+        summary["speculative_by_shape"] = shape_summary(outcomes, held)
     if fit is not None:
         summary["presets_out_of_sample"] = held_out_summary(fit)
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,6 +157,7 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
             ),
         }
     summary["targets"] = targets
+    summary["speculative_by_shape"] = shape_summary(outcomes)
     return summary
 
 
@@ -175,6 +179,65 @@ def _held_out(held: dict[str, float | None], case_id: str, measured: float) -> s
     if value is None:
         return "n/i | — |"
     return f"{_fmt(value)} | {value / measured - 1:+.0%} |"
+
+
+def shape_summary(
+    outcomes: list[Outcome], held: dict[str, float | None] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Speculative rows by draft shape (``chain``: topk 1; ``tree``: SGLang's (steps, topk,
+    draft) trees with topk > 1): rows, median |relative error| and wrong signs in sample and,
+    given ``held`` (row id -> held-out prediction), out of sample."""
+    result: dict[str, dict[str, Any]] = {}
+    for shape in ("chain", "tree"):
+        rows = [
+            o
+            for o in outcomes
+            if o.case.category == "speculative" and is_tree_row(o.case) == (shape == "tree")
+        ]
+        errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
+        signs = [o.sign_right for o in rows if o.sign_right is not None]
+        entry: dict[str, Any] = {
+            "rows": len(rows),
+            "median_abs_relative_error": _median(errors),
+            "wrong_signs": sum(1 for s in signs if not s),
+            "signs_checked": len(signs),
+        }
+        if held is not None:
+            pairs = [(held.get(o.case.id), o.measured) for o in rows]
+            known = [(p, m) for p, m in pairs if p is not None]
+            out_signs = [speedup_sign_right("speculative", p, m) for p, m in known]
+            checked = [x for x in out_signs if x is not None]
+            entry["out_of_sample"] = {
+                "predicted_rows": len(known),
+                "median_abs_relative_error": _median([abs(p / m - 1.0) for p, m in known]),
+                "wrong_signs": sum(1 for x in checked if not x),
+                "signs_checked": len(checked),
+            }
+        result[shape] = entry
+    return result
+
+
+def _shape_lines(shapes: dict[str, dict[str, Any]]) -> list[str]:
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{value:.0%}"
+
+    lines = [
+        "",
+        "By draft shape (chains: topk 1; trees: topk > 1, priced as SGLang's trees):",
+        "",
+        "| shape | rows | out of sample: median abs rel. error | wrong signs | "
+        "in sample: median abs rel. error | wrong signs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for shape, s in shapes.items():
+        o = s.get("out_of_sample", {})
+        lines.append(
+            f"| {shape} | {s['rows']} | {pct(o.get('median_abs_relative_error'))} | "
+            f"{_signs(o.get('wrong_signs', 0), o.get('signs_checked', 0))} | "
+            f"{pct(s['median_abs_relative_error'])} | "
+            f"{_signs(s['wrong_signs'], s['signs_checked'])} |"
+        )
+    return lines
 
 
 def _gpus(case: Case) -> str:
@@ -312,6 +375,8 @@ def report(
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
                     f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal} {out}"
                 )
+        if category == "speculative":
+            lines += _shape_lines(shape_summary(outcomes, held if folds is not None else None))
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")

@@ -139,3 +139,29 @@ def test_a_row_that_ran_an_overlap_scheduler_hides_the_speculative_host_time():
     assert scenario_from_dict(predict.scenario_data(on, "sglang"), "x").roofline.overlap_scheduling
     assert catalog.get_engine("sglang").overrides()["verify_overhead_s"] > 0
     assert predict.predict_run(on) > 1.02 * predict.predict_run(spec)
+
+
+def test_speculative_rows_are_summarised_by_draft_shape_in_and_out_of_sample():
+    import dataclasses
+
+    from simspec.validation.predictions import Outcome
+    from simspec.validation.report import shape_summary
+
+    by_id = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    tree = by_id["glm-4.7-flash-1xh100-eagle3-bs1"]  # (3, 4, 6): topk 4
+    chain = dataclasses.replace(tree, id="chain", topk=1, draft_tokens=4)
+    outcomes = [
+        Outcome(tree, 1.4, 1.4 * 1.1),  # +10 %, right sign
+        Outcome(tree, 1.4, 0.7),  # -50 %, wrong sign
+        Outcome(chain, 0.8, 0.8 * 1.2),  # +20 %, right sign (0.96 < 1)
+    ]
+    held = {tree.id: 1.4 * 0.9, chain.id: 1.2}  # out of sample: -10 % / wrong sign
+    shapes = shape_summary(outcomes, held)
+    assert shapes["tree"]["rows"] == 2 and shapes["chain"]["rows"] == 1
+    assert shapes["tree"]["median_abs_relative_error"] == pytest.approx(0.3)
+    assert (shapes["tree"]["wrong_signs"], shapes["tree"]["signs_checked"]) == (1, 2)
+    assert shapes["chain"]["median_abs_relative_error"] == pytest.approx(0.2)
+    out = shapes["chain"]["out_of_sample"]
+    assert out["median_abs_relative_error"] == pytest.approx(0.5)
+    assert (out["wrong_signs"], out["signs_checked"]) == (1, 1)
+    assert "out_of_sample" not in shape_summary(outcomes)["tree"]
