@@ -183,14 +183,21 @@ class Pipeline(NamedTuple):
     """One pass under offloading (:func:`pipeline`), times from the verify pass's start."""
 
     total_s: float  # the pass, its layers waiting for their experts
-    compute_s: float  # the layers' own time (GPU, or the CPU's where it is slower)
+    compute_s: float  # the layers' own time (the GPU's kernels and the runtime's host time)
     copy_s: float  # time the link spent copying for this pass
     link_start_s: float  # when the first copy started (< 0: during the draft phase)
+    host_s: float = 0.0  # the runtime's host time inside compute_s (an offload framework's)
 
     @property
     def exposed_s(self) -> float:
         """Time the pass waited on copies (or on the CPU) beyond its compute."""
         return self.total_s - self.compute_s
+
+    @property
+    def added_s(self) -> float:
+        """What offloading adds to the pass's kernels: the wait on copies and the runtime's
+        host time."""
+        return self.exposed_s + self.host_s
 
 
 def pipeline(
@@ -221,10 +228,10 @@ def pipeline(
     ahead = np.asarray(ahead_s, dtype=float)
     layers = len(demand)
     compute = np.broadcast_to(np.asarray(layer_s, dtype=float), (layers,))
+    work = float(compute.sum())  # the layers' own time: a wait on the CPU is exposed
     if cpu_s is not None:
         compute = np.maximum(compute, np.asarray(cpu_s, dtype=float))
     busy = float(ahead.sum() + demand.sum())
-    work = float(compute.sum())
     if not layers:
         return Pipeline(0.0, 0.0, 0.0, 0.0)
     first = 0.0
@@ -260,11 +267,26 @@ class OffloadModel:
     _hits: dict = field(default_factory=dict, repr=False, compare=False)
     _per_layer: dict = field(default_factory=dict, repr=False, compare=False)
     _groups: list = field(default_factory=list, repr=False, compare=False)
+    # The runtime (an offload framework preset, simspec.params.offload_framework): host time
+    # per layer and per expert a layer runs, and the copies one expert's load issues.
+    layer_host_s: float = 0.0
+    expert_host_s: float = 0.0
+    copies_per_expert: int = 1
 
     @property
     def copy_s(self) -> float:
-        """One expert over the link: its bytes at the link's bandwidth plus one copy's latency."""
-        return self.expert_bytes / self.link_bytes_per_s + self.copy_latency_s
+        """One expert over the link: its bytes at the link's bandwidth plus the latency of each
+        copy its load issues."""
+        return self.expert_bytes / self.link_bytes_per_s + self.copies_per_expert * (
+            self.copy_latency_s
+        )
+
+    def host_s(self, union: np.ndarray) -> np.ndarray | None:
+        """The runtime's host time per layer of a pass whose layers run ``union`` experts:
+        ``layer_host_s`` + ``expert_host_s`` x union (None when the runtime adds none)."""
+        if not (self.layer_host_s or self.expert_host_s):
+            return None
+        return self.layer_host_s + self.expert_host_s * np.asarray(union, dtype=float)
 
     def expected_misses(self, union: np.ndarray, reuse: np.ndarray | float) -> np.ndarray:
         """Expected experts of a pass not resident, per layer (analytic; memoised on inputs)."""
@@ -307,15 +329,34 @@ class OffloadModel:
         predicted: bool = True,
     ) -> Pipeline:
         """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
-        absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`); ``predicted``
-        False: no prefetch (nothing predicts this pass's experts)."""
+        absent, each layer computing for ``layer_s`` on the GPU plus the runtime's host time
+        (:meth:`host_s`; copies overlap both, :func:`pipeline`); ``predicted`` False: no
+        prefetch (nothing predicts this pass's experts)."""
+        host = self.host_s(union)
+        if host is not None:
+            pipe = self._price(layer_s + host, union, misses, tokens, lead_s, predicted)
+            return pipe._replace(host_s=float(_add(host)))
+        return self._price(layer_s, union, misses, tokens, lead_s, predicted)
+
+    def _price(
+        self,
+        layer_s: float | np.ndarray,
+        union: np.ndarray,
+        misses: np.ndarray,
+        tokens: int,
+        lead_s: float,
+        predicted: bool,
+    ) -> Pipeline:
+        """:meth:`price` with ``layer_s`` each layer's whole time (a float: every layer's)."""
         m = np.asarray(misses, dtype=float)
         copy = self.copy_s
         a = self._accuracy(predicted)
         late = m if a == 0 else (1 - a) * m
-        if self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
+        scalar = isinstance(layer_s, float)
+        if scalar and self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
             # pipeline()'s closed form with one compute time per layer: a_l = m_l · copy ahead
             # (next layer), d_l = (1 − accuracy) · m_l · copy on demand
+            assert isinstance(layer_s, float)
             missed = float(_add(m))
             work = layer_s * len(m)
             demand = missed * (1 - a) * copy
@@ -358,8 +399,9 @@ class OffloadModel:
 
 
 class LoadedPass(NamedTuple):
-    """A pass priced with its loads: the cost (the exposed load time inside ``moe_s``: the MoE
-    layers wait for their experts), the pipeline, and its cache traffic per pass."""
+    """A pass priced with its loads: the cost (the exposed load time and the runtime's host
+    time inside ``moe_s``: the MoE layers wait for their experts), the pipeline, and its cache
+    traffic per pass."""
 
     cost: PassCost
     pipeline: Pipeline
@@ -410,12 +452,13 @@ class OffloadCostModel:
         self, base_total_s: float, tokens_per_request: np.ndarray, unique_experts: np.ndarray
     ) -> float:
         """What :meth:`verify_pass` adds to a base pass of ``base_total_s``: its expected wait
-        on loads (:func:`simspec.costs.batch.verify_totals` prices many passes with it)."""
+        on loads and the runtime's host time (:func:`simspec.costs.batch.verify_totals` prices
+        many passes with it)."""
         m = self.model
         misses = self.expected_misses(tokens_per_request, unique_experts)
         layer_s = base_total_s / max(m.num_moe_layers, 1)
         tokens = int(np.sum(tokens_per_request))
-        return m.price(layer_s, unique_experts, misses, tokens).exposed_s
+        return m.price(layer_s, unique_experts, misses, tokens).added_s
 
     def load(
         self,
@@ -432,7 +475,7 @@ class OffloadCostModel:
         m = self.model
         layers = max(m.num_moe_layers, 1)
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
-        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
+        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.added_s)
         copied = m.copied(misses, predicted)
         return LoadedPass(
             loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
