@@ -13,7 +13,8 @@ Markdown table per finding (the README quotes them):
 3. speculation under offloading vs all weights resident: the best fixed k's speedup on the
    RTX 4090 / RTX A6000 / A100-40GB with offloading and on an H100 SXM holding every expert;
 4. the best draft length against the link bandwidth (4-50 GB/s; the figure "speedup vs draft
-   length, one curve per link bandwidth" is drawn when ``--figure`` names a folder);
+   length, one curve per link bandwidth", :mod:`simspec.plots.offload`, is drawn per model when
+   ``--figure`` names a folder);
 5. hit rates of LRU and static (most popular) caches against the cache size.
 """
 
@@ -228,28 +229,26 @@ def _finding5(results: dict[str, Any], heading: bool) -> None:
 
 
 def figure(results: dict[str, Any], ks: list[str], folder: Path) -> None:
-    """Speedup vs draft length, one curve per link bandwidth (Mixtral-8x7B and gpt-oss-120b)."""
-    import matplotlib
+    """Speedup vs draft length, one curve per link bandwidth, one figure per model
+    (:func:`simspec.plots.offload.offload_figure`, from the finding's runs)."""
+    from simspec.plots.offload import OffloadCurves, draw_offload_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    draft = [0] + [int(p.split("-")[1]) for p in ks]
-    for ax, m in zip(axes, ("mixtral-8x7b", "gpt-oss-120b"), strict=True):
-        for link in LINKS:
-            rows = results[f"f4/{m}/{link}"]
-            ax.plot(
-                draft, [1.0] + [rows[p]["speedup"] for p in ks], marker="o", label=f"{link:g} GB/s"
-            )
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(f"{m}, RTX 4090, experts offloaded (LRU)")
-        ax.set_xlabel("draft length k")
-    axes[0].set_ylabel("speedup over no speculation")
-    axes[1].legend(title="host link")
-    fig.tight_layout()
-    fig.savefig(folder / "speedup_vs_k_per_link.png", dpi=120)
+    draft = (0, *(int(p.split("-")[1]) for p in ks))
+    for m in ("mixtral-8x7b", "gpt-oss-120b"):
+        rows = tuple(
+            (1.0, *(results[f"f4/{m}/{link}"][p]["speedup"] for p in ks)) for link in LINKS
+        )
+        curves = OffloadCurves(
+            f"{m} on rtx-4090, experts in host_pinned, lru (offloading study)",
+            "offload.link_gb_per_s",
+            LINKS,
+            draft,
+            rows,
+        )
+        for path in draw_offload_figure(
+            curves, folder / f"speedup_vs_k_per_link-{m}.png", svg=False
+        ):
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
 if __name__ == "__main__":
