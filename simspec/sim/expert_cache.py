@@ -12,6 +12,9 @@ are the needed experts not resident; after the pass the policy decides what stay
   fixed for the run; misses pass through a staging buffer;
 * ``none``: nothing stays.
 
+A capacity that is not a whole number per layer (a cache sized in GB holds whole experts, not
+a whole number per layer) gives some layers one slot more than others (:func:`layer_slots`).
+
 The cache starts warm, holding each layer's ``capacity`` most popular experts (a prefill
 touches nearly every expert). Ties are broken by popularity, then by expert id, so the state is
 a function of the passes.
@@ -25,13 +28,27 @@ from __future__ import annotations
 import numpy as np
 
 
+def layer_slots(capacity: float, layers: int, experts: int) -> np.ndarray:
+    """Slots per layer of a cache of ``capacity`` experts per layer on average: C experts in all
+    (C = round(capacity x layers)), ⌊C / L⌋ per layer and one more in the first C mod L layers
+    (a cache sized in GB holds whole experts, not a whole number per layer); at most
+    ``experts``."""
+    total = max(round(float(capacity) * layers), 0)
+    slots = np.full(layers, total // layers, dtype=np.int64)
+    slots[: total % layers] += 1
+    return np.minimum(slots, experts)
+
+
 class ExpertCache:
     """Resident experts per MoE layer and what the policy remembers of their use."""
 
-    def __init__(self, capacity: int, policy: str, inclusion: np.ndarray):
+    def __init__(self, capacity: float, policy: str, inclusion: np.ndarray):
         p = np.asarray(inclusion, dtype=float)
         layers, experts = p.shape
-        self.capacity = min(int(capacity), experts) if policy != "none" else 0
+        slots = layer_slots(capacity, layers, experts) if policy != "none" else np.zeros(layers)
+        self.slots = slots.astype(np.int64)  # per layer
+        self.capacity = int(self.slots.max()) if layers else 0  # the fullest layer's
+        self._even = bool((self.slots == self.capacity).all())
         self.policy = policy
         # A rank of popularity per (layer, expert) in [0, 1): the tie-break of every policy.
         order = np.argsort(-p, axis=1, kind="stable")
@@ -43,6 +60,8 @@ class ExpertCache:
         self.clock = 0
         if self.capacity:  # warm: the prefill touched every expert, the popular ones stay
             np.put_along_axis(self.resident, order[:, : self.capacity], True, axis=1)
+            if not self._even:
+                self.resident &= rank < self.slots[:, None]
 
     def misses(self, needed: np.ndarray) -> np.ndarray:
         """Needed experts not resident, per layer ((L, N) membership -> (L,) counts)."""
@@ -59,7 +78,12 @@ class ExpertCache:
             self.score = self.score + needed
         candidates = self.resident | needed
         key = np.where(candidates, self.score + self._tie, -1.0)
-        keep = np.argpartition(-key, self.capacity - 1, axis=1)[:, : self.capacity]
         resident = np.zeros_like(self.resident)
-        np.put_along_axis(resident, keep, True, axis=1)
+        if self._even:
+            keep = np.argpartition(-key, self.capacity - 1, axis=1)[:, : self.capacity]
+            np.put_along_axis(resident, keep, True, axis=1)
+        else:  # layers of fewer slots keep their best ones only
+            keep = np.argsort(-key, axis=1, kind="stable")[:, : self.capacity]
+            mine = np.arange(self.capacity)[None, :] < self.slots[:, None]
+            np.put_along_axis(resident, keep, mine, axis=1)
         self.resident = resident & candidates

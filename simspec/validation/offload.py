@@ -11,6 +11,12 @@ A row becomes the default scenario with the row's model, precision, GPU and leng
   PCIe generation is below the card's, the bandwidth derived for that generation (the card's
   lanes, :meth:`simspec.physics.hardware.GpuSpec.host_link_bytes_per_s`), else the card's own;
 - ``attention_precision`` and ``host_memory_gb_per_s`` (``[hardware.host]``) when stated;
+- a row that states its cache size ran that cache on that GPU: all its memory counts
+  (``memory_utilization = 1``), so the scenario's memory check does not refuse the source's own
+  configuration (Fiddler's 56 fp16 experts on a 24 GB card);
+- ``framework``: the offloading runtime's host time (an offload framework preset,
+  :mod:`simspec.params.offload_framework`); :func:`leave_one_reporter_out` fits its
+  ``layer_host_s`` on every reporter's rows but one and predicts that one's;
 - a row with a ``drafter`` runs ``fixed`` k = ``steps`` with i.i.d. acceptance whose chain has the
   measured acceptance length; otherwise k = 0.
 
@@ -99,6 +105,8 @@ def offload_scenario_data(case: Case, layer_host_s: float | None = None) -> dict
     """The scenario data of an offload row (module docstring)."""
     data = scenario_data(case, "ideal")
     data["offload"] = offload_table(case, layer_host_s)
+    if case.cache_experts_per_layer or case.cache_gb:  # the source ran this cache on this GPU
+        data["hardware"]["memory_utilization"] = 1.0
     if case.attention_precision:
         data["model"]["attention_precision"] = case.attention_precision
     if case.host_memory_gb_per_s:

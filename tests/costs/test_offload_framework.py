@@ -204,3 +204,18 @@ def test_leave_one_reporter_out_never_fits_on_the_rows_it_predicts(monkeypatch):
     assert [o.case.id for o in out] == ["a[0]", "a[1]", "b"]
     assert [o.predicted for o in out] == pytest.approx([10.0, 10.0, 5.0])
     assert math.isclose(out[2].predicted, 1 / (0.002 * 100))
+
+
+def test_a_cache_in_gb_holds_whole_experts_not_whole_layers():
+    """cache_gb of 4 experts per layer and 3 more: 4 + 3 / L slots per layer on average."""
+    from simspec.config._memory import cache_experts_per_layer
+
+    shape = catalog.get_model("qwen3-30b-a3b").shape
+    layers, eb = shape.num_moe_layers, shape.expert_bytes
+    data = {
+        "model": {"target": "qwen3-30b-a3b"},
+        "hardware": {"gpu": "rtx-4090"},
+        "offload": {"experts": "host_pinned", "cache_gb": (4 * layers + 3) * eb / 1e9},
+    }
+    s = scenario_from_dict(data, "s")
+    assert cache_experts_per_layer(s) == pytest.approx(4 + 3 / layers, rel=1e-12)
