@@ -113,6 +113,13 @@ class OffloadConfig:
         lt=0.1,
     )
 
+    draft_layer_host_s: float | None = param(
+        None,
+        "host time per decoder layer of a drafter pass, s (unset: the framework preset's)",
+        ge=0,
+        lt=0.1,
+    )
+
     def __post_init__(self) -> None:
         names = catalog.offload_framework_names()
         if self.framework not in names:
@@ -137,6 +144,13 @@ class OffloadConfig:
         layer = preset.layer_host_s if self.layer_host_s is None else self.layer_host_s
         expert = preset.expert_host_s if self.expert_host_s is None else self.expert_host_s
         return layer, expert, preset.copies_per_expert
+
+    @property
+    def draft_layer_host_s_or_preset(self) -> float:
+        """The runtime's host time per drafter decoder layer, s (the preset's unless set)."""
+        if self.draft_layer_host_s is not None:
+            return self.draft_layer_host_s
+        return catalog.get_offload_framework(self.framework).draft_layer_host_s
 
     @property
     def pinned(self) -> bool:

@@ -426,6 +426,9 @@ class OffloadCostModel:
     model: OffloadModel
     reuse: Callable[[np.ndarray], np.ndarray]  # tokens per request -> lag-1 reuse per layer
     _misses: dict = field(default_factory=dict, repr=False, compare=False)
+    #: The runtime's host time per drafter pass: its draft_layer_host_s per drafter decoder
+    #: layer (an eager runtime runs the drafter eagerly too).
+    draft_host_s: float = 0.0
 
     def expected_misses(self, tokens_per_request: np.ndarray, union: np.ndarray) -> np.ndarray:
         """Expected misses per layer of a pass feeding ``tokens_per_request`` whose layers need
@@ -482,8 +485,11 @@ class OffloadCostModel:
         )
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
-        """The drafter's step (its weights stay on the GPU)."""
-        return self.base.draft_step(context_tokens)
+        """The drafter's step (its weights stay on the GPU) plus the runtime's host time."""
+        step = self.base.draft_step(context_tokens)
+        if self.draft_host_s and len(context_tokens):
+            return step + self.draft_host_s
+        return step
 
     def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
         """The base prefill plus its expected loads (a prefill touches nearly every expert)."""

@@ -12,6 +12,8 @@ a preset (one TOML file under ``simspec/catalog/offload_frameworks``, scenario k
 
 - ``layer_host_s``: host time per decoder layer of a pass (fitted where the preset says so);
 - ``expert_host_s``: host time per expert a layer runs (the loop body), on top of the layer's;
+- ``draft_layer_host_s``: host time per decoder layer of a drafter pass (a drafter run eagerly:
+  its layers have no expert loop and no read-back, so this is not ``layer_host_s``);
 - ``copies_per_expert``: host-to-device copies one expert's load issues (a design fact: 1 when
   the runtime keeps each expert in one contiguous buffer, the number of its tensors otherwise),
   each paying the GPU's ``host_copy_latency_s``.
@@ -46,6 +48,13 @@ class OffloadFramework:
     expert_host_s: float = param(
         0.0,
         "host time per expert a layer runs (its launches and the read-back of its tokens), s",
+        ge=0,
+        lt=0.1,
+    )
+    draft_layer_host_s: float = param(
+        0.0,
+        "host time per decoder layer of a drafter pass (the runtime runs the drafter eagerly "
+        "too), s",
         ge=0,
         lt=0.1,
     )

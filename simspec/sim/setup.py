@@ -170,4 +170,13 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
             found = memo[key] = pair_reuse(single, double)
         return found
 
-    return OffloadCostModel(base, model, reuse)
+    draft_host_s = o.draft_layer_host_s_or_preset * drafter_layers(s)
+    return OffloadCostModel(base, model, reuse, draft_host_s=draft_host_s)
+
+
+def drafter_layers(s: Scenario) -> int:
+    """Decoder layers of one drafter pass: the dense draft model's, or the head's (EAGLE-3,
+    MTP); 0 without a drafter."""
+    if s.draft_model is not None:
+        return s.draft_model.num_layers
+    return s.drafter.num_layers if s.drafter.max_draft_tokens else 0

@@ -219,3 +219,28 @@ def test_a_cache_in_gb_holds_whole_experts_not_whole_layers():
     }
     s = scenario_from_dict(data, "s")
     assert cache_experts_per_layer(s) == pytest.approx(4 + 3 / layers, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["analytic", "monte_carlo"])
+def test_an_eager_drafter_pays_host_time_per_layer_and_draft_pass(mode):
+    """Each draft pass gains drafter layers x draft_layer_host_s: a step drafting k tokens
+    (k passes) gains k times that, on the bulk-priced path (analytic) and the timed one."""
+    base = {
+        "model": {"target": "qwen3-30b-a3b", "drafter": "eagle3-qwen3-30b-a3b"},
+        "hardware": {"gpu": "rtx-4090"},
+        "workload": {"num_requests": 1, "concurrency": 1, "prompt_tokens": 16},
+        "offload": {"experts": "host_pinned", "cache_experts_per_layer": 16},
+        "routing": {"mode": mode},
+        "policies": [{"name": "fixed", "draft_tokens": 3}],
+    }
+    base["workload"]["output_tokens"] = 12
+    eager = {**base, "offload": {**base["offload"], "draft_layer_host_s": 0.004}}
+    a = simspec.run(scenario_from_dict(base, "a"), keep_logs=True)
+    b = simspec.run(scenario_from_dict(eager, "b"), keep_logs=True)
+    layers = catalog.get_drafter("eagle3-qwen3-30b-a3b").num_layers
+    sa, sb = a.logs["fixed-3"].steps, b.logs["fixed-3"].steps
+    passes = np.array([r.drafted for r in sa])  # one request: drafted tokens = draft passes
+    assert passes.max() == 3
+    assert sb.column("draft_s") - sa.column("draft_s") == pytest.approx(
+        passes * layers * 0.004, rel=1e-9, abs=1e-12
+    )
