@@ -13,6 +13,7 @@ cache_experts_per_layer = 4    # or cache_gb = 6.0 (all layers); neither: what m
 cache_policy = "lru"           # lru | lfu | static (most popular) | none
 prefetch = "next_layer"        # none | next_layer | draft_guided
 prefetch_accuracy = 0.9        # fraction of a layer's missing experts the prefetcher predicts
+cancel_wrong_prefetch = false  # drop wrong guesses still queued when the router has run
 miss = "copy"                  # copy (wait for it) | cpu (compute it on the host)
 framework = "none"             # the runtime's host time: none | hf-eager (catalog presets)
 ```
@@ -85,6 +86,11 @@ class OffloadConfig:
         "what a missing expert costs: copy (the layer waits for its copy) or cpu (the host "
         "computes it at its memory bandwidth while the GPU computes the resident ones)",
         choices=MISS_MODES,
+    )
+    cancel_wrong_prefetch: bool = param(
+        False,
+        "the runtime drops wrongly guessed prefetches still queued once a layer's router has "
+        "run (false: every guess is copied in full, as Mixtral-offloading does)",
     )
     link_gb_per_s: float | None = param(
         None,

@@ -37,7 +37,8 @@ carries the temporal overlap of its tokens). Then:
 
 A wrongly predicted prefetch costs a copy too: prefetch with accuracy a copies m_l predicted
 experts ahead, a·m_l of which are the ones missing, and the other (1 − a)·m_l are copied on
-demand.
+demand. A runtime that cancels stale prefetches (``cancel_wrong_prefetch``) drops the wrong
+guesses still queued once the layer's router has run (:func:`pipeline`).
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def pipeline(
     lead_s: float = 0.0,
     draft_guided: bool = False,
     cpu_s: np.ndarray | list[float] | None = None,
+    wrong_s: np.ndarray | list[float] | None = None,
 ) -> Pipeline:
     """A pass of L MoE layers through a copy stream and a compute stream (module docstring).
 
@@ -223,6 +225,13 @@ def pipeline(
     follow at the end of layer l − 1 or of the prefetches, whichever is later. So
     S_0 = a_0 + d_0, S_l = S_{l−1} + max(a_l, c_{l−1}) + d_l and the pass ends at
     S_{L−1} + c_{L−1}: each layer's prefetch hides behind the previous layer's compute.
+
+    ``wrong_s[l]`` (the part of ``ahead_s[l]`` that guessed wrong) is cancelled once layer l's
+    router has run (at c_{l−1} after S_{l−1}; layer 0's at once), as a runtime that drops
+    stale prefetches does: the copies are interleaved, so by then a share min(1, c_{l−1} / a_l)
+    of every kind is done, the rest of the right ones continues and the wrong ones stop:
+    S_l = S_{l−1} + c_{l−1} + r_l (1 − c_{l−1} / a_l) + d_l when a_l > c_{l−1} (r_l = a_l − w_l),
+    else as above. Copies done inside the draft phase are never cancelled (no router has run).
     """
     demand = np.asarray(demand_s, dtype=float)
     ahead = np.asarray(ahead_s, dtype=float)
@@ -235,11 +244,22 @@ def pipeline(
     if not layers:
         return Pipeline(0.0, 0.0, 0.0, 0.0)
     first = 0.0
+    issued = ahead
     if draft_guided and lead_s > 0 and busy > 0:
         # The prefetch stream runs from −lead_s: what fits in the draft phase is hidden.
         done = np.minimum(np.cumsum(ahead), lead_s)
         ahead = ahead - np.diff(done, prepend=0.0)
         first = -float(done[-1]) if done[-1] > 0 else 0.0
+    if wrong_s is not None:
+        # Wrong guesses still queued when the router has run are dropped (docstring).
+        left = np.divide(ahead, issued, out=np.zeros_like(ahead), where=issued > 0)
+        wrong = np.asarray(wrong_s, dtype=float) * left  # what the draft phase did not copy
+        router = np.concatenate([[0.0], compute[:-1]])
+        share = np.divide(router, ahead, out=np.ones_like(ahead), where=ahead > router)
+        late = (ahead - wrong) * (1 - np.minimum(share, 1.0))
+        total = float((np.maximum(router, np.minimum(ahead, router) + late) + demand).sum())
+        busy -= float((ahead - np.minimum(ahead, router) - late).sum())
+        return Pipeline(total + float(compute[-1]), work, busy, first)
     total = ahead[0] + demand.sum() + np.maximum(ahead[1:], compute[:-1]).sum() + compute[-1]
     return Pipeline(float(total), work, busy, first)
 
@@ -272,6 +292,9 @@ class OffloadModel:
     layer_host_s: float = 0.0
     expert_host_s: float = 0.0
     copies_per_expert: int = 1
+    #: Wrong prefetch guesses still queued when the layer's router has run are dropped
+    #: (:func:`pipeline`'s ``wrong_s``); False: every guess is copied in full.
+    cancel_wrong_prefetch: bool = False
 
     @property
     def copy_s(self) -> float:
@@ -353,7 +376,9 @@ class OffloadModel:
         a = self._accuracy(predicted)
         late = m if a == 0 else (1 - a) * m
         scalar = isinstance(layer_s, float)
-        if scalar and self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
+        cancel = self.cancel_wrong_prefetch and a > 0
+        fast = a == 0 or (self.prefetch == "next_layer" and not cancel)
+        if scalar and self.miss == "copy" and fast and len(m):
             # pipeline()'s closed form with one compute time per layer: a_l = m_l · copy ahead
             # (next layer), d_l = (1 − accuracy) · m_l · copy on demand
             assert isinstance(layer_s, float)
@@ -368,6 +393,7 @@ class OffloadModel:
             return Pipeline(total, work, missed * copy + demand, 0.0)
         ahead = m * copy if a > 0 else np.zeros(len(m))
         guided = self.prefetch == "draft_guided" and a > 0
+        wrong = (1 - a) * m * copy if cancel else None
         if self.miss == "cpu":
             u = np.asarray(union, dtype=float)
             rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
@@ -382,8 +408,11 @@ class OffloadModel:
                 lead_s=lead_s,
                 draft_guided=guided,
                 cpu_s=late * one,
+                wrong_s=wrong,
             )
-        return pipeline(layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided)
+        return pipeline(
+            layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided, wrong_s=wrong
+        )
 
     def _accuracy(self, predicted: bool) -> float:
         """The prefetcher's accuracy (0: no prefetch)."""
@@ -480,6 +509,8 @@ class OffloadCostModel:
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
         loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.added_s)
         copied = m.copied(misses, predicted)
+        if m.cancel_wrong_prefetch and m.miss == "copy" and m.copy_s > 0:
+            copied = pipe.copy_s / m.copy_s  # what the link sent, cancelled guesses left out
         return LoadedPass(
             loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
         )

@@ -157,6 +157,7 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
         layer_host_s=layer_host_s,
         expert_host_s=expert_host_s,
         copies_per_expert=copies_per_expert,
+        cancel_wrong_prefetch=o.cancel_wrong_prefetch,
     )
     memo: dict[bytes, np.ndarray] = {}
 

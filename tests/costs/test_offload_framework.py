@@ -244,3 +244,60 @@ def test_an_eager_drafter_pays_host_time_per_layer_and_draft_pass(mode):
     assert sb.column("draft_s") - sa.column("draft_s") == pytest.approx(
         passes * layers * 0.004, rel=1e-9, abs=1e-12
     )
+
+
+def test_cancelled_wrong_guesses_closed_form():
+    """Three layers of 1 s, 3 s of prefetches each (1 s of it wrong), 0.5 s on demand.
+    Kept: S_0 = 3.5, each later layer max(3, 1) + 0.5, the last layer's 1: 11.5 s, the link
+    busy 10.5 s. Cancelled: layer 0's router has run at once (its wrong second never starts),
+    S_0 = 2 + 0.5; later layers: by the router (1 s) a third of the 3 s is done, the right
+    copies' other two thirds (4/3 s) continue: 1 + 4/3 + 0.5."""
+    from simspec.costs.offload import pipeline
+
+    compute, ahead, wrong, demand = [1.0] * 3, [3.0] * 3, [1.0] * 3, [0.5] * 3
+    kept = pipeline(compute, demand, ahead)
+    assert (kept.total_s, kept.copy_s) == (11.5, 10.5)
+    dropped = pipeline(compute, demand, ahead, wrong_s=wrong)
+    assert dropped.total_s == pytest.approx(2.5 + 2 * (1 + 4 / 3 + 0.5) + 1, rel=1e-12)
+    assert dropped.copy_s == pytest.approx(2.5 + 2 * (1 + 4 / 3 + 0.5), rel=1e-12)
+    # Prefetches that fit behind the previous layer finish before the router runs: none dropped.
+    short = pipeline(compute, demand, [0.8] * 3, wrong_s=[0.3] * 3)
+    assert short.total_s == pytest.approx(0.5 + 0.5 + 2 * (1 + 0.5) + 1, rel=1e-12)
+    # Copies done while drafting are never dropped (no router has run yet).
+    lead = pipeline(compute, demand, ahead, lead_s=9.0, draft_guided=True, wrong_s=wrong)
+    assert lead == pipeline(compute, demand, ahead, lead_s=9.0, draft_guided=True)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_cancelling_never_slows_a_pass_and_keeps_its_bounds(seed):
+    from simspec.costs.offload import pipeline
+
+    rng = np.random.default_rng(seed)
+    layers = int(rng.integers(1, 10))
+    compute = rng.uniform(0, 2e-3, layers)
+    ahead = rng.exponential(1e-3, layers)
+    wrong = ahead * rng.random(layers)
+    demand = rng.exponential(5e-4, layers)
+    kept = pipeline(compute, demand, ahead)
+    dropped = pipeline(compute, demand, ahead, wrong_s=wrong)
+    assert dropped.total_s <= kept.total_s * (1 + 1e-12)
+    assert dropped.copy_s <= kept.copy_s * (1 + 1e-12)
+    assert max(dropped.copy_s, compute.sum()) <= dropped.total_s * (1 + 1e-12)
+    # Nothing wrong: nothing to drop, the same pass as without cancelling.
+    none = pipeline(compute, demand, ahead, wrong_s=np.zeros(layers))
+    assert none.total_s == pytest.approx(kept.total_s, rel=1e-12)
+    assert none.copy_s == pytest.approx(kept.copy_s, rel=1e-12)
+
+
+def test_a_cancelling_runtime_sends_fewer_experts():
+    union = np.full(LAYERS, 4.0)
+    misses = np.full(LAYERS, 4.0)
+    keep = _model(prefetch="next_layer", prefetch_accuracy=0.5)
+    drop = _model(prefetch="next_layer", prefetch_accuracy=0.5, cancel_wrong_prefetch=True)
+    a, b = keep.price(1e-3, union, misses, 1), drop.price(1e-3, union, misses, 1)
+    assert b.total_s < a.total_s and b.copy_s < a.copy_s
+    # Layer 0 drops its two wrong guesses at once; later layers drop what is left of theirs.
+    router = 1e-3
+    late = 2 * ONE * (1 - router / (4 * ONE))
+    expected = 2 * ONE + 2 * ONE + (LAYERS - 1) * (router + late + 2 * ONE) + router
+    assert b.total_s == pytest.approx(expected, rel=1e-12)
