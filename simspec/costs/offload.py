@@ -46,13 +46,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from simspec.costs.base import CostModel
 from simspec.params import PassCost
 from simspec.physics.experts import independent_union
+
+if TYPE_CHECKING:
+    from simspec.sim.expert_cache import ExpertCache
 
 _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
@@ -526,15 +529,23 @@ class OffloadCostModel:
         """The base prefill plus its expected loads (a prefill touches nearly every expert)."""
         return self.prefill_loaded(prompt_tokens).cost
 
-    def prefill_loaded(self, prompt_tokens: np.ndarray) -> LoadedPass:
-        """:meth:`prefill` with its traffic."""
+    def prefill_loaded(
+        self, prompt_tokens: np.ndarray, cache: ExpertCache | None = None
+    ) -> LoadedPass:
+        """:meth:`prefill` with its traffic: its expected misses, or (``cache``: sampled
+        routing) its misses against the GPU's cache, which it then updates
+        (:meth:`~simspec.sim.expert_cache.ExpertCache.prefill`)."""
         m = self.model
         cost = self.base.prefill(prompt_tokens)
         tokens = float(np.sum(prompt_tokens))
         union = np.full(
             m.num_moe_layers, independent_union(m.num_experts, m.experts_per_token, tokens)
         )
-        misses = m.expected_misses(union, 0.0)
+        if cache is None:
+            misses = m.expected_misses(union, 0.0)
+        else:  # whole experts: the ones the cache sees
+            union = np.minimum(np.rint(union), m.num_experts)
+            misses = cache.prefill(union)
         return self.load(cost, union, misses, int(tokens), predicted=False)
 
     def speculation_overhead_s(

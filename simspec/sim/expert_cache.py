@@ -16,8 +16,9 @@ A capacity that is not a whole number per layer (a cache sized in GB holds whole
 a whole number per layer) gives some layers one slot more than others (:func:`layer_slots`).
 
 The cache starts warm, holding each layer's ``capacity`` most popular experts (a prefill
-touches nearly every expert). Ties are broken by popularity, then by expert id, so the state is
-a function of the passes.
+touches nearly every expert); each prefill then passes through it like a decode pass
+(:meth:`ExpertCache.prefill`: it uses its expected union of the most popular experts). Ties
+are broken by popularity, then by expert id, so the state is a function of the passes.
 A copy in flight is modelled by the pass pipeline (:mod:`simspec.costs.offload`): an expert is
 resident for the next pass once its pass has ended. The analytic counterpart (expected hit
 rates) is :func:`simspec.costs.offload.hit_fractions`.
@@ -55,6 +56,7 @@ class ExpertCache:
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(experts)[None, :], axis=1)
         self._tie = 1.0 - (rank + 1.0) / (experts + 1.0)
+        self._rank = rank  # 0 = the layer's most popular expert
         self.resident = np.zeros((layers, experts), dtype=bool)
         self.score = np.zeros((layers, experts))  # last use (lru) or uses (lfu)
         self.clock = 0
@@ -66,6 +68,16 @@ class ExpertCache:
     def misses(self, needed: np.ndarray) -> np.ndarray:
         """Needed experts not resident, per layer ((L, N) membership -> (L,) counts)."""
         return np.count_nonzero(needed & ~self.resident, axis=1).astype(float)
+
+    def prefill(self, union: np.ndarray) -> np.ndarray:
+        """A prefill whose layers use ``union`` experts (its expected union per layer, rounded):
+        the most popular ones (its many tokens use nearly every expert, the popular ones
+        surely). Its misses per layer; the cache is then updated as after any pass."""
+        count = np.clip(np.rint(np.asarray(union, dtype=float)), 0, self.resident.shape[1])
+        needed = self._rank < count[:, None]
+        misses = self.misses(needed)
+        self.after(needed)
+        return misses
 
     def after(self, needed: np.ndarray) -> None:
         """Update the cache after a pass that used ``needed`` (module docstring)."""

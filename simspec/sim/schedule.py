@@ -92,7 +92,7 @@ def schedule(
             if setup.offload is None:
                 now = yield Prefill(len(admitted), int(prompts.sum()), prefill(prompts))
             else:
-                loaded = setup.offload.prefill_loaded(prompts)
+                loaded = setup.offload.prefill_loaded(prompts, state.cache)
                 now = yield Prefill(len(admitted), int(prompts.sum()), loaded.cost, loaded)
             state.admit(admitted, now)
         outcome = step(state, policy, setup, priced=priced)

@@ -272,3 +272,21 @@ def test_a_layer_answer_does_not_depend_on_the_layers_solved_with_it():
             for i in range(6)
         ]
         assert together.tolist() == alone
+
+
+def test_a_prefill_passes_through_the_cache():
+    """A prefill uses its union's most popular experts: against an LRU cache that a decode pass
+    filled with the least popular ones, every one misses, and afterwards the cache holds the
+    most popular ones; a static cache hits its pinned experts and does not change."""
+    p = np.tile(np.linspace(1, 0.1, 10) / np.linspace(1, 0.1, 10).sum() * 2, (2, 1))
+    lru = ExpertCache(3, "lru", p)
+    tail = np.zeros((2, 10), dtype=bool)
+    tail[:, 7:] = True
+    lru.after(tail)
+    assert lru.resident[:, 7:].all() and lru.resident.sum() == 6
+    assert lru.prefill(np.array([5.0, 4.6])).tolist() == [5.0, 5.0]  # 4.6 rounds to 5
+    assert lru.resident[:, :3].all() and lru.resident.sum() == 6
+    static = ExpertCache(3, "static", p)
+    before = static.resident.copy()
+    assert static.prefill(np.array([5.0, 2.0])).tolist() == [2.0, 0.0]
+    assert (static.resident == before).all()
