@@ -307,11 +307,12 @@ class OffloadModel:
             self.copy_latency_s
         )
 
-    def host_s(self, union: np.ndarray) -> np.ndarray | None:
+    def host_s(self, union: np.ndarray) -> float | np.ndarray | None:
         """The runtime's host time per layer of a pass whose layers run ``union`` experts:
-        ``layer_host_s`` + ``expert_host_s`` x union (None when the runtime adds none)."""
-        if not (self.layer_host_s or self.expert_host_s):
-            return None
+        ``layer_host_s`` + ``expert_host_s`` x union (one float when it does not depend on the
+        union; None when the runtime adds none)."""
+        if not self.expert_host_s:
+            return self.layer_host_s or None
         return self.layer_host_s + self.expert_host_s * np.asarray(union, dtype=float)
 
     def expected_misses(self, union: np.ndarray, reuse: np.ndarray | float) -> np.ndarray:
@@ -361,7 +362,8 @@ class OffloadModel:
         host = self.host_s(union)
         if host is not None:
             pipe = self._price(layer_s + host, union, misses, tokens, lead_s, predicted)
-            return pipe._replace(host_s=float(_add(host)))
+            spent = host * len(union) if isinstance(host, float) else float(_add(host))
+            return pipe._replace(host_s=spent)
         return self._price(layer_s, union, misses, tokens, lead_s, predicted)
 
     def _price(
