@@ -22,9 +22,15 @@ A row becomes the default scenario with the row's model, precision, GPU and leng
 
 Routing is the analytic mode of every fidelity row (the expected union and the expected hit rate
 of :mod:`simspec.costs.offload`), and every row is predicted with the physics-only engine
-("ideal"): no serving engine's preset describes HF-transformers offloading frameworks. The
-quantity: ``tokens_per_s`` is the run's output throughput, ``hit_rate`` the fraction of the
-decode passes' needed experts found on the GPU (Σ needed − missed over Σ needed).
+("ideal"): a serving engine's preset does not describe an offloading runtime; its host time is
+the row's offload framework. The fit of ``layer_host_s`` (:func:`fit_layer_host_s`) minimises the
+squared log error of the rows' seconds per token; each row's seconds per token is piecewise
+linear in the host time (copies hide behind it or not), so two runs per row
+(:data:`FIT_TRIALS_S`, :func:`trial_lines`) give its line and the fit is a grid search on the
+lines, then every fold's rows are run with the fold's value. The shipped value
+(``hf-eager.toml``) is this fit on the framework rows of role "fit". The quantity:
+``tokens_per_s`` is the run's output throughput, ``hit_rate`` the fraction of the decode passes'
+needed experts found on the GPU (Σ needed − missed over Σ needed).
 """
 
 from __future__ import annotations
