@@ -46,16 +46,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from simspec.costs.base import CostModel
 from simspec.params import PassCost
 from simspec.physics.experts import independent_union
-
-if TYPE_CHECKING:
-    from simspec.sim.expert_cache import ExpertCache
 
 _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
 
@@ -532,11 +529,13 @@ class OffloadCostModel:
         return self.prefill_loaded(prompt_tokens).cost
 
     def prefill_loaded(
-        self, prompt_tokens: np.ndarray, cache: ExpertCache | None = None
+        self,
+        prompt_tokens: np.ndarray,
+        cache: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> LoadedPass:
-        """:meth:`prefill` with its traffic: its expected misses, or (``cache``: sampled
-        routing) its misses against the GPU's cache, which it then updates
-        (:meth:`~simspec.sim.expert_cache.ExpertCache.prefill`)."""
+        """:meth:`prefill` with its traffic: its expected misses, or (``cache``: a sampled
+        cache's prefill, union per layer -> misses, which updates the cache,
+        :meth:`simspec.sim.expert_cache.ExpertCache.prefill`) its misses against the cache."""
         m = self.model
         cost = self.base.prefill(prompt_tokens)
         tokens = float(np.sum(prompt_tokens))
@@ -547,7 +546,7 @@ class OffloadCostModel:
             misses = m.expected_misses(union, 0.0)
         else:  # whole experts: the ones the cache sees
             union = np.minimum(np.rint(union), m.num_experts)
-            misses = cache.prefill(union)
+            misses = cache(union)
         return self.load(cost, union, misses, int(tokens), predicted=False)
 
     def speculation_overhead_s(
