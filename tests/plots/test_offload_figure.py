@@ -110,3 +110,8 @@ def test_a_scenario_without_offloading_is_refused(scenario):
     )
     with pytest.raises(simspec.InputError, match=r"offload\.experts"):
         offload_curves(resident, "offload.link_gb_per_s", (4.0,), (0, 1))
+
+
+def test_plot_without_folders_or_a_scenario_exits_2(capsys):
+    assert main(["plot"]) == 2
+    assert "--offload SCENARIO" in capsys.readouterr().err
