@@ -1,6 +1,7 @@
 """Expert offloading on one GPU: the five findings of offload.md, measured with simspec.
 
     python -m studies.offloading [--workers 2] [--figure scenarios/studies/offloading/figures]
+                                 [--framework hf-eager]
 
 Runs the scenarios of ``scenarios/studies/offloading/`` (Mixtral-8x7B with HQQ 4-bit experts,
 Qwen3-30B-A3B in bf16, gpt-oss-120b with MXFP4 experts; experts in pinned host memory behind a
@@ -99,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--finding", type=int, action="append", choices=range(1, 6), help="only these (1-5)"
     )
+    parser.add_argument(
+        "--framework",
+        default="none",
+        help="offload framework of every run (default none: physics only; hf-eager: an eager "
+        "transformers runtime's host time per layer, simspec/catalog/offload_frameworks)",
+    )
     args = parser.parse_args(argv)
     wanted = set(args.finding or range(1, 6))
     jobs: dict[str, tuple[str, dict[str, Any], bool]] = {}
@@ -125,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     needs = {1: ("f1/",), 2: ("f1/", "f2/"), 3: ("f3/", "f3x/"), 4: ("f4/",), 5: ("f5/",)}
     prefixes = tuple(p for n in wanted for p in needs[n])
     jobs = {key: job for key, job in jobs.items() if key.startswith(prefixes)}
+    if args.framework != "none":
+        jobs = {
+            k: (m, {**over, "offload.framework": args.framework}, k0)
+            for k, (m, over, k0) in jobs.items()
+        }
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = dict(zip(jobs, pool.map(_task, jobs.values()), strict=True))
 
@@ -138,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             results,
             [p for p in results[f"f4/mixtral-8x7b/{LINKS[0]}"] if p != "no-spec"],
             args.figure,
+            args.framework,
         )
     return 0
 
@@ -228,9 +241,10 @@ def _finding5(results: dict[str, Any], heading: bool) -> None:
             print(f"| {m} | {c} | {_pct(lru['hit_rate'])} | {_pct(static['hit_rate'])} |")
 
 
-def figure(results: dict[str, Any], ks: list[str], folder: Path) -> None:
+def figure(results: dict[str, Any], ks: list[str], folder: Path, framework: str = "none") -> None:
     """Speedup vs draft length, one curve per link bandwidth, one figure per model
-    (:func:`simspec.plots.offload.offload_figure`, from the finding's runs)."""
+    (:func:`simspec.plots.offload.offload_figure`, from the finding's runs; a framework other
+    than none suffixes the file names)."""
     from simspec.plots.offload import OffloadCurves, draw_offload_figure
 
     draft = (0, *(int(p.split("-")[1]) for p in ks))
@@ -238,16 +252,17 @@ def figure(results: dict[str, Any], ks: list[str], folder: Path) -> None:
         rows = tuple(
             (1.0, *(results[f"f4/{m}/{link}"][p]["speedup"] for p in ks)) for link in LINKS
         )
+        runtime = "" if framework == "none" else f", {framework} runtime"
         curves = OffloadCurves(
-            f"{m} on rtx-4090, experts in host_pinned, lru (offloading study)",
+            f"{m} on rtx-4090, experts in host_pinned, lru{runtime} (offloading study)",
             "offload.link_gb_per_s",
             LINKS,
             draft,
             rows,
         )
-        for path in draw_offload_figure(
-            curves, folder / f"speedup_vs_k_per_link-{m}.png", svg=False
-        ):
+        suffix = "" if framework == "none" else f"-{framework}"
+        name = f"speedup_vs_k_per_link-{m}{suffix}.png"
+        for path in draw_offload_figure(curves, folder / name, svg=False):
             print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
