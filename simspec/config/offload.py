@@ -152,7 +152,7 @@ class OffloadConfig:
         return layer, expert, preset.copies_per_expert
 
     @property
-    def draft_layer_host_s_or_preset(self) -> float:
+    def drafter_layer_host_s(self) -> float:
         """The runtime's host time per drafter decoder layer, s (the preset's unless set)."""
         if self.draft_layer_host_s is not None:
             return self.draft_layer_host_s

@@ -171,7 +171,7 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
             found = memo[key] = pair_reuse(single, double)
         return found
 
-    draft_host_s = o.draft_layer_host_s_or_preset * drafter_layers(s)
+    draft_host_s = o.drafter_layer_host_s * drafter_layers(s)
     return OffloadCostModel(base, model, reuse, draft_host_s=draft_host_s)
 
 
