@@ -1,6 +1,7 @@
 """Expert offloading on one GPU: the five findings of offload.md, measured with simspec.
 
     python -m studies.offloading [--workers 2] [--figure scenarios/studies/offloading/figures]
+                                 [--framework hf-eager]
 
 Runs the scenarios of ``scenarios/studies/offloading/`` (Mixtral-8x7B with HQQ 4-bit experts,
 Qwen3-30B-A3B in bf16, gpt-oss-120b with MXFP4 experts; experts in pinned host memory behind a
@@ -13,7 +14,8 @@ Markdown table per finding (the README quotes them):
 3. speculation under offloading vs all weights resident: the best fixed k's speedup on the
    RTX 4090 / RTX A6000 / A100-40GB with offloading and on an H100 SXM holding every expert;
 4. the best draft length against the link bandwidth (4-50 GB/s; the figure "speedup vs draft
-   length, one curve per link bandwidth" is drawn when ``--figure`` names a folder);
+   length, one curve per link bandwidth", :mod:`simspec.plots.offload`, is drawn per model when
+   ``--figure`` names a folder);
 5. hit rates of LRU and static (most popular) caches against the cache size.
 """
 
@@ -98,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--finding", type=int, action="append", choices=range(1, 6), help="only these (1-5)"
     )
+    parser.add_argument(
+        "--framework",
+        default="none",
+        help="offload framework of every run (default none: physics only; hf-eager: an eager "
+        "transformers runtime's host time per layer, simspec/catalog/offload_frameworks)",
+    )
     args = parser.parse_args(argv)
     wanted = set(args.finding or range(1, 6))
     jobs: dict[str, tuple[str, dict[str, Any], bool]] = {}
@@ -124,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     needs = {1: ("f1/",), 2: ("f1/", "f2/"), 3: ("f3/", "f3x/"), 4: ("f4/",), 5: ("f5/",)}
     prefixes = tuple(p for n in wanted for p in needs[n])
     jobs = {key: job for key, job in jobs.items() if key.startswith(prefixes)}
+    if args.framework != "none":
+        jobs = {
+            k: (m, {**over, "offload.framework": args.framework}, k0)
+            for k, (m, over, k0) in jobs.items()
+        }
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = dict(zip(jobs, pool.map(_task, jobs.values()), strict=True))
 
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             results,
             [p for p in results[f"f4/mixtral-8x7b/{LINKS[0]}"] if p != "no-spec"],
             args.figure,
+            args.framework,
         )
     return 0
 
@@ -227,29 +241,29 @@ def _finding5(results: dict[str, Any], heading: bool) -> None:
             print(f"| {m} | {c} | {_pct(lru['hit_rate'])} | {_pct(static['hit_rate'])} |")
 
 
-def figure(results: dict[str, Any], ks: list[str], folder: Path) -> None:
-    """Speedup vs draft length, one curve per link bandwidth (Mixtral-8x7B and gpt-oss-120b)."""
-    import matplotlib
+def figure(results: dict[str, Any], ks: list[str], folder: Path, framework: str = "none") -> None:
+    """Speedup vs draft length, one curve per link bandwidth, one figure per model
+    (:func:`simspec.plots.offload.offload_figure`, from the finding's runs; a framework other
+    than none suffixes the file names)."""
+    from simspec.plots.offload import OffloadCurves, draw_offload_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    draft = [0] + [int(p.split("-")[1]) for p in ks]
-    for ax, m in zip(axes, ("mixtral-8x7b", "gpt-oss-120b"), strict=True):
-        for link in LINKS:
-            rows = results[f"f4/{m}/{link}"]
-            ax.plot(
-                draft, [1.0] + [rows[p]["speedup"] for p in ks], marker="o", label=f"{link:g} GB/s"
-            )
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(f"{m}, RTX 4090, experts offloaded (LRU)")
-        ax.set_xlabel("draft length k")
-    axes[0].set_ylabel("speedup over no speculation")
-    axes[1].legend(title="host link")
-    fig.tight_layout()
-    fig.savefig(folder / "speedup_vs_k_per_link.png", dpi=120)
+    draft = (0, *(int(p.split("-")[1]) for p in ks))
+    for m in ("mixtral-8x7b", "gpt-oss-120b"):
+        rows = tuple(
+            (1.0, *(results[f"f4/{m}/{link}"][p]["speedup"] for p in ks)) for link in LINKS
+        )
+        runtime = "" if framework == "none" else f", {framework} runtime"
+        curves = OffloadCurves(
+            f"{m} on rtx-4090, experts in host_pinned, lru{runtime} (offloading study)",
+            "offload.link_gb_per_s",
+            LINKS,
+            draft,
+            rows,
+        )
+        suffix = "" if framework == "none" else f"-{framework}"
+        name = f"speedup_vs_k_per_link-{m}{suffix}.png"
+        for path in draw_offload_figure(curves, folder / name, svg=False):
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The catalogs: target models, drafters, GPUs and engine presets, one TOML file per entry.
+"""The catalogs: target models, drafters, GPUs, engine presets and offload frameworks, one TOML
+file per entry.
 
 The files are data transcribed from public config.json files and data sheets (each cites its
 source). They are loaded strictly, like scenario files, so a malformed entry names its key.
@@ -12,6 +13,7 @@ from importlib import resources
 from typing import Any
 
 from simspec.errors import InputError
+from simspec.params.offload_framework import OffloadFramework
 from simspec.params.presets import EnginePreset
 from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec
@@ -23,6 +25,7 @@ _KINDS: dict[str, type] = {
     "drafters": DrafterSpec,
     "gpus": GpuSpec,
     "engines": EnginePreset,
+    "offload_frameworks": OffloadFramework,
 }
 
 
@@ -72,6 +75,16 @@ def engine_names() -> list[str]:
 def get_engine(name: str) -> EnginePreset:
     """The catalog engine preset ``name``; KeyError lists valid names."""
     return _get("engines", name)
+
+
+def offload_framework_names() -> list[str]:
+    """Names of the catalog's offload frameworks (``[offload] framework``)."""
+    return list(_files("offload_frameworks"))
+
+
+def get_offload_framework(name: str) -> OffloadFramework:
+    """The catalog offload framework ``name``; KeyError lists valid names."""
+    return _get("offload_frameworks", name)
 
 
 def get_model(name: str) -> ModelSpec:

@@ -9,6 +9,7 @@ Parallelism`); the drafter is split like the dense weights. ``num_gpus = 8, tens
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from simspec.costs.parallel import Parallelism
@@ -104,7 +105,10 @@ def routed_bytes(s: Scenario) -> float:
 
 
 def staging_bytes(s: Scenario) -> float:
-    """The buffer offloaded experts are copied into besides the cache (:data:`STAGING_LAYERS`)."""
+    """The buffer offloaded experts are copied into besides the cache (:data:`STAGING_LAYERS`);
+    none when misses run on the CPU (nothing is copied)."""
+    if s.offload.miss == "cpu":
+        return 0.0
     shape = s.target.shape
     return STAGING_LAYERS * shape.experts_per_token * shape.expert_bytes
 
@@ -129,7 +133,9 @@ def workload_kv_bytes(s: Scenario) -> float:
 def cache_experts_per_layer(s: Scenario) -> float:
     """Expert-cache slots per MoE layer: ``cache_experts_per_layer``, ``cache_gb`` spread over
     the layers, or (neither) what the usable memory leaves after :func:`resident_bytes` and
-    :func:`workload_kv_bytes`; whole experts, at most every expert of a layer."""
+    :func:`workload_kv_bytes`; whole experts in all (a mean per layer, which need not be whole:
+    some layers hold one more, :func:`simspec.sim.expert_cache.layer_slots`), at most every
+    expert of a layer."""
     o, shape = s.offload, s.target.shape
     if o.cache_policy == "none":
         return 0.0
@@ -142,7 +148,8 @@ def cache_experts_per_layer(s: Scenario) -> float:
         room = o.cache_gb * 1e9
     else:
         room = s.usable_memory_bytes - resident_bytes(s) - workload_kv_bytes(s)
-    return float(min(max(room // per_expert, 0), shape.num_experts))
+    whole = max(math.floor(room / shape.expert_bytes * (1 + 1e-12)), 0)  # GB rounding
+    return float(min(whole / shape.num_moe_layers, shape.num_experts))
 
 
 def offload_weight_bytes(s: Scenario) -> float:
@@ -197,7 +204,7 @@ def check_offload(s: Scenario, source: str) -> None:
     room = s.usable_memory_bytes - resident_bytes(s) - workload_kv_bytes(s)
     cache = cache_experts_per_layer(s) * per_layer
     auto = o.cache_experts_per_layer < 0 and o.cache_gb < 0 and o.cache_policy != "none"
-    if (auto and cache < per_layer) or (not auto and room < cache):
+    if (auto and cache < shape.expert_bytes) or (not auto and room < cache):
         key = (
             "offload.cache_experts_per_layer"
             if o.cache_experts_per_layer >= 0
@@ -208,7 +215,7 @@ def check_offload(s: Scenario, source: str) -> None:
             key,
             f"a cache that fits the {max(room, 0) / 1e9:.2f} GB of GPU memory left after "
             f"{resident_bytes(s) / 1e9:.2f} GB of other weights and staging and "
-            f"{workload_kv_bytes(s) / 1e9:.2f} GB of KV cache (at least one expert per layer, "
-            f"{per_layer / 1e9:.3f} GB)",
+            f"{workload_kv_bytes(s) / 1e9:.2f} GB of KV cache (at least one expert, "
+            f"{shape.expert_bytes / 1e9:.3f} GB)",
             "nothing left for it" if auto else f"{cache / 1e9:.2f} GB",
         )

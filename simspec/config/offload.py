@@ -13,7 +13,9 @@ cache_experts_per_layer = 4    # or cache_gb = 6.0 (all layers); neither: what m
 cache_policy = "lru"           # lru | lfu | static (most popular) | none
 prefetch = "next_layer"        # none | next_layer | draft_guided
 prefetch_accuracy = 0.9        # fraction of a layer's missing experts the prefetcher predicts
+cancel_wrong_prefetch = false  # drop wrong guesses still queued when the router has run
 miss = "copy"                  # copy (wait for it) | cpu (compute it on the host)
+framework = "none"             # the runtime's host time: none | hf-eager (catalog presets)
 ```
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simspec import catalog
 from simspec.errors import FieldError
 from simspec.schema import param
 
@@ -84,6 +87,11 @@ class OffloadConfig:
         "computes it at its memory bandwidth while the GPU computes the resident ones)",
         choices=MISS_MODES,
     )
+    cancel_wrong_prefetch: bool = param(
+        False,
+        "the runtime drops wrongly guessed prefetches still queued once a layer's router has "
+        "run (false: every guess is copied in full, as Mixtral-offloading does)",
+    )
     link_gb_per_s: float | None = param(
         None,
         "host-to-device bandwidth of the copies, GB/s (unset: the GPU's pinned or pageable "
@@ -92,7 +100,36 @@ class OffloadConfig:
         le=1e4,
     )
 
+    framework: str = param(
+        "none",
+        "the offloading runtime's host time per layer and per expert: an offload framework "
+        "preset (simspec/catalog/offload_frameworks: none = physics only, hf-eager = Hugging "
+        "Face transformers in eager PyTorch with a Python expert cache, as Mixtral-offloading)",
+    )
+    layer_host_s: float | None = param(
+        None,
+        "host time per decoder layer of a pass, s (unset: the framework preset's)",
+        ge=0,
+        lt=0.1,
+    )
+    expert_host_s: float | None = param(
+        None,
+        "host time per expert a layer runs, s (unset: the framework preset's)",
+        ge=0,
+        lt=0.1,
+    )
+
+    draft_layer_host_s: float | None = param(
+        None,
+        "host time per decoder layer of a drafter pass, s (unset: the framework preset's)",
+        ge=0,
+        lt=0.1,
+    )
+
     def __post_init__(self) -> None:
+        names = catalog.offload_framework_names()
+        if self.framework not in names:
+            raise FieldError("framework", "one of " + ", ".join(map(repr, names)), self.framework)
         if self.cache_experts_per_layer >= 0 and self.cache_gb >= 0:
             raise FieldError(
                 "cache_gb",
@@ -104,6 +141,22 @@ class OffloadConfig:
     def enabled(self) -> bool:
         """True when experts live in host memory."""
         return self.experts != "gpu"
+
+    @property
+    def host_times(self) -> tuple[float, float, int]:
+        """The runtime's host time per layer and per expert, s, and the copies per expert's
+        load: the framework preset's, each overridden where the table sets it."""
+        preset = catalog.get_offload_framework(self.framework)
+        layer = preset.layer_host_s if self.layer_host_s is None else self.layer_host_s
+        expert = preset.expert_host_s if self.expert_host_s is None else self.expert_host_s
+        return layer, expert, preset.copies_per_expert
+
+    @property
+    def drafter_layer_host_s(self) -> float:
+        """The runtime's host time per drafter decoder layer, s (the preset's unless set)."""
+        if self.draft_layer_host_s is not None:
+            return self.draft_layer_host_s
+        return catalog.get_offload_framework(self.framework).draft_layer_host_s
 
     @property
     def pinned(self) -> bool:

@@ -257,9 +257,10 @@ def tree_draft_phase_s(
 
 def _drafter_roofline(cost_model: CostModel) -> RooflineCostModel | None:
     """The roofline that prices ``cost_model``'s draft steps unchanged, if there is one (an
-    offloading wrapper's drafts are its base model's: the drafter's weights stay resident)."""
+    offloading wrapper's drafts are its base model's: the drafter's weights stay resident;
+    not when its runtime adds host time to each draft pass)."""
     if type(cost_model) is OffloadCostModel:
-        return _drafter_roofline(cost_model.base)
+        return None if cost_model.draft_host_s else _drafter_roofline(cost_model.base)
     own = type(cost_model).draft_step
     if isinstance(cost_model, RooflineCostModel) and own is RooflineCostModel.draft_step:
         return cost_model

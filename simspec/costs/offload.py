@@ -37,7 +37,8 @@ carries the temporal overlap of its tokens). Then:
 
 A wrongly predicted prefetch costs a copy too: prefetch with accuracy a copies m_l predicted
 experts ahead, a·m_l of which are the ones missing, and the other (1 − a)·m_l are copied on
-demand.
+demand. A runtime that cancels stale prefetches (``cancel_wrong_prefetch``) drops the wrong
+guesses still queued once the layer's router has run (:func:`pipeline`).
 """
 
 from __future__ import annotations
@@ -183,14 +184,21 @@ class Pipeline(NamedTuple):
     """One pass under offloading (:func:`pipeline`), times from the verify pass's start."""
 
     total_s: float  # the pass, its layers waiting for their experts
-    compute_s: float  # the layers' own time (GPU, or the CPU's where it is slower)
+    compute_s: float  # the layers' own time (the GPU's kernels and the runtime's host time)
     copy_s: float  # time the link spent copying for this pass
     link_start_s: float  # when the first copy started (< 0: during the draft phase)
+    host_s: float = 0.0  # the runtime's host time inside compute_s (an offload framework's)
 
     @property
     def exposed_s(self) -> float:
         """Time the pass waited on copies (or on the CPU) beyond its compute."""
         return self.total_s - self.compute_s
+
+    @property
+    def added_s(self) -> float:
+        """What offloading adds to the pass's kernels: the wait on copies and the runtime's
+        host time."""
+        return self.exposed_s + self.host_s
 
 
 def pipeline(
@@ -201,6 +209,7 @@ def pipeline(
     lead_s: float = 0.0,
     draft_guided: bool = False,
     cpu_s: np.ndarray | list[float] | None = None,
+    wrong_s: np.ndarray | list[float] | None = None,
 ) -> Pipeline:
     """A pass of L MoE layers through a copy stream and a compute stream (module docstring).
 
@@ -216,23 +225,41 @@ def pipeline(
     follow at the end of layer l − 1 or of the prefetches, whichever is later. So
     S_0 = a_0 + d_0, S_l = S_{l−1} + max(a_l, c_{l−1}) + d_l and the pass ends at
     S_{L−1} + c_{L−1}: each layer's prefetch hides behind the previous layer's compute.
+
+    ``wrong_s[l]`` (the part of ``ahead_s[l]`` that guessed wrong) is cancelled once layer l's
+    router has run (at c_{l−1} after S_{l−1}; layer 0's at once), as a runtime that drops
+    stale prefetches does: the copies are interleaved, so by then a share min(1, c_{l−1} / a_l)
+    of every kind is done, the rest of the right ones continues and the wrong ones stop:
+    S_l = S_{l−1} + c_{l−1} + r_l (1 − c_{l−1} / a_l) + d_l when a_l > c_{l−1} (r_l = a_l − w_l),
+    else as above. Copies done inside the draft phase are never cancelled (no router has run).
     """
     demand = np.asarray(demand_s, dtype=float)
     ahead = np.asarray(ahead_s, dtype=float)
     layers = len(demand)
     compute = np.broadcast_to(np.asarray(layer_s, dtype=float), (layers,))
+    work = float(compute.sum())  # the layers' own time: a wait on the CPU is exposed
     if cpu_s is not None:
         compute = np.maximum(compute, np.asarray(cpu_s, dtype=float))
     busy = float(ahead.sum() + demand.sum())
-    work = float(compute.sum())
     if not layers:
         return Pipeline(0.0, 0.0, 0.0, 0.0)
     first = 0.0
+    issued = ahead
     if draft_guided and lead_s > 0 and busy > 0:
         # The prefetch stream runs from −lead_s: what fits in the draft phase is hidden.
         done = np.minimum(np.cumsum(ahead), lead_s)
         ahead = ahead - np.diff(done, prepend=0.0)
         first = -float(done[-1]) if done[-1] > 0 else 0.0
+    if wrong_s is not None:
+        # Wrong guesses still queued when the router has run are dropped (docstring).
+        left = np.divide(ahead, issued, out=np.zeros_like(ahead), where=issued > 0)
+        wrong = np.asarray(wrong_s, dtype=float) * left  # what the draft phase did not copy
+        router = np.concatenate([[0.0], compute[:-1]])
+        share = np.divide(router, ahead, out=np.ones_like(ahead), where=ahead > router)
+        late = (ahead - wrong) * (1 - np.minimum(share, 1.0))
+        total = float((np.maximum(router, np.minimum(ahead, router) + late) + demand).sum())
+        busy -= float((ahead - np.minimum(ahead, router) - late).sum())
+        return Pipeline(total + float(compute[-1]), work, busy, first)
     total = ahead[0] + demand.sum() + np.maximum(ahead[1:], compute[:-1]).sum() + compute[-1]
     return Pipeline(float(total), work, busy, first)
 
@@ -260,11 +287,30 @@ class OffloadModel:
     _hits: dict = field(default_factory=dict, repr=False, compare=False)
     _per_layer: dict = field(default_factory=dict, repr=False, compare=False)
     _groups: list = field(default_factory=list, repr=False, compare=False)
+    # The runtime (an offload framework preset, simspec.params.offload_framework): host time
+    # per layer and per expert a layer runs, and the copies one expert's load issues.
+    layer_host_s: float = 0.0
+    expert_host_s: float = 0.0
+    copies_per_expert: int = 1
+    #: Wrong prefetch guesses still queued when the layer's router has run are dropped
+    #: (:func:`pipeline`'s ``wrong_s``); False: every guess is copied in full.
+    cancel_wrong_prefetch: bool = False
 
     @property
     def copy_s(self) -> float:
-        """One expert over the link: its bytes at the link's bandwidth plus one copy's latency."""
-        return self.expert_bytes / self.link_bytes_per_s + self.copy_latency_s
+        """One expert over the link: its bytes at the link's bandwidth plus the latency of each
+        copy its load issues."""
+        return self.expert_bytes / self.link_bytes_per_s + self.copies_per_expert * (
+            self.copy_latency_s
+        )
+
+    def host_s(self, union: np.ndarray) -> float | np.ndarray | None:
+        """The runtime's host time per layer of a pass whose layers run ``union`` experts:
+        ``layer_host_s`` + ``expert_host_s`` x union (one float when it does not depend on the
+        union; None when the runtime adds none)."""
+        if not self.expert_host_s:
+            return self.layer_host_s or None
+        return self.layer_host_s + self.expert_host_s * np.asarray(union, dtype=float)
 
     def expected_misses(self, union: np.ndarray, reuse: np.ndarray | float) -> np.ndarray:
         """Expected experts of a pass not resident, per layer (analytic; memoised on inputs)."""
@@ -307,15 +353,37 @@ class OffloadModel:
         predicted: bool = True,
     ) -> Pipeline:
         """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
-        absent, each layer computing for ``layer_s`` on the GPU (:func:`pipeline`); ``predicted``
-        False: no prefetch (nothing predicts this pass's experts)."""
+        absent, each layer computing for ``layer_s`` on the GPU plus the runtime's host time
+        (:meth:`host_s`; copies overlap both, :func:`pipeline`); ``predicted`` False: no
+        prefetch (nothing predicts this pass's experts)."""
+        host = self.host_s(union)
+        if host is not None:
+            pipe = self._price(layer_s + host, union, misses, tokens, lead_s, predicted)
+            spent = host * len(union) if isinstance(host, float) else float(_add(host))
+            return pipe._replace(host_s=spent)
+        return self._price(layer_s, union, misses, tokens, lead_s, predicted)
+
+    def _price(
+        self,
+        layer_s: float | np.ndarray,
+        union: np.ndarray,
+        misses: np.ndarray,
+        tokens: int,
+        lead_s: float,
+        predicted: bool,
+    ) -> Pipeline:
+        """:meth:`price` with ``layer_s`` each layer's whole time (a float: every layer's)."""
         m = np.asarray(misses, dtype=float)
         copy = self.copy_s
         a = self._accuracy(predicted)
         late = m if a == 0 else (1 - a) * m
-        if self.miss == "copy" and (a == 0 or self.prefetch == "next_layer") and len(m):
+        scalar = isinstance(layer_s, float)
+        cancel = self.cancel_wrong_prefetch and a > 0
+        fast = a == 0 or (self.prefetch == "next_layer" and not cancel)
+        if scalar and self.miss == "copy" and fast and len(m):
             # pipeline()'s closed form with one compute time per layer: a_l = m_l · copy ahead
             # (next layer), d_l = (1 − accuracy) · m_l · copy on demand
+            assert isinstance(layer_s, float)
             missed = float(_add(m))
             work = layer_s * len(m)
             demand = missed * (1 - a) * copy
@@ -327,6 +395,7 @@ class OffloadModel:
             return Pipeline(total, work, missed * copy + demand, 0.0)
         ahead = m * copy if a > 0 else np.zeros(len(m))
         guided = self.prefetch == "draft_guided" and a > 0
+        wrong = (1 - a) * m * copy if cancel else None
         if self.miss == "cpu":
             u = np.asarray(union, dtype=float)
             rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
@@ -341,8 +410,11 @@ class OffloadModel:
                 lead_s=lead_s,
                 draft_guided=guided,
                 cpu_s=late * one,
+                wrong_s=wrong,
             )
-        return pipeline(layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided)
+        return pipeline(
+            layer_s, late * copy, ahead, lead_s=lead_s, draft_guided=guided, wrong_s=wrong
+        )
 
     def _accuracy(self, predicted: bool) -> float:
         """The prefetcher's accuracy (0: no prefetch)."""
@@ -358,8 +430,9 @@ class OffloadModel:
 
 
 class LoadedPass(NamedTuple):
-    """A pass priced with its loads: the cost (the exposed load time inside ``moe_s``: the MoE
-    layers wait for their experts), the pipeline, and its cache traffic per pass."""
+    """A pass priced with its loads: the cost (the exposed load time and the runtime's host
+    time inside ``moe_s``: the MoE layers wait for their experts), the pipeline, and its cache
+    traffic per pass."""
 
     cost: PassCost
     pipeline: Pipeline
@@ -384,6 +457,9 @@ class OffloadCostModel:
     model: OffloadModel
     reuse: Callable[[np.ndarray], np.ndarray]  # tokens per request -> lag-1 reuse per layer
     _misses: dict = field(default_factory=dict, repr=False, compare=False)
+    #: The runtime's host time per drafter pass: its draft_layer_host_s per drafter decoder
+    #: layer (an eager runtime runs the drafter eagerly too).
+    draft_host_s: float = 0.0
 
     def expected_misses(self, tokens_per_request: np.ndarray, union: np.ndarray) -> np.ndarray:
         """Expected misses per layer of a pass feeding ``tokens_per_request`` whose layers need
@@ -410,12 +486,13 @@ class OffloadCostModel:
         self, base_total_s: float, tokens_per_request: np.ndarray, unique_experts: np.ndarray
     ) -> float:
         """What :meth:`verify_pass` adds to a base pass of ``base_total_s``: its expected wait
-        on loads (:func:`simspec.costs.batch.verify_totals` prices many passes with it)."""
+        on loads and the runtime's host time (:func:`simspec.costs.batch.verify_totals` prices
+        many passes with it)."""
         m = self.model
         misses = self.expected_misses(tokens_per_request, unique_experts)
         layer_s = base_total_s / max(m.num_moe_layers, 1)
         tokens = int(np.sum(tokens_per_request))
-        return m.price(layer_s, unique_experts, misses, tokens).exposed_s
+        return m.price(layer_s, unique_experts, misses, tokens).added_s
 
     def load(
         self,
@@ -432,29 +509,44 @@ class OffloadCostModel:
         m = self.model
         layers = max(m.num_moe_layers, 1)
         pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
-        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.exposed_s)
+        loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.added_s)
         copied = m.copied(misses, predicted)
+        if m.cancel_wrong_prefetch and m.miss == "copy" and m.copy_s > 0:
+            copied = pipe.copy_s / m.copy_s  # what the link sent, cancelled guesses left out
         return LoadedPass(
             loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
         )
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
-        """The drafter's step (its weights stay on the GPU)."""
-        return self.base.draft_step(context_tokens)
+        """The drafter's step (its weights stay on the GPU) plus the runtime's host time."""
+        step = self.base.draft_step(context_tokens)
+        if self.draft_host_s and len(context_tokens):
+            return step + self.draft_host_s
+        return step
 
     def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
         """The base prefill plus its expected loads (a prefill touches nearly every expert)."""
         return self.prefill_loaded(prompt_tokens).cost
 
-    def prefill_loaded(self, prompt_tokens: np.ndarray) -> LoadedPass:
-        """:meth:`prefill` with its traffic."""
+    def prefill_loaded(
+        self,
+        prompt_tokens: np.ndarray,
+        cache: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> LoadedPass:
+        """:meth:`prefill` with its traffic: its expected misses, or (``cache``: a sampled
+        cache's prefill, union per layer -> misses, which updates the cache,
+        :meth:`simspec.sim.expert_cache.ExpertCache.prefill`) its misses against the cache."""
         m = self.model
         cost = self.base.prefill(prompt_tokens)
         tokens = float(np.sum(prompt_tokens))
         union = np.full(
             m.num_moe_layers, independent_union(m.num_experts, m.experts_per_token, tokens)
         )
-        misses = m.expected_misses(union, 0.0)
+        if cache is None:
+            misses = m.expected_misses(union, 0.0)
+        else:  # whole experts: the ones the cache sees
+            union = np.minimum(np.rint(union), m.num_experts)
+            misses = cache(union)
         return self.load(cost, union, misses, int(tokens), predicted=False)
 
     def speculation_overhead_s(

@@ -100,6 +100,11 @@ class _Steps:
                 np.array([o.run for o in group]),
                 np.array([o.committed for o in group]),
             )
+            if self.offload is not None and self.offload.draft_host_s:
+                # The runtime's host time per draft pass (the base priced the kernels): one
+                # pass per draft depth, as draft_phase_by_depth runs them.
+                depth = np.array([o.run for o in group]).max(axis=1, initial=0)
+                costs = costs._replace(draft_s=costs.draft_s + self.offload.draft_host_s * depth)
             for name in names:
                 prices[name][rows] = getattr(
                     costs, "speculation_overhead_s" if name == "extra_s" else name

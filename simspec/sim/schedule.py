@@ -92,7 +92,8 @@ def schedule(
             if setup.offload is None:
                 now = yield Prefill(len(admitted), int(prompts.sum()), prefill(prompts))
             else:
-                loaded = setup.offload.prefill_loaded(prompts)
+                cache = state.cache.prefill if state.cache is not None else None
+                loaded = setup.offload.prefill_loaded(prompts, cache)
                 now = yield Prefill(len(admitted), int(prompts.sum()), loaded.cost, loaded)
             state.admit(admitted, now)
         outcome = step(state, policy, setup, priced=priced)

@@ -127,16 +127,17 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
 
 def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> OffloadCostModel:
     """``base`` wrapped with the loads of ``s``'s offloaded experts
-    (:class:`~simspec.costs.offload.OffloadCostModel`): the link, host and cache of
-    ``[offload]``, the routing's popularity, and the lag-1 reuse of consecutive passes from the
-    routing's expected unions (:func:`~simspec.costs.offload.pair_reuse`, memoised per batch
-    composition)."""
+    (:class:`~simspec.costs.offload.OffloadCostModel`): the link, host, cache and runtime
+    (offload framework) of ``[offload]``, the routing's popularity, and the lag-1 reuse of
+    consecutive passes from the routing's expected unions
+    (:func:`~simspec.costs.offload.pair_reuse`, memoised per batch composition)."""
     o, shape, host = s.offload, s.target.shape, s.host
     link = (
         o.link_gb_per_s * 1e9
         if o.link_gb_per_s is not None
         else s.gpu.host_link_bytes_per_s(o.pinned)
     )
+    layer_host_s, expert_host_s, copies_per_expert = o.host_times
     model = OffloadModel(
         num_moe_layers=shape.num_moe_layers,
         num_experts=shape.num_experts,
@@ -153,6 +154,10 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
         host_bytes_per_s=host.memory_bytes_per_s,
         cpu_flops_per_s=host.cpu_flops_per_s,
         inclusion=references.inclusion_probabilities,
+        layer_host_s=layer_host_s,
+        expert_host_s=expert_host_s,
+        copies_per_expert=copies_per_expert,
+        cancel_wrong_prefetch=o.cancel_wrong_prefetch,
     )
     memo: dict[bytes, np.ndarray] = {}
 
@@ -166,4 +171,13 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
             found = memo[key] = pair_reuse(single, double)
         return found
 
-    return OffloadCostModel(base, model, reuse)
+    draft_host_s = o.drafter_layer_host_s * drafter_layers(s)
+    return OffloadCostModel(base, model, reuse, draft_host_s=draft_host_s)
+
+
+def drafter_layers(s: Scenario) -> int:
+    """Decoder layers of one drafter pass: the dense draft model's, or the head's (EAGLE-3,
+    MTP); 0 without a drafter."""
+    if s.draft_model is not None:
+        return s.draft_model.num_layers
+    return s.drafter.num_layers if s.drafter.max_draft_tokens else 0

@@ -115,7 +115,7 @@ class EngineState:
             ),
             cache=(
                 ExpertCache(
-                    int(setup.offload.model.capacity),
+                    setup.offload.model.capacity,
                     setup.offload.model.policy,
                     refs.inclusion_probabilities,
                 )

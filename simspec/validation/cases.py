@@ -125,6 +125,9 @@ class Case:
     )
     drafter: str = param("", "catalog drafter of a speculative offload row ('' = none)")
     configuration: str = param("", "the system's configuration within its series (a label)")
+    framework: str = param(
+        "", "the offloading runtime: an offload framework preset ('' = none, physics only)"
+    )
 
     @property
     def measured_speedup(self) -> float:
@@ -305,7 +308,7 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
 _OFFLOAD_KEYS = frozenset(
     {"experts", "cache_experts_per_layer", "cache_gb", "cache_policy", "prefetch", "miss"}
     | {"prefetch_accuracy", "attention_precision", "pcie_generation", "host_link_gb_per_s"}
-    | {"host_memory_gb_per_s", "drafter", "configuration"}
+    | {"host_memory_gb_per_s", "drafter", "configuration", "framework"}
 )
 
 
@@ -331,6 +334,9 @@ def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
             "steps >= 1 and 1 <= acceptance_length <= steps + 1 (a row with a drafter)",
             f"{case.acceptance_length} with steps = {case.steps}",
         )
+    if case.framework and case.framework not in catalog.offload_framework_names():
+        expected = "an offload framework of simspec/catalog/offload_frameworks"
+        raise InputError(source, f"{path}.framework", expected, repr(case.framework))
     if case.drafter:
         if case.drafter not in catalog.drafter_names():
             raise InputError(

@@ -11,20 +11,33 @@ A row becomes the default scenario with the row's model, precision, GPU and leng
   PCIe generation is below the card's, the bandwidth derived for that generation (the card's
   lanes, :meth:`simspec.physics.hardware.GpuSpec.host_link_bytes_per_s`), else the card's own;
 - ``attention_precision`` and ``host_memory_gb_per_s`` (``[hardware.host]``) when stated;
+- a row that states its cache size ran that cache on that GPU: all its memory counts
+  (``memory_utilization = 1``), so the scenario's memory check does not refuse the source's own
+  configuration (Fiddler's 56 fp16 experts on a 24 GB card);
+- ``framework``: the offloading runtime's host time (an offload framework preset,
+  :mod:`simspec.params.offload_framework`); :func:`leave_one_reporter_out` fits its
+  ``layer_host_s`` on every reporter's rows but one and predicts that one's;
 - a row with a ``drafter`` runs ``fixed`` k = ``steps`` with i.i.d. acceptance whose chain has the
   measured acceptance length; otherwise k = 0.
 
 Routing is the analytic mode of every fidelity row (the expected union and the expected hit rate
 of :mod:`simspec.costs.offload`), and every row is predicted with the physics-only engine
-("ideal"): no serving engine's preset describes HF-transformers offloading frameworks. The
-quantity: ``tokens_per_s`` is the run's output throughput, ``hit_rate`` the fraction of the
-decode passes' needed experts found on the GPU (Σ needed − missed over Σ needed).
+("ideal"): a serving engine's preset does not describe an offloading runtime; its host time is
+the row's offload framework. The fit of ``layer_host_s`` (:func:`fit_layer_host_s`) minimises the
+squared log error of the rows' seconds per token; each row's seconds per token is piecewise
+linear in the host time (copies hide behind it or not), so two runs per row
+(:data:`FIT_TRIALS_S`, :func:`trial_lines`) give its line and the fit is a grid search on the
+lines, then every fold's rows are run with the fold's value. The shipped value
+(``hf-eager.toml``) is this fit on the framework rows of role "fit". The quantity:
+``tokens_per_s`` is the run's output throughput, ``hit_rate`` the fraction of the decode passes'
+needed experts found on the GPU (Σ needed − missed over Σ needed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -60,14 +73,19 @@ def link_gb_per_s(case: Case) -> float | None:
     return machine.host_link_bytes_per_s(pinned=case.experts == "host_pinned") / 1e9
 
 
-def offload_table(case: Case) -> dict[str, Any]:
-    """The row's ``[offload]`` table (module docstring)."""
+def offload_table(case: Case, layer_host_s: float | None = None) -> dict[str, Any]:
+    """The row's ``[offload]`` table (module docstring); ``layer_host_s`` overrides the
+    framework preset's (a fit's trial value)."""
     table: dict[str, Any] = {
         "experts": case.experts,
         "cache_policy": case.cache_policy,
         "prefetch": case.prefetch,
         "miss": case.miss,
     }
+    if case.framework:
+        table["framework"] = case.framework
+        if layer_host_s is not None:
+            table["layer_host_s"] = layer_host_s
     if case.prefetch_accuracy:
         table["prefetch_accuracy"] = case.prefetch_accuracy
     slots = case.cache_experts_per_layer
@@ -89,10 +107,12 @@ def offload_table(case: Case) -> dict[str, Any]:
     return table
 
 
-def offload_scenario_data(case: Case) -> dict[str, Any]:
+def offload_scenario_data(case: Case, layer_host_s: float | None = None) -> dict[str, Any]:
     """The scenario data of an offload row (module docstring)."""
     data = scenario_data(case, "ideal")
-    data["offload"] = offload_table(case)
+    data["offload"] = offload_table(case, layer_host_s)
+    if case.cache_experts_per_layer or case.cache_gb:  # the source ran this cache on this GPU
+        data["hardware"]["memory_utilization"] = 1.0
     if case.attention_precision:
         data["model"]["attention_precision"] = case.attention_precision
     if case.host_memory_gb_per_s:
@@ -105,10 +125,11 @@ def offload_scenario_data(case: Case) -> dict[str, Any]:
     return data
 
 
-def predict_offload(case: Case) -> Outcome:
-    """One offload row's prediction (or why there is none)."""
+def predict_offload(case: Case, layer_host_s: float | None = None) -> Outcome:
+    """One offload row's prediction (or why there is none); ``layer_host_s`` overrides the
+    row's framework preset (rows without a framework ignore it)."""
     try:
-        data = offload_scenario_data(case)
+        data = offload_scenario_data(case, layer_host_s)
         scenario = scenario_from_dict(data, f"validation case {case.id}")
         result = simspec.run(scenario, keep_logs=case.quantity == "hit_rate")
     except InputError as exc:
@@ -145,9 +166,14 @@ def order_right(outcomes: list[Outcome]) -> dict[str, bool | None]:
     return result
 
 
-def offload_summary(outcomes: list[Outcome]) -> dict[str, Any]:
+def offload_summary(
+    outcomes: list[Outcome],
+    loro: tuple[list[Outcome], dict[str, float | None]] | None = None,
+) -> dict[str, Any]:
     """Median and max |relative error| of the held-out (test) and fit rows, the hit-rate rows'
-    errors in points, and the configurations' order per Mixtral-offloading series."""
+    errors in points, and the configurations' order per Mixtral-offloading series; with
+    ``loro`` (:func:`leave_one_reporter_out`) first the out-of-sample errors of the framework
+    rows, the value each fold fitted, and the order of the out-of-sample predictions."""
 
     def errors(rows: list[Outcome]) -> dict[str, Any]:
         errs = [abs(o.relative_error) for o in rows if o.relative_error is not None]
@@ -161,7 +187,17 @@ def offload_summary(outcomes: list[Outcome]) -> dict[str, Any]:
     speed = [o for o in outcomes if o.case.quantity == "tokens_per_s"]
     hits = [o for o in outcomes if o.case.quantity == "hit_rate" and o.predicted is not None]
     order = order_right(outcomes)
-    return {
+    first: dict[str, Any] = {}
+    if loro is not None:
+        held, fitted = loro
+        first = {
+            "out_of_sample": errors(held)
+            | {
+                "layer_host_s_by_left_out_reporter": fitted,
+                "order_right": order_right(held),
+            }
+        }
+    return first | {
         "category": OFFLOAD,
         "held_out": errors([o for o in speed if o.case.role == "test"]),
         "fit": errors([o for o in speed if o.case.role == "fit"]),
@@ -173,6 +209,89 @@ def offload_summary(outcomes: list[Outcome]) -> dict[str, Any]:
         "order_right": order,
         "targets": {"held_out_median": 0.20, "hit_rate_points": 10.0},
     }
+
+
+#: The trial values of ``layer_host_s`` the fit interpolates between, s (module docstring).
+FIT_TRIALS_S = (0.005, 0.015)
+#: The fit's search range and step for ``layer_host_s``, s.
+FIT_RANGE_S = (0.0, 0.03)
+FIT_STEP_S = 1e-5
+
+
+def _rows_fit(rows: list[Case]) -> list[Case]:
+    """The rows a framework fit may use: decode rates of rows that name a framework."""
+    return [c for c in rows if c.framework and c.quantity == "tokens_per_s"]
+
+
+def _seconds(outcome: Outcome) -> float | None:
+    """Seconds per output token of a tok/s prediction (None without one)."""
+    return None if not outcome.predicted else 1.0 / outcome.predicted
+
+
+def trial_lines(rows: list[Case], *, workers: int = 1) -> dict[str, tuple[float, float]]:
+    """Per row id, its predicted seconds per token as a line in ``layer_host_s``: (intercept,
+    slope) through the predictions at :data:`FIT_TRIALS_S`. A row's time is piecewise linear
+    in the host time (copies hide behind it or not), nearly straight over the fitted range."""
+    a, b = FIT_TRIALS_S
+    low = _predict_with(rows, a, workers)
+    high = _predict_with(rows, b, workers)
+    lines = {}
+    for lo, hi in zip(low, high, strict=True):
+        t_lo, t_hi = _seconds(lo), _seconds(hi)
+        if t_lo is not None and t_hi is not None:
+            slope = (t_hi - t_lo) / (b - a)
+            lines[lo.case.id] = (t_lo - slope * a, slope)
+    return lines
+
+
+def fit_layer_host_s(rows: list[Case], lines: dict[str, tuple[float, float]]) -> float | None:
+    """The ``layer_host_s`` that minimises Σ log²(predicted / measured seconds per token) over
+    ``rows`` (their :func:`trial_lines`), on a grid of :data:`FIT_STEP_S` over
+    :data:`FIT_RANGE_S`; None when no row has a line."""
+    used = [c for c in rows if c.id in lines]
+    if not used:
+        return None
+    lo, hi = FIT_RANGE_S
+    grid = [lo + i * FIT_STEP_S for i in range(round((hi - lo) / FIT_STEP_S) + 1)]
+    best, best_cost = None, math.inf
+    for theta in grid:
+        cost = 0.0
+        for c in used:
+            intercept, slope = lines[c.id]
+            t = intercept + slope * theta
+            cost += math.log(t * c.value) ** 2 if t > 0 else math.inf
+        if cost < best_cost:
+            best, best_cost = theta, cost
+    return best
+
+
+def _predict_with(rows: list[Case], layer_host_s: float, workers: int) -> list[Outcome]:
+    """Every row predicted with ``layer_host_s`` for its framework."""
+    trials = [(c, layer_host_s) for c in rows]
+    if workers <= 1:
+        return [predict_offload(c, t) for c, t in trials]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(predict_offload, *zip(*trials, strict=True)))
+
+
+def leave_one_reporter_out(
+    cases: list[Case], *, workers: int = 1
+) -> tuple[list[Outcome], dict[str, float | None]]:
+    """Out-of-sample predictions of the framework rows: each reporter's rows predicted with
+    ``layer_host_s`` fitted on every other reporter's framework rows (:func:`fit_layer_host_s`),
+    and the value each fold fitted, by left-out reporter."""
+    rows = _rows_fit(cases)
+    lines = trial_lines(rows, workers=workers)
+    out: list[Outcome] = []
+    fitted: dict[str, float | None] = {}
+    for reporter in sorted({c.reporter for c in rows}):
+        mine = [c for c in rows if c.reporter == reporter]
+        theta = fit_layer_host_s([c for c in rows if c.reporter != reporter], lines)
+        fitted[reporter] = theta
+        if theta is not None:
+            out += _predict_with(mine, theta, workers)
+    order = {c.id: i for i, c in enumerate(cases)}
+    return sorted(out, key=lambda o: order[o.case.id]), fitted
 
 
 def predict_offload_all(cases: list[Case], *, workers: int = 1) -> list[Outcome]:
@@ -196,11 +315,41 @@ def offload_lines(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, A
         "## Expert offloading (validation/offload.toml)",
         "",
         "Experts in host memory behind a GPU expert cache (`[offload]`; method:",
-        "`simspec/validation/offload.py`). Physics only (engine `ideal`): the catalog's host link",
-        "(PCIe x 0.8 pinned, a third of that pageable) and the routing's expected hit rates; no",
-        "term is fitted on these rows. Second-hand rows and Mixtral-offloading's PCIe 3 machines",
-        "(RTX 3060, T4) are held out (role test).",
+        "`simspec/validation/offload.py`). Engine `ideal`: the catalog's host link (PCIe x 0.8",
+        "pinned, a third of that pageable) and the routing's expected hit rates; rows run by an",
+        "eager Hugging Face transformers runtime (Mixtral-offloading and its re-implementations,",
+        '`framework = "hf-eager"`) add that runtime\'s host time per decoder layer, one fitted',
+        "term (`layer_host_s`, simspec/catalog/offload_frameworks/hf-eager.toml: fitted on",
+        "Mixtral-offloading's first-hand PCIe 4 rows, role fit). Second-hand rows and",
+        "Mixtral-offloading's PCIe 3 machines (RTX 3060, T4) are held out (role test).",
         "",
+    ]
+    oos = summary.get("out_of_sample")
+    if oos is not None:
+        fitted = ", ".join(
+            f"{k}: {'—' if v is None else f'{v * 1e3:.2f} ms'}"
+            for k, v in oos["layer_host_s_by_left_out_reporter"].items()
+        )
+        wrong = [k for k, v in oos["order_right"].items() if v is False]
+        lines += [
+            "Out of sample first (leave one reporter out): each reporter's framework rows",
+            "predicted with `layer_host_s` fitted on the other reporters' framework rows",
+            f"(fitted, by left-out reporter: {fitted}).",
+            "",
+            "| rows | predicted | median abs rel. error | target | max |",
+            "|---|---|---|---|---|",
+            f"| framework rows, leave one reporter out, tok/s | {oos['predicted_rows']} of "
+            f"{oos['rows']} | {_pct(oos['median_abs_relative_error'])} | ≤ 20% | "
+            f"{_pct(oos['max_abs_relative_error'])} |",
+            "",
+            "Mixtral-offloading's configurations out of sample in the measured order: "
+            + ("every series" if not wrong else "wrong in " + ", ".join(f"`{w}`" for w in wrong))
+            + ".",
+            "",
+            "With the shipped presets:",
+            "",
+        ]
+    lines += [
         "| rows | predicted | median abs rel. error | target | max |",
         "|---|---|---|---|---|",
         f"| held out (test), tok/s | {held['predicted_rows']} of {held['rows']} | "

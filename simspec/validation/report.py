@@ -40,7 +40,12 @@ from ._sections import (
 from .cases import CATEGORIES, OFFLOAD_CASES_PATH, Case, CaseFile, engine_preset, load_cases
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
-from .offload import offload_lines, offload_summary, predict_offload_all
+from .offload import (
+    leave_one_reporter_out,
+    offload_lines,
+    offload_summary,
+    predict_offload_all,
+)
 from .predictions import SIGN_NOISE, Outcome, is_tree_row, predict, speedup_sign_right
 
 #: The issue's target series: (label, category, case-id prefixes).
@@ -110,7 +115,8 @@ def fidelity_report(
     text = report(outcomes, cases, summary, fit, folder / PRESET_FIT, folds)
     if offload is not None:  # the expert-offloading rows next to the cases file
         offloaded = predict_offload_all(offload.cases, workers=workers)
-        summary["offload"] = offload_summary(offloaded)
+        loro = leave_one_reporter_out(offload.cases, workers=workers)
+        summary["offload"] = offload_summary(offloaded, loro)
         text += "\n".join(offload_lines(offloaded, offload, summary["offload"])) + "\n"
     if folds is not None:
         write_atomic(folder / "folds.json", json.dumps(folds, indent=1) + "\n")

@@ -16,7 +16,7 @@ from simspec.costs.offload import (
     pipeline,
     usage_probabilities,
 )
-from simspec.sim.expert_cache import ExpertCache
+from simspec.sim.expert_cache import ExpertCache, layer_slots
 from tests.reference.lru_cache import ReferenceLru
 
 
@@ -223,6 +223,33 @@ def test_cache_matches_a_reference_lru():
         reference.use(needed)
 
 
+def test_a_cache_of_whole_experts_spreads_them_over_the_layers():
+    assert layer_slots(5.5, 4, 24).tolist() == [6, 6, 5, 5]
+    assert layer_slots(56 / 32, 32, 8).sum() == 56  # Fiddler: 56 experts over 32 layers
+    assert layer_slots(0.25, 8, 8).tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
+    assert layer_slots(3.0, 4, 2).tolist() == [2, 2, 2, 2]  # at most a layer's experts
+
+
+def test_uneven_layers_match_a_reference_lru_per_layer():
+    rng = np.random.default_rng(5)
+    layers, n, capacity = 4, 24, 5.5
+    slots = layer_slots(capacity, layers, n).tolist()
+    p = np.minimum(rng.dirichlet(np.full(n, 0.5), size=layers) * 2, 1.0)
+    p = p / p.sum(axis=1, keepdims=True) * 2
+    cache = ExpertCache(capacity, "lru", p)
+    reference = ReferenceLru(slots, p)
+    assert cache.resident.sum(axis=1).tolist() == slots
+    for _ in range(400):
+        needed = np.zeros((layers, n), dtype=bool)
+        for layer in range(layers):
+            size = int(rng.integers(1, slots[layer] + 1))
+            needed[layer, rng.choice(n, size=size, replace=False)] = True
+        assert cache.misses(needed).tolist() == reference.misses(needed)
+        cache.after(needed)
+        reference.use(needed)
+        assert (cache.resident.sum(axis=1) <= np.array(slots)).all()
+
+
 def test_static_cache_never_changes_and_none_holds_nothing():
     p = np.tile(np.linspace(1, 0.1, 10) / np.linspace(1, 0.1, 10).sum() * 2, (2, 1))
     static = ExpertCache(3, "static", p)
@@ -245,3 +272,21 @@ def test_a_layer_answer_does_not_depend_on_the_layers_solved_with_it():
             for i in range(6)
         ]
         assert together.tolist() == alone
+
+
+def test_a_prefill_passes_through_the_cache():
+    """A prefill uses its union's most popular experts: against an LRU cache that a decode pass
+    filled with the least popular ones, every one misses, and afterwards the cache holds the
+    most popular ones; a static cache hits its pinned experts and does not change."""
+    p = np.tile(np.linspace(1, 0.1, 10) / np.linspace(1, 0.1, 10).sum() * 2, (2, 1))
+    lru = ExpertCache(3, "lru", p)
+    tail = np.zeros((2, 10), dtype=bool)
+    tail[:, 7:] = True
+    lru.after(tail)
+    assert lru.resident[:, 7:].all() and lru.resident.sum() == 6
+    assert lru.prefill(np.array([5.0, 4.6])).tolist() == [5.0, 5.0]  # 4.6 rounds to 5
+    assert lru.resident[:, :3].all() and lru.resident.sum() == 6
+    static = ExpertCache(3, "static", p)
+    before = static.resident.copy()
+    assert static.prefill(np.array([5.0, 2.0])).tolist() == [2.0, 0.0]
+    assert (static.resident == before).all()

@@ -11,12 +11,13 @@ import numpy as np
 class ReferenceLru:
     """One ordered dict per layer: the least recently used expert first."""
 
-    def __init__(self, capacity: int, popularity: np.ndarray):
-        self.capacity = capacity
+    def __init__(self, capacity: int | list[int], popularity: np.ndarray):
+        layers = len(popularity)
+        self.capacities = [capacity] * layers if isinstance(capacity, int) else list(capacity)
         # Within one pass, experts are touched least popular first (the most popular is the
         # most recent), and the cache starts with the most popular ``capacity``.
         self.order = np.argsort(-np.asarray(popularity), axis=1, kind="stable")[:, ::-1]
-        warm = [row[::-1][:capacity].tolist() for row in self.order]
+        warm = [row[::-1][:c].tolist() for row, c in zip(self.order, self.capacities, strict=True)]
         # The warm set is "used" in reverse popularity order: the most popular most recently.
         self.layers = [OrderedDict((e, None) for e in reversed(w)) for w in warm]
 
@@ -29,9 +30,11 @@ class ReferenceLru:
 
     def use(self, needed: np.ndarray) -> None:
         """A pass used ``needed`` ((layers, N) membership; at most ``capacity`` per layer)."""
-        for row, cache, order in zip(needed, self.layers, self.order, strict=True):
+        for row, cache, order, capacity in zip(
+            needed, self.layers, self.order, self.capacities, strict=True
+        ):
             for e in order[row[order]].tolist():
                 cache[e] = None
                 cache.move_to_end(e)
-            while len(cache) > self.capacity:
+            while len(cache) > capacity:
                 cache.popitem(last=False)
