@@ -50,6 +50,14 @@ def table(summary: dict) -> str:
         held, hits = off["held_out"], off["hit_rate_max_abs_points"]
         med = held["median_abs_relative_error"]
         order = off["order_right"]
+        loro = off.get("out_of_sample")
+        if loro is not None:
+            lmed = loro["median_abs_relative_error"]
+            lines.append(
+                f"offload out of sample (leave one reporter out): "
+                f"{'-' if lmed is None else f'{lmed:.1%}'} on {loro['predicted_rows']}/"
+                f"{loro['rows']} rows"
+            )
         lines.append(
             f"offload: held out {'-' if med is None else f'{med:.1%}'} (target "
             f"{off['targets']['held_out_median']:.0%}) on {held['predicted_rows']}/"
