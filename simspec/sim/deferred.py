@@ -30,7 +30,7 @@ from simspec.policies.base import BudgetPolicy
 from simspec.sim.records import PASS_PARTS, OffloadLog, PrefillRecord, RequestRecord, RunLog
 from simspec.sim.schedule import Prefill, schedule
 from simspec.sim.setup import EngineSetup
-from simspec.sim.step import EngineState, StepOutcome, mean_unique
+from simspec.sim.step import EngineState, StepOutcome, mean_unique, step
 
 #: Steps held unpriced before they are priced together, at most this many.
 CHUNK_STEPS = 4096
@@ -45,6 +45,19 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
         and policy.tree_family() is None
         # a sampled cache's state follows the passes in time order
         and (setup.offload is None or setup.references.routing.mode == "analytic")
+    )
+
+
+def in_lanes(setup: EngineSetup, policy: BudgetPolicy) -> bool:
+    """True if a deferrable run may advance its requests as lanes (module docstring): batches
+    of one, analytic routing, every expert resident, a policy that decides per request."""
+    w = setup.workload
+    return (
+        deferrable(setup, policy)
+        and min(w.concurrency, w.max_batch_size) == 1
+        and setup.references.routing.mode == "analytic"
+        and setup.offload is None
+        and policy.per_request
     )
 
 
@@ -161,7 +174,8 @@ class _Steps:
 def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
     """Simulate a closed-loop workload under ``policy`` (:func:`deferrable`); the records
     :func:`simspec.sim.engine.run_policy` gives."""
-    first = min(setup.workload.concurrency, setup.workload.num_requests)
+    if in_lanes(setup, policy):
+        return _lay_out(setup, *_run_lanes(setup, policy))
     passes = array("q")  # the run's passes in order: step index, or -1 - prefill index
     prefills: list[Prefill] = []
     finished: list[RequestRecord] = []  # their times are pass indices until laid out below
@@ -187,6 +201,20 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
         pass
     steps.price()
     order = np.frombuffer(passes, dtype=np.int64) if passes else np.zeros(0, dtype=np.int64)
+    return _lay_out(setup, order, prefills, finished, steps)
+
+
+def _lay_out(
+    setup: EngineSetup,
+    order: np.ndarray,
+    prefills: list[Prefill],
+    finished: list[RequestRecord],
+    steps: _Steps,
+) -> RunLog:
+    """The records of a schedule decided without a clock: ``order`` holds the run's passes in
+    order (step index into ``steps``' columns, or -1 - index into ``prefills``), the times of
+    ``finished`` are pass indices (a closed loop's first requests keep their arrival)."""
+    first = min(setup.workload.concurrency, setup.workload.num_requests)
     is_step = order >= 0
     durations = np.empty(len(order))
     durations[is_step] = np.frombuffer(steps.floats["duration_s"], dtype=float)[order[is_step]]
@@ -226,6 +254,103 @@ def run_deferred(setup: EngineSetup, policy: BudgetPolicy) -> RunLog:
             replace(record, arrival_s=arrival, first_token_s=first_token, finish_s=finish)
         )
     return log
+
+
+def _run_lanes(
+    setup: EngineSetup, policy: BudgetPolicy
+) -> tuple[np.ndarray, list[Prefill], list[RequestRecord], _Steps]:
+    """A run of batches of one (:func:`in_lanes`) as :func:`_lay_out` takes it.
+
+    One request at a time is served, in order, each prefilled and then stepped until it
+    finishes: its steps depend on nothing but its own text. So every request is admitted at
+    once as a lane, every lane advances by one step per :func:`~simspec.sim.step.step` call
+    until it finishes, and the steps are priced together and then put in request order.
+    """
+    n = setup.workload.num_requests
+    first = min(setup.workload.concurrency, n)
+    state = EngineState.start(setup, policy)
+    prompts = [state.table.prompt[[r]] for r in range(n)]  # as the scheduler admits them
+    prefill = setup.cost_model.prefill
+    prefills = [Prefill(1, int(p.sum()), prefill(p)) for p in prompts]
+    state.admit(list(range(n)), 0.0)
+    finished: list[RequestRecord] = []
+    held: list[tuple[np.ndarray, np.ndarray, StepOutcome]] = []  # lanes' steps not priced yet
+    size = 0  # steps held
+    columns: dict[str, list[np.ndarray]] = {}  # every step's, round by round
+    lap = 0
+    while len(state.active):
+        outcome = step(state, policy, setup, priced=False, lanes=True)
+        active = state.active
+        held.append((active.request_id, active.position.copy(), outcome))
+        size += len(active)
+        finished += state.apply(outcome, float(lap), lanes=True)
+        lap += 1
+        if size >= CHUNK_STEPS or not len(state.active):
+            for name, column in _price_lanes(setup, held).items():
+                columns.setdefault(name, []).append(column)
+            held, size = [], 0
+    flat = {name: np.concatenate(parts) for name, parts in columns.items()}
+    request = flat["request_id"]
+    by_request = np.argsort(request, kind="stable")  # rounds were in order: so are the steps
+    steps = _Steps(setup)
+    for table in (steps.floats, steps.ints):
+        for name, target in table.items():
+            target.frombytes(flat[name][by_request].tobytes())
+    steps.request_id += request[by_request].tobytes()
+    steps.position += flat["position"][by_request].tobytes()
+    # request r's prefill, then its steps: pass p of step j (in request order) is j + r + 1
+    counts = np.bincount(request, minlength=n)
+    prefill_pass = np.arange(n) + np.cumsum(counts) - counts
+    order = np.empty(n + len(request), dtype=np.int64)
+    order[prefill_pass] = -1 - np.arange(n)
+    order[np.arange(len(request)) + request[by_request] + 1] = np.arange(len(request))
+    last = (prefill_pass + counts).tolist()  # each request's last pass
+    first_token = prefill_pass.tolist()
+    records = sorted(finished, key=lambda record: record.request_id)
+    for i, record in enumerate(records):
+        r = record.request_id
+        arrival = record.arrival_s if r < first else float(last[r - first])
+        records[i] = replace(
+            record, arrival_s=arrival, first_token_s=float(first_token[r]), finish_s=float(last[r])
+        )
+    return order, prefills, records, steps
+
+
+def _price_lanes(
+    setup: EngineSetup, held: list[tuple[np.ndarray, np.ndarray, StepOutcome]]
+) -> dict[str, np.ndarray]:
+    """The columns of :class:`_Steps` (and ``request_id``, ``position``) of lanes' steps
+    (request, position and outcome per round), priced in one array call: each a batch of one."""
+    lanes = [outcome for _, _, outcome in held]
+    drafts = np.concatenate([o.drafts for o in lanes])
+    committed = np.concatenate([o.committed for o in lanes])
+    unique = np.concatenate([o.unique for o in lanes])
+    costs = step_costs(
+        setup.cost_model,
+        (drafts + 1)[:, None],
+        np.concatenate([o.contexts for o in lanes])[:, None],
+        unique,
+        np.concatenate([o.run for o in lanes])[:, None],
+        committed[:, None],
+    )
+    extra = costs.speculation_overhead_s.copy()
+    extra[drafts == 0] = 0.0  # as in step: no overhead when nobody drafts
+    priced = costs._replace(speculation_overhead_s=extra)
+    out = {name: getattr(costs, name) for name in PASS_PARTS}
+    out.update(
+        draft_s=costs.draft_s,
+        extra_s=extra,
+        duration_s=priced.duration_s,
+        unique=mean_unique(unique),
+        fallback_terms=costs.fallback_terms,
+        drafted=drafts,
+        accepted=np.concatenate([o.accepted for o in lanes]),
+        probes=np.concatenate([o.probes for o in lanes]),
+        batch_size=np.ones(len(drafts), dtype=np.int64),
+        request_id=np.concatenate([rid for rid, _, _ in held]),
+        position=np.concatenate([position for _, position, _ in held]),
+    )
+    return out
 
 
 def _offload_log(

@@ -111,6 +111,9 @@ class ReferenceSet:
         )
         #: Inclusion probability of each expert per MoE layer, (layers, N).
         self.inclusion_probabilities: np.ndarray = self.model.inclusion_probabilities
+        # expected_unique_alone: row of (fed, true) in _alone_rows, -1 where not asked yet
+        self._alone_index = np.full((0, 0), -1, dtype=np.int64)
+        self._alone_rows = np.zeros((0, self.num_layers))
 
     @property
     def predictor(self) -> UniqueExpertPredictor:
@@ -300,6 +303,30 @@ class ReferenceSet:
         if trees is None:
             return self.model.expected_unique(fed, true)
         return self.model.expected_unique(fed, true, trees)
+
+    def expected_unique_alone(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+        """Analytic mode, chains: (N, layers), row n being :meth:`expected_unique` of a pass
+        that request n feeds alone, ``fed[n]`` >= 1 tokens, ``true[n]`` of them true (the same
+        numbers: each distinct pair is asked once, then looked up)."""
+        fed = np.asarray(fed, dtype=np.int64)
+        true = np.minimum(np.maximum(np.asarray(true, dtype=np.int64), 0), fed)
+        size = int(fed.max(initial=0)) + 1
+        if size > len(self._alone_index):
+            index = np.full((size, size), -1, dtype=np.int64)
+            old = len(self._alone_index)
+            index[:old, :old] = self._alone_index
+            self._alone_index = index
+        rows = self._alone_index[fed, true]
+        if len(rows) and rows.min() < 0:
+            missing = np.unique(np.stack([fed[rows < 0], true[rows < 0]], axis=1), axis=0)
+            new = [self.expected_unique(np.array([t]), np.array([a])) for t, a in missing.tolist()]
+            start = len(self._alone_rows)
+            self._alone_rows = np.concatenate(
+                [self._alone_rows, np.array(new).reshape(len(new), -1)]
+            )
+            self._alone_index[missing[:, 0], missing[:, 1]] = np.arange(start, start + len(new))
+            rows = self._alone_index[fed, true]
+        return self._alone_rows[rows]
 
     def _pass_routing(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 import simspec
@@ -13,7 +14,7 @@ from simspec.policies.adaptive_ema import AdaptiveEmaPolicy
 from simspec.policies.cost_aware import CostAwarePolicy
 from simspec.policies.fixed import FixedPolicy
 from simspec.policies.threshold import ThresholdPolicy
-from simspec.sim.deferred import deferrable
+from simspec.sim.deferred import deferrable, in_lanes
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
 from simspec.sim.state import RequestTable
@@ -66,3 +67,54 @@ def test_policies_that_read_costs_and_open_loops_keep_the_timed_schedule() -> No
         run_policy(setup, CostAwarePolicy(), timed=False)
     open_loop = _setup(4, "analytic", 'workload.loop="open"', "workload.arrival_rate_per_s=5.0")
     assert not deferrable(open_loop, FixedPolicy(draft_tokens=3))
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "extra"),
+    [
+        (1, ()),
+        (3, ("workload.max_batch_size=1",)),  # clients beyond the cap of one wait in line
+        (1, ("costs.draft_extend_passes=1", "costs.verify_overhead_s=2e-4")),
+    ],
+)
+def test_batches_of_one_run_as_lanes_and_record_the_timed_run(
+    concurrency: int, extra: tuple[str, ...]
+) -> None:
+    """Batches of one are advanced as lanes (every request stepped at once, the steps then laid
+    out request by request): the records are still the SimPy run's, byte for byte, and a
+    second run gives the same bytes."""
+    setup = _setup(concurrency, "analytic", *extra)
+    for policy in POLICIES:
+        assert in_lanes(setup, policy) == policy.per_request, policy
+        timed, deferred = run_policy(setup, policy, timed=True), run_policy(setup, policy)
+        assert max(record.batch_size for record in timed.steps) == 1
+        assert deferred.steps == timed.steps, policy
+        assert deferred.prefills == timed.prefills, policy
+        assert deferred.requests == timed.requests, policy
+        again = run_policy(setup, policy)
+        assert again.steps == deferred.steps and again.requests == deferred.requests
+
+
+def test_lanes_need_batches_of_one_analytic_routing_and_a_per_request_policy() -> None:
+    fixed = FixedPolicy(draft_tokens=3)
+    assert in_lanes(_setup(1, "analytic"), fixed)
+    assert not in_lanes(_setup(2, "analytic"), fixed)
+    assert not in_lanes(_setup(1, "monte_carlo"), fixed)
+    assert not in_lanes(_setup(1, "analytic"), AdaptiveEmaPolicy())  # its memory spans requests
+
+
+def test_expected_unique_alone_is_each_request_priced_alone() -> None:
+    """Row n is the expectation of a pass that request n feeds alone, and a pass of one
+    request of T tokens uses between k_e and min(N, T k_e) experts per layer."""
+    refs = _setup(1, "analytic").references
+    fed = np.array([1, 4, 3, 4, 1, 5])
+    true = np.array([1, 2, 3, 4, 1, 0])
+    rows = refs.expected_unique_alone(fed, true)
+    assert rows.shape == (len(fed), refs.num_layers)
+    for n in range(len(fed)):
+        alone = refs.expected_unique(fed[n : n + 1], true[n : n + 1])
+        assert rows[n].tobytes() == alone.tobytes()
+    k_e, experts = refs.shape.experts_per_token, refs.shape.num_experts
+    assert np.allclose(rows[0], k_e)  # one token: its k_e experts
+    assert (rows >= k_e - 1e-9).all()
+    assert (rows <= np.minimum(experts, fed[:, None] * k_e) + 1e-9).all()
