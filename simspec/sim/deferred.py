@@ -10,6 +10,15 @@ array call (:func:`simspec.costs.batch.step_costs`, bounded chunks) and lays the
 one cumulative sum over the run's passes in order, which adds each duration to the clock as
 SimPy does. The log equals the SimPy run's (``tests/sim/test_deferred.py``).
 
+Batches of one (a batch cap or one client) under a policy that decides each request from its
+own row (``per_request``) with analytic routing go further (:func:`in_lanes`). The loop then
+serves one request at a time, in order, prefilled and stepped until it finishes, and each
+step follows from that request's text alone. So every request is admitted at once as a *lane*
+and each :func:`~simspec.sim.step.step` call (``lanes=True``: every row its own batch of one)
+advances every unfinished lane: one call per round of steps instead of one per step. The steps
+are priced together as above, put in request order (its prefill, then its steps) and laid out
+by the same cumulative sum.
+
 An open loop (arrivals at given times), a policy that reads costs, draft trees and an expert
 cache with a state (offloaded experts under sampled routing: its state follows the passes in
 time order) keep the timed path (:func:`simspec.sim.engine.run_policy` chooses). Offloaded
