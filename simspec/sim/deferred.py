@@ -298,15 +298,14 @@ def _run_lanes(
             for name, column in _price_lanes(setup, held).items():
                 columns.setdefault(name, []).append(column)
             held, size = [], 0
-    flat = {name: np.concatenate(parts) for name, parts in columns.items()}
-    request = flat["request_id"]
+    request = np.concatenate(columns.pop("request_id"))
     by_request = np.argsort(request, kind="stable")  # rounds were in order: so are the steps
     steps = _Steps(setup)
-    for table in (steps.floats, steps.ints):
+    for table in (steps.floats, steps.ints):  # one column at a time: bounded memory
         for name, target in table.items():
-            target.frombytes(flat[name][by_request].tobytes())
+            target.frombytes(np.concatenate(columns.pop(name))[by_request].tobytes())
     steps.request_id += request[by_request].tobytes()
-    steps.position += flat["position"][by_request].tobytes()
+    steps.position += np.concatenate(columns.pop("position"))[by_request].tobytes()
     # request r's prefill, then its steps: pass p of step j (in request order) is j + r + 1
     counts = np.bincount(request, minlength=n)
     prefill_pass = np.arange(n) + np.cumsum(counts) - counts
