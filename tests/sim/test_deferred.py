@@ -5,6 +5,7 @@ be the same bytes."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from simspec.policies.fixed import FixedPolicy
 from simspec.policies.threshold import ThresholdPolicy
 from simspec.sim.deferred import deferrable, in_lanes
 from simspec.sim.engine import run_policy
+from simspec.sim.records import _FLOATS, _INTS, RunLog
 from simspec.sim.setup import build_setup
 from simspec.sim.state import RequestTable
 
@@ -91,8 +93,15 @@ def test_batches_of_one_run_as_lanes_and_record_the_timed_run(
         assert deferred.steps == timed.steps, policy
         assert deferred.prefills == timed.prefills, policy
         assert deferred.requests == timed.requests, policy
+        assert _same_bytes(deferred, timed)
         again = run_policy(setup, policy)
         assert again.steps == deferred.steps and again.requests == deferred.requests
+
+
+def _same_bytes(a: RunLog, b: RunLog) -> bool:
+    """Every step column the same bytes (``==`` on floats would let -0.0 pass for 0.0)."""
+    names = (*_FLOATS, *_INTS)
+    return all(a.steps.column(n).tobytes() == b.steps.column(n).tobytes() for n in names)
 
 
 def test_lanes_need_batches_of_one_analytic_routing_and_a_per_request_policy() -> None:
@@ -118,3 +127,18 @@ def test_expected_unique_alone_is_each_request_priced_alone() -> None:
     assert np.allclose(rows[0], k_e)  # one token: its k_e experts
     assert (rows >= k_e - 1e-9).all()
     assert (rows <= np.minimum(experts, fed[:, None] * k_e) + 1e-9).all()
+
+
+def test_a_dense_target_runs_as_lanes_and_records_the_timed_run() -> None:
+    """No MoE layer: each lane's pass routes nothing (zero columns), the rest as above."""
+    path = Path(__file__).parents[2] / "scenarios" / "dense-sanity-qwen3-8b.toml"
+    scenario = simspec.load_scenario(path, ["workload.num_requests=4", 'routing.mode="analytic"'])
+    setup = build_setup(scenario)
+    assert setup.references.num_layers == 0
+    for policy in (FixedPolicy(draft_tokens=0), FixedPolicy(draft_tokens=4), POLICIES[2]):
+        assert in_lanes(setup, policy)
+        timed, deferred = run_policy(setup, policy, timed=True), run_policy(setup, policy)
+        assert deferred.steps == timed.steps
+        assert deferred.prefills == timed.prefills
+        assert deferred.requests == timed.requests
+        assert _same_bytes(deferred, timed)
