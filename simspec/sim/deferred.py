@@ -33,6 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from simspec.costs.base import CostModel
 from simspec.costs.batch import StepCosts, step_costs
 from simspec.costs.offload import LoadedPass
 from simspec.policies.base import BudgetPolicy
@@ -74,6 +75,23 @@ _FLOATS = ("draft_s", *PASS_PARTS, "extra_s", "duration_s", "unique")
 _INTS = ("fallback_terms", "drafted", "accepted", "probes", "batch_size")
 
 
+def _priced(
+    costs: CostModel,
+    drafts: np.ndarray,
+    contexts: np.ndarray,
+    unique: np.ndarray,
+    run: np.ndarray,
+    committed: np.ndarray,
+) -> tuple[StepCosts, np.ndarray]:
+    """N steps of the same batch size priced in one array call (row p: step p, column b: its
+    request b, ``unique`` (N, layers)), with no speculation overhead where nobody drafted (as
+    in :func:`~simspec.sim.step.step`), and each step's mean unique experts per layer."""
+    priced = step_costs(costs, drafts + 1, contexts, unique, run, committed)
+    nobody = drafts.sum(axis=1) == 0
+    extra = np.where(nobody, 0.0, priced.speculation_overhead_s)
+    return priced._replace(speculation_overhead_s=extra), np.asarray(mean_unique(unique))
+
+
 class _Steps:
     """The run's steps in order as typed columns: what each did and, once priced, its prices
     (a chunk of :class:`~simspec.sim.step.StepOutcome` at most is held at once)."""
@@ -112,11 +130,9 @@ class _Steps:
         for rows in by_size.values():
             group = [todo[j] for j in rows]
             unique = np.array([o.unique for o in group], dtype=float)
-            if unique.shape[1]:
-                means[rows] = mean_unique(unique)
-            costs = step_costs(
+            costs, means[rows] = _priced(
                 self.costs,
-                np.array([o.drafts for o in group]) + 1,
+                np.array([o.drafts for o in group]),
                 np.array([o.contexts for o in group]),
                 unique,
                 np.array([o.run for o in group]),
@@ -133,7 +149,6 @@ class _Steps:
                 for j, one in zip(rows, loaded, strict=True):
                     self.pending[j] = one
         drafted = np.array([o.drafted_total for o in todo], dtype=np.int64)
-        prices["extra_s"][drafted == 0] = 0.0  # as in step: no overhead when nobody drafts
         f, n = self.floats, self.ints
         for name, column in prices.items():
             f[name].frombytes(column.tobytes())
@@ -331,25 +346,20 @@ def _price_lanes(
     (request, position and outcome per round), priced in one array call: each a batch of one."""
     lanes = [outcome for _, _, outcome in held]
     drafts = np.concatenate([o.drafts for o in lanes])
-    committed = np.concatenate([o.committed for o in lanes])
-    unique = np.concatenate([o.unique for o in lanes])
-    costs = step_costs(
+    costs, means = _priced(
         setup.cost_model,
-        (drafts + 1)[:, None],
+        drafts[:, None],
         np.concatenate([o.contexts for o in lanes])[:, None],
-        unique,
+        np.concatenate([o.unique for o in lanes]),
         np.concatenate([o.run for o in lanes])[:, None],
-        committed[:, None],
+        np.concatenate([o.committed for o in lanes])[:, None],
     )
-    extra = costs.speculation_overhead_s.copy()
-    extra[drafts == 0] = 0.0  # as in step: no overhead when nobody drafts
-    priced = costs._replace(speculation_overhead_s=extra)
     out = {name: getattr(costs, name) for name in PASS_PARTS}
     out.update(
         draft_s=costs.draft_s,
-        extra_s=extra,
-        duration_s=priced.duration_s,
-        unique=mean_unique(unique),
+        extra_s=costs.speculation_overhead_s,
+        duration_s=costs.duration_s,
+        unique=means,
         fallback_terms=costs.fallback_terms,
         drafted=drafts,
         accepted=np.concatenate([o.accepted for o in lanes]),
