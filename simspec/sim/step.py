@@ -221,7 +221,7 @@ class StepOutcome(NamedTuple):
     memory: Any  # the policy's memory after this step
     contexts: np.ndarray  # (B,) context tokens at the step
     run: np.ndarray  # (B,) draft steps run (drafts + probes)
-    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass
+    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass; lanes: (B, layers)
     #: Offloaded experts: the verify pass's loads (None: every expert resident) and, with
     #: sampled routing, the experts it used per layer ((layers, N), the cache's update).
     loaded: LoadedPass | None = None
