@@ -301,7 +301,7 @@ def _run_lanes(
     held: list[tuple[np.ndarray, np.ndarray, StepOutcome]] = []  # lanes' steps not priced yet
     size = 0  # steps held
     columns: dict[str, list[np.ndarray]] = {}  # every step's, round by round
-    lap = 0
+    lap = 0  # the round: what the records' times are until they are set below
     while len(state.active):
         outcome = step(state, policy, setup, priced=False, lanes=True)
         active = state.active
