@@ -46,6 +46,7 @@ def test_deferred_and_timed_schedules_record_the_same_run(concurrency: int, mode
         assert deferred.steps == timed.steps, policy
         assert deferred.prefills == timed.prefills, policy
         assert deferred.requests == timed.requests, policy
+        assert _same_bytes(deferred, timed)
 
 
 def test_deferred_schedule_with_engine_overheads_and_a_kv_limit() -> None:
@@ -74,7 +75,6 @@ def test_policies_that_read_costs_and_open_loops_keep_the_timed_schedule() -> No
 @pytest.mark.parametrize(
     ("concurrency", "extra"),
     [
-        (1, ()),
         (3, ("workload.max_batch_size=1",)),  # clients beyond the cap of one wait in line
         (1, ("costs.draft_extend_passes=1", "costs.verify_overhead_s=2e-4")),
     ],
