@@ -11,7 +11,7 @@ one cumulative sum over the run's passes in order, which adds each duration to t
 SimPy does. The log equals the SimPy run's (``tests/sim/test_deferred.py``).
 
 Batches of one (a batch cap or one client) under a policy that decides each request from its
-own row (``per_request``) with analytic routing go further (:func:`in_lanes`). The loop then
+own row (``per_request``), every expert resident, go further (:func:`in_lanes`). The loop then
 serves one request at a time, in order, prefilled and stepped until it finishes, and each
 step follows from that request's text alone. So every request is admitted at once as a *lane*
 and each :func:`~simspec.sim.step.step` call (``lanes=True``: every row its own batch of one)
@@ -60,12 +60,11 @@ def deferrable(setup: EngineSetup, policy: BudgetPolicy) -> bool:
 
 def in_lanes(setup: EngineSetup, policy: BudgetPolicy) -> bool:
     """True if a deferrable run may advance its requests as lanes (module docstring): batches
-    of one, analytic routing, every expert resident, a policy that decides per request."""
+    of one, every expert resident, a policy that decides per request."""
     w = setup.workload
     return (
         deferrable(setup, policy)
         and min(w.concurrency, w.max_batch_size) == 1
-        and setup.references.routing.mode == "analytic"
         and setup.offload is None
         and policy.per_request
     )

@@ -291,7 +291,7 @@ def step(
     the outcome's ``contexts``, ``run``, ``drafts``, ``committed`` and ``unique``
     (:mod:`simspec.sim.deferred`); only for a policy that does not read costs.
 
-    ``lanes=True`` (unpriced chains, analytic routing, a ``per_request`` policy) takes every
+    ``lanes=True`` (unpriced chains, no expert cache, a ``per_request`` policy) takes every
     admitted request as its own batch of one, a *lane*: the lanes' steps are one iteration of
     as many separate batches, decided together. The totals (``drafted_total``,
     ``accepted_total``, ``probes``) are then one per lane, ``unique`` is (lanes, layers) and the
@@ -321,7 +321,7 @@ def step(
         drafts, accepted = tree.verify_plan(refs, states, ks, topks, budgets)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
     needed: np.ndarray | None = None
-    if lanes:  # each lane's pass alone
+    if lanes and state.analytic:  # each lane's pass alone
         unique = refs.expected_unique_alone(fed, committed)
     elif state.analytic and tree is not None:  # trees: their siblings route alike
         unique = refs.expected_unique(fed, committed, tree.shapes(ks, topks, budgets))
@@ -329,7 +329,9 @@ def step(
         unique = refs.expected_unique(fed, committed)
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
-        if state.cache is not None:  # the cache needs the sets themselves
+        if lanes:
+            unique = refs.pass_unique_experts_each(triples, accepted)
+        elif state.cache is not None:  # the cache needs the sets themselves
             needed = refs.pass_experts(triples, accepted)
             unique = np.count_nonzero(needed, axis=1).astype(float)
         else:
