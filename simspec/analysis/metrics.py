@@ -75,6 +75,7 @@ def _slo_metrics(
 
 
 _PLAIN_CHUNK = 2048  # plain passes priced per call
+_PLAIN_TOKENS = 4096  # sampled routing: their tokens gathered per call, at most
 
 
 def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
@@ -101,8 +102,10 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
         ones = np.ones(batch, dtype=np.int64)
         # Analytic: an expectation over B one-token sequences, which depends on B alone.
         expected = refs.expected_unique(ones, ones) if analytic else None
-        for start in range(0, len(steps_of_batch), _PLAIN_CHUNK):  # bounded memory
-            rows = steps_of_batch[start : start + _PLAIN_CHUNK]
+        # Bounded memory; sampled routing gathers every token of a chunk's passes at once.
+        chunk = _PLAIN_CHUNK if analytic else max(1, min(_PLAIN_CHUNK, _PLAIN_TOKENS // batch))
+        for start in range(0, len(steps_of_batch), chunk):
+            rows = steps_of_batch[start : start + chunk]
             members = offset[rows][:, None] + np.arange(batch)  # (N, B) indices into ids
             rid, pos = ids[members], positions[members]
             if expected is not None:

@@ -68,9 +68,17 @@ def union_sizes_by(ids: np.ndarray, group: np.ndarray, groups: int, num_experts:
     if tokens == 0 or layers == 0:
         return np.zeros((groups, layers), dtype=np.int64)
     member = np.zeros(groups * layers * num_experts, dtype=bool)  # (groups, layers, N), flat
-    first = (np.asarray(group, dtype=np.int64)[:, None] * layers + np.arange(layers)) * num_experts
-    member[first[:, :, None] + ids] = True
+    group = np.asarray(group, dtype=np.int64)
+    layer = np.arange(layers)
+    for start in range(0, tokens, _UNION_TOKENS):  # bounded memory: the cells are int64
+        mine = slice(start, start + _UNION_TOKENS)
+        first = (group[mine, None] * layers + layer) * num_experts
+        member[first[:, :, None] + ids[mine]] = True
     return np.count_nonzero(member.reshape(groups, layers, num_experts), axis=2).astype(np.int64)
+
+
+#: Tokens whose cells :func:`union_sizes_by` marks at once.
+_UNION_TOKENS = 4096
 
 
 def history_bits(previous: list[np.ndarray], num_experts: int) -> np.ndarray:
