@@ -332,9 +332,9 @@ class ReferenceSet:
         self, fed: np.ndarray, accepted: np.ndarray, passes: np.ndarray | None = None
     ) -> np.ndarray:
         """Sampled routing: :meth:`pass_unique_experts` of many passes at once, (P, layers).
-        Row b of ``fed`` (B, 3) and of ``accepted`` belongs to pass ``passes[b]`` (0..P - 1,
-        ascending; default: every row its own pass, P = B)."""
-        count = len(fed) if passes is None else (int(passes[-1]) + 1 if len(passes) else 0)
+        Row b of ``fed`` (B, 3) and of ``accepted`` belongs to pass ``passes[b]`` (0..P - 1;
+        default: every row its own pass, P = B)."""
+        count = len(fed) if passes is None else int(passes.max(initial=-1)) + 1
         if not self.num_layers:
             return np.zeros((count, 0))
         routing, owner = self._pass_routing(fed, accepted, owners=True)
