@@ -80,6 +80,7 @@ def union_sizes_by(ids: np.ndarray, group: np.ndarray, groups: int, num_experts:
         member[first[:, :, None] + ids[mine]] = True
     return np.count_nonzero(member.reshape(groups, layers, num_experts), axis=2).astype(np.int64)
 
+
 def history_bits(previous: list[np.ndarray], num_experts: int) -> np.ndarray:
     """History bitmask for :meth:`simspec.routing.maxent.MaxEntSampler.step` from earlier ids.
 
