@@ -75,6 +75,7 @@ def _slo_metrics(
 
 
 _PLAIN_CHUNK = 2048  # plain passes priced per call
+_PLAIN_TOKENS = 4096  # sampled routing: their tokens gathered per call, at most
 
 
 def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
@@ -99,23 +100,20 @@ def plain_decode_s(log: RunLog, setup: EngineSetup) -> float:
         by_batch.setdefault(int(offset[s + 1] - offset[s]), []).append(s)
     for batch, steps_of_batch in by_batch.items():
         ones = np.ones(batch, dtype=np.int64)
-        zeros = ones - 1
         # Analytic: an expectation over B one-token sequences, which depends on B alone.
         expected = refs.expected_unique(ones, ones) if analytic else None
-        for start in range(0, len(steps_of_batch), _PLAIN_CHUNK):  # bounded memory
-            rows = steps_of_batch[start : start + _PLAIN_CHUNK]
+        # Bounded memory; sampled routing gathers every token of a chunk's passes at once.
+        chunk = _PLAIN_CHUNK if analytic else max(1, min(_PLAIN_CHUNK, _PLAIN_TOKENS // batch))
+        for start in range(0, len(steps_of_batch), chunk):
+            rows = steps_of_batch[start : start + chunk]
             members = offset[rows][:, None] + np.arange(batch)  # (N, B) indices into ids
             rid, pos = ids[members], positions[members]
             if expected is not None:
                 plain = np.tile(expected, (len(rows), 1))
-            else:
-                plain = np.array(
-                    [
-                        refs.pass_unique_experts(np.array([r, p, zeros]).T, zeros)
-                        for r, p in zip(rid, pos, strict=True)
-                    ],
-                    dtype=float,
-                )
+            else:  # every request's next true token, each step's union at once
+                fed = np.stack([rid.ravel(), pos.ravel(), np.zeros(rid.size, np.int64)], axis=1)
+                passes = np.repeat(np.arange(len(rows)), batch)
+                plain = refs.pass_unique_experts_each(fed, fed[:, 2], passes)
             contexts = prompts[rid] + pos
             totals[rows] = verify_totals(setup.cost_model, np.ones_like(rid), contexts, plain)
     return float(sum(totals.tolist()))

@@ -116,6 +116,11 @@ class BudgetPolicy(Protocol):
     #: may decide every step before pricing any (:mod:`simspec.sim.deferred`); it then sees
     #: NaN in those fields.
     reads_costs: ClassVar[bool]
+    #: True if the policy decides each request from that request's own row of the view alone
+    #: (its id, position, context and confidences, within the cap): no memory, and neither the
+    #: batch size nor the batch's history read. Requests that never share a batch may then be
+    #: decided in one call, each as its own row (:mod:`simspec.sim.deferred`'s lanes).
+    per_request: ClassVar[bool]
 
     def decide(self, view: BatchView) -> np.ndarray:
         """Draft tokens of every request of the step, (B,) ints within ``0..view.cap``."""
@@ -144,6 +149,7 @@ class Policy:
     __slots__ = ()
     reads_confidence: ClassVar[bool] = False
     reads_costs: ClassVar[bool] = False
+    per_request: ClassVar[bool] = False
 
     def initial_memory(self) -> Any:
         """No memory."""

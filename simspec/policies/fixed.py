@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from simspec.schema import param
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FixedPolicy(Policy):
     """Draft the same number of tokens every step."""
+
+    #: Every request's answer is the same constant, whatever the batch.
+    per_request: ClassVar[bool] = True
 
     draft_tokens: int = param(3, "draft tokens per step (0 = no speculation)", ge=0, le=64)
 

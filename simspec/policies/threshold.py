@@ -26,6 +26,8 @@ class ThresholdPolicy(Policy):
 
     #: It reads the confidences: stopping after reading one costs a probe draft step.
     reads_confidence: ClassVar[bool] = True
+    #: Each request's drafts follow from its own confidences.
+    per_request: ClassVar[bool] = True
 
     tau: float = param(0.5, "confidence threshold in [0, 1]", ge=0, le=1)
     mode: str = param("per_token", "per_token or cumulative", choices=("per_token", "cumulative"))

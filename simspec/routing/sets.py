@@ -60,6 +60,27 @@ def union_sizes(ids: np.ndarray, num_experts: int) -> np.ndarray:
     return np.count_nonzero(member.reshape(layers, num_experts), axis=1).astype(np.int64)
 
 
+#: Tokens whose cells :func:`union_sizes_by` marks at once (its int64 cell indices).
+_UNION_TOKENS = 4096
+
+
+def union_sizes_by(ids: np.ndarray, group: np.ndarray, groups: int, num_experts: int) -> np.ndarray:
+    """:func:`union_sizes` of each group of tokens: ``ids`` (tokens, layers, k_e), token t in
+    group ``group[t]`` of 0..``groups`` - 1; int array (groups, layers). The tokens are marked
+    in a (groups, layers, N) membership table, a bounded slice at a time, then counted."""
+    tokens, layers = ids.shape[:2]
+    if tokens == 0 or layers == 0:
+        return np.zeros((groups, layers), dtype=np.int64)
+    member = np.zeros(groups * layers * num_experts, dtype=bool)  # (groups, layers, N), flat
+    group = np.asarray(group, dtype=np.int64)
+    layer = np.arange(layers)
+    for start in range(0, tokens, _UNION_TOKENS):
+        mine = slice(start, start + _UNION_TOKENS)
+        first = (group[mine, None] * layers + layer) * num_experts
+        member[first[:, :, None] + ids[mine]] = True
+    return np.count_nonzero(member.reshape(groups, layers, num_experts), axis=2).astype(np.int64)
+
+
 def history_bits(previous: list[np.ndarray], num_experts: int) -> np.ndarray:
     """History bitmask for :meth:`simspec.routing.maxent.MaxEntSampler.step` from earlier ids.
 

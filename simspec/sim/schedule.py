@@ -20,7 +20,11 @@ of the pass that finished it.
 Two drivers: :func:`simspec.sim.engine.serve` (SimPy: a timeout per pass, a queue get per
 arrival) and :func:`simspec.sim.deferred.run_deferred` (a closed loop of a policy that reads no
 costs: steps unpriced, and the "clock" it sends back is the pass's index, turned into seconds
-once every pass is priced). Both see the same decisions because there is only this loop.
+once every pass is priced). Both see the same decisions because there is only this loop. At a
+batch of one the deferred driver lays out what this loop does there (each request prefilled and
+stepped until it finishes, in order) without running it, stepping every request at once
+(:func:`simspec.sim.deferred.in_lanes`); ``tests/sim/test_deferred.py`` holds it to the loop's
+records.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ The scheduler loop (:func:`simspec.sim.schedule.schedule`) has its driver wait
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -142,8 +143,11 @@ class EngineState:
         """Add the requests whose prefill ended at ``now``."""
         self.active.admit(self.table, admitted, self.arrival_s, now)
 
-    def apply(self, outcome: StepOutcome, now: float) -> list[RequestRecord]:
-        """Commit ``outcome``'s tokens at ``now``; returns the requests it finished."""
+    def apply(
+        self, outcome: StepOutcome, now: float, *, lanes: bool = False
+    ) -> list[RequestRecord]:
+        """Commit ``outcome``'s tokens at ``now``; returns the requests it finished. A step of
+        lanes (:func:`step`) leaves the history alone: its policy reads none."""
         active, history = self.active, self.history
         batch = len(active)
         active.advance(outcome.committed, outcome.accepted, outcome.drafts)
@@ -168,6 +172,8 @@ class EngineState:
                 self.reserved_bytes -= float(active.kv_bytes[b])
             self.finished += len(finished)
             active.keep(~done)
+        if lanes:
+            return finished
         accepted_total = outcome.accepted_total
         history.batch_accepted.append(accepted_total / batch)
         if self.reads_costs:  # what its time per token and its prices are estimated from
@@ -205,16 +211,17 @@ class StepOutcome(NamedTuple):
     drafts: np.ndarray  # (B,) draft tokens verified (a tree's nodes for draft trees)
     accepted: np.ndarray  # (B,) accepted drafts
     committed: np.ndarray  # (B,) accepted + 1
-    drafted_total: int  # Σ_b drafts
-    accepted_total: int  # Σ_b accepted
-    probes: int  # draft steps run only to read a declined confidence
+    # The next three: one per lane for a step of lanes (:func:`step`).
+    drafted_total: Any  # Σ_b drafts
+    accepted_total: Any  # Σ_b accepted
+    probes: Any  # draft steps run only to read a declined confidence
     #: Mean over MoE layers of distinct routed experts in the pass (NaN: not priced; the
     #: deferred schedule takes the mean of ``unique`` with the prices).
     unique_experts: float
     memory: Any  # the policy's memory after this step
     contexts: np.ndarray  # (B,) context tokens at the step
     run: np.ndarray  # (B,) draft steps run (drafts + probes)
-    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass
+    unique: np.ndarray  # (layers,) distinct routed experts of the verify pass; lanes: (B, layers)
     #: Offloaded experts: the verify pass's loads (None: every expert resident) and, with
     #: sampled routing, the experts it used per layer ((layers, N), the cache's update).
     loaded: LoadedPass | None = None
@@ -271,13 +278,24 @@ def decide(
 
 
 def step(
-    state: EngineState, policy: BudgetPolicy, setup: EngineSetup, *, priced: bool = True
+    state: EngineState,
+    policy: BudgetPolicy,
+    setup: EngineSetup,
+    *,
+    priced: bool = True,
+    lanes: bool = False,
 ) -> StepOutcome:
     """One decode iteration of the admitted batch (module docstring); changes nothing.
 
     ``priced=False`` leaves the times NaN (``verify`` None) for the caller to price later from
     the outcome's ``contexts``, ``run``, ``drafts``, ``committed`` and ``unique``
     (:mod:`simspec.sim.deferred`); only for a policy that does not read costs.
+
+    ``lanes=True`` (unpriced chains, no expert cache, a ``per_request`` policy) takes every
+    admitted request as its own batch of one, a *lane*: the lanes' steps are one iteration of
+    as many separate batches, decided together. The totals (``drafted_total``,
+    ``accepted_total``, ``probes``) are then one per lane, ``unique`` is (lanes, layers) and the
+    policy observes nothing (it keeps no memory).
     """
     active, refs, costs = state.active, setup.references, setup.cost_model
     contexts = active.contexts()
@@ -287,10 +305,14 @@ def step(
         chosen = state.family_table[ks]
         ks = np.minimum(chosen[:, 0], state.cap)  # its depths, within the step's cap
         tree, topks, budgets = state.family_trees, chosen[:, 1], chosen[:, 2]
-    probes, run = 0, ks
+    run: np.ndarray = ks
+    probes: int | np.ndarray = 0
     if policy.reads_confidence:  # a request stopped below the cap read one more confidence:
         probing = ks < state.cap  # that draft step ran, its token is never verified
-        probes, run = int(np.count_nonzero(probing)), ks + probing
+        run = ks + probing
+        probes = probing.astype(np.int64) if lanes else int(np.count_nonzero(probing))
+    elif lanes:
+        probes = _zeros(len(ks))
     matches = active.match_lengths(state.table)
     if tree is None:
         drafts, accepted = ks, np.minimum(ks, matches)
@@ -299,17 +321,42 @@ def step(
         drafts, accepted = tree.verify_plan(refs, states, ks, topks, budgets)
     fed, committed = drafts + 1, accepted + 1  # tokens each request feeds and commits
     needed: np.ndarray | None = None
-    if state.analytic and tree is not None:  # trees: their siblings route alike
+    if lanes and state.analytic:  # each lane's pass alone
+        unique = refs.expected_unique_alone(fed, committed)
+    elif state.analytic and tree is not None:  # trees: their siblings route alike
         unique = refs.expected_unique(fed, committed, tree.shapes(ks, topks, budgets))
     elif state.analytic:  # an expectation over the fed and committed counts
         unique = refs.expected_unique(fed, committed)
     else:
         triples = np.array([active.request_id, active.position, drafts]).T  # (B, 3)
-        if state.cache is not None:  # the cache needs the sets themselves
+        if lanes:
+            unique = refs.pass_unique_experts_each(triples, accepted)
+        elif state.cache is not None:  # the cache needs the sets themselves
             needed = refs.pass_experts(triples, accepted)
             unique = np.count_nonzero(needed, axis=1).astype(float)
         else:
             unique = refs.pass_unique_experts(triples, accepted)
+    if lanes:  # one batch of one per lane: its totals are its own
+        assert not priced and tree is None
+        nan = math.nan
+        return StepOutcome(
+            nan,
+            nan,
+            None,
+            nan,
+            ks,
+            drafts,
+            accepted,
+            committed,
+            ks,
+            accepted,
+            probes,
+            nan,
+            state.memory,
+            contexts,
+            run,
+            unique,
+        )
     asked_total = sum(ks.tolist())  # small int arrays: faster than a numpy reduction
     loaded: LoadedPass | None = None
     verify: PassCost | None = None
@@ -351,6 +398,14 @@ def step(
         loaded,
         needed,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros(size: int) -> np.ndarray:
+    """``size`` int64 zeros, read-only, made once per size."""
+    array = np.zeros(size, dtype=np.int64)
+    array.flags.writeable = False
+    return array
 
 
 def _loaded(

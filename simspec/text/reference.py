@@ -37,7 +37,7 @@ from simspec.physics.models import ModelShape
 from simspec.routing.config import RoutingConfig
 from simspec.routing.model import RoutingModel, routing_model
 from simspec.routing.predictor import UniqueExpertPredictor
-from simspec.routing.sets import union_sizes
+from simspec.routing.sets import union_sizes, union_sizes_by
 from simspec.routing.trace import RoutingTrace
 from simspec.text.acceptance import AcceptanceConfig, draw_acceptance
 from simspec.text.rejected_levels import BlockInputs, RejectedStore
@@ -111,6 +111,9 @@ class ReferenceSet:
         )
         #: Inclusion probability of each expert per MoE layer, (layers, N).
         self.inclusion_probabilities: np.ndarray = self.model.inclusion_probabilities
+        # expected_unique_alone: row of (fed, true) in _alone_rows, -1 where not asked yet
+        self._alone_index = np.full((0, 0), -1, dtype=np.int64)
+        self._alone_rows = np.zeros((0, self.num_layers))
 
     @property
     def predictor(self) -> UniqueExpertPredictor:
@@ -272,7 +275,7 @@ class ReferenceSet:
                 rows = triples.tolist()
                 accepted = [min(k, int(self.sequence(r).match_lengths[i])) for r, i, k in rows]
             return self.expected_unique(triples[:, 2] + 1, np.asarray(accepted, dtype=np.int64) + 1)
-        routing = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
+        routing, _ = self._pass_routing(fed if isinstance(fed, list) else fed.tolist(), accepted)
         return union_sizes(routing, self.num_experts).astype(float)
 
     def pass_experts(
@@ -281,7 +284,7 @@ class ReferenceSet:
         """The experts one pass loads, per MoE layer, as membership (num_moe_layers, N): the
         union of its tokens' experts (sampled routing; ``fed`` and ``accepted`` as
         :meth:`pass_unique_experts`, whose counts are this table's row sums)."""
-        routing = self._pass_routing(fed, accepted)
+        routing, _ = self._pass_routing(fed, accepted)
         tokens, layers = routing.shape[:2]
         member = np.zeros((layers, self.num_experts), dtype=bool)
         if tokens and layers:
@@ -301,20 +304,62 @@ class ReferenceSet:
             return self.model.expected_unique(fed, true)
         return self.model.expected_unique(fed, true, trees)
 
+    def expected_unique_alone(self, fed: np.ndarray, true: np.ndarray) -> np.ndarray:
+        """Analytic mode, chains: (N, layers), row n being :meth:`expected_unique` of a pass
+        that request n feeds alone, ``fed[n]`` >= 1 tokens, ``true[n]`` of them true (the same
+        numbers: each distinct pair is asked once, then looked up)."""
+        fed = np.asarray(fed, dtype=np.int64)
+        true = np.minimum(np.maximum(np.asarray(true, dtype=np.int64), 0), fed)
+        size = int(fed.max(initial=0)) + 1
+        if size > len(self._alone_index):
+            index = np.full((size, size), -1, dtype=np.int64)
+            old = len(self._alone_index)
+            index[:old, :old] = self._alone_index
+            self._alone_index = index
+        rows = self._alone_index[fed, true]
+        if len(rows) and rows.min() < 0:
+            missing = np.unique(np.stack([fed[rows < 0], true[rows < 0]], axis=1), axis=0)
+            new = [self.expected_unique(np.array([t]), np.array([a])) for t, a in missing.tolist()]
+            start = len(self._alone_rows)
+            self._alone_rows = np.concatenate(
+                [self._alone_rows, np.array(new).reshape(len(new), -1)]
+            )
+            self._alone_index[missing[:, 0], missing[:, 1]] = np.arange(start, start + len(new))
+            rows = self._alone_index[fed, true]
+        return self._alone_rows[rows]
+
+    def pass_unique_experts_each(
+        self, fed: np.ndarray, accepted: np.ndarray, passes: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Sampled routing: :meth:`pass_unique_experts` of many passes at once, (P, layers).
+        Row b of ``fed`` (B, 3) and of ``accepted`` belongs to pass ``passes[b]`` (0..P - 1;
+        default: every row its own pass, P = B)."""
+        count = len(fed) if passes is None else int(passes.max(initial=-1)) + 1
+        if not self.num_layers:
+            return np.zeros((count, 0))
+        routing, owner = self._pass_routing(fed, accepted, owners=True)
+        assert owner is not None
+        group = owner if passes is None else passes[owner]
+        return union_sizes_by(routing, group, count, self.num_experts).astype(float)
+
     def _pass_routing(
         self,
         fed: list[tuple[int, int, int]] | np.ndarray,
         accepted: Sequence[int] | np.ndarray | None,
-    ) -> np.ndarray:
+        *,
+        owners: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Every token a pass feeds (its requests' :meth:`fed_routing`, in another order),
-        gathered per block at once (:func:`gather_pass`)."""
+        gathered per block at once, and with ``owners`` each one's request (:func:`gather_pass`)."""
         triples = np.asarray(fed, dtype=np.int64).reshape(-1, 3)
         if accepted is None:
             matches = [self.sequence(r).match_lengths[i] for r, i, _ in triples.tolist()]
             taken = np.minimum(triples[:, 2], np.array(matches, dtype=np.int64))
         else:
             taken = np.asarray(accepted, dtype=np.int64)
-        return gather_pass(self._block_true, self._rejected.ids, triples, taken, BLOCK_REQUESTS)
+        return gather_pass(
+            self._block_true, self._rejected.ids, triples, taken, BLOCK_REQUESTS, owners=owners
+        )
 
 
 def gather_pass(
@@ -323,8 +368,11 @@ def gather_pass(
     triples: np.ndarray,
     accepted: np.ndarray,
     block_size: int,
-) -> np.ndarray:
-    """Every token a verify pass feeds, gathered per block at once: (tokens, layers, k_e).
+    *,
+    owners: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every token a verify pass feeds, gathered per block at once: (tokens, layers, k_e), and
+    with ``owners`` the row of ``triples`` each token is fed by (tokens,) (else None).
 
     ``triples`` (B, 3) holds (request id, state i, drafts k) and ``accepted`` the accepted
     drafts a of each request: the pass feeds the true tokens y_i..y_{i+a} (cut at the block's
@@ -335,22 +383,30 @@ def gather_pass(
     """
     request, state, drafts = triples.T
     block, row = np.divmod(request, block_size)
-    parts = []
+    parts, whose = [], []
     blocks = [int(block[0])] if (block == block[0]).all() else np.unique(block).tolist()
     for b in blocks:
         mine = slice(None) if len(blocks) == 1 else block == b
         q, i, acc = row[mine], state[mine], accepted[mine]
+        owner = np.arange(len(triples))[mine] if owners else None
         true = true_block(b)
         count = acc + 1  # true tokens y_i..y_{i+a}
         offset = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
         position = np.repeat(i, count) + offset
         sequence = np.repeat(q, count)
         inside = position < true.shape[1]
-        if not inside.all():
+        whole = bool(inside.all())
+        if not whole:
             sequence, position = sequence[inside], position[inside]
         parts.append(true[sequence, position])
+        if owner is not None:
+            fed_by = np.repeat(owner, count)
+            whose.append(fed_by if whole else fed_by[inside])
         rejected = drafts[mine] - acc
         for r in range(1, int(rejected.max()) + 1):
             deep = rejected >= r
             parts.append(rejected_ids(b, r, q[deep], i[deep]))
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+            if owner is not None:
+                whose.append(owner[deep])
+    ids = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return ids, (np.concatenate(whose) if owners else None)

@@ -176,3 +176,16 @@ def test_union_sizes_equal_python_sets(n):
         want = [len({int(e) for t in range(tokens) for e in ids[t, layer]}) for layer in range(6)]
         assert union_sizes(ids, n).tolist() == want
         assert union_sizes(ids[..., ::-1], n).tolist() == want  # a non-contiguous view
+
+
+def test_union_sizes_by_group_match_python_sets():
+    rng = np.random.default_rng(4)
+    ids = _routing(rng, (30, 5), 128, 8)  # (tokens, layers)
+    group = np.sort(rng.integers(0, 6, size=30))
+    group[group == 3] = 4  # group 3 holds no token: zeros
+    sizes = sets.union_sizes_by(ids, group, 7, 128)
+    assert sizes.shape == (7, 5)
+    for g in range(7):
+        mine = np.flatnonzero(group == g)
+        want = [len({int(e) for t in mine for e in ids[t, layer]}) for layer in range(5)]
+        assert sizes[g].tolist() == want

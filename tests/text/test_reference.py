@@ -176,3 +176,32 @@ def test_pass_unique_experts_is_the_union_of_every_fed_token(popularity):
         tokens = [refs.fed_routing(r, i, k, a) for (r, i, k), a in zip(fed, counts, strict=True)]
         expected = to_sets(np.concatenate(tokens), 128).any(axis=0).sum(axis=-1)
         assert np.array_equal(refs.pass_unique_experts(fed, accepted), expected)
+
+
+def test_pass_unique_experts_each_is_the_union_of_each_pass_fed_tokens():
+    """Many passes in one gather: each pass's count is the union of its own requests'
+    fed_routing (requests of two blocks, a pass of several, states at the end of a text)."""
+    refs = _refs("workload.num_requests=66", "workload.output_tokens=12")
+    rng = np.random.default_rng(6)
+    fed, accepted, passes, want = [], [], [], []
+    for p in range(12):
+        rids = rng.choice(66, size=int(rng.integers(1, 5)), replace=False)
+        tokens = []
+        for r in rids.tolist():
+            i = int(rng.integers(0, refs.sequence(r).output_tokens))
+            k = int(rng.integers(6))
+            a = min(k, int(refs.sequence(r).match_lengths[i]))
+            fed.append((r, i, k))
+            accepted.append(a)
+            passes.append(p)
+            tokens.append(refs.fed_routing(r, i, k, a))
+        want.append(to_sets(np.concatenate(tokens), 128).any(axis=0).sum(axis=-1))
+    triples, taken = np.array(fed), np.array(accepted)
+    got = refs.pass_unique_experts_each(triples, taken, np.array(passes))
+    assert got.shape == (12, 48)
+    assert np.array_equal(got, np.array(want))
+    alone = refs.pass_unique_experts_each(triples, taken)  # every row its own pass
+    for b in range(len(fed)):
+        assert np.array_equal(
+            alone[b], refs.pass_unique_experts(triples[b : b + 1], taken[b : b + 1])
+        )
