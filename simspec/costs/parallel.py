@@ -77,9 +77,17 @@ def allreduce_s(
     latency_s: float,
     link_bytes_per_s: float,
     step_latency_s: float = 0.0,
+    oneshot: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> float | np.ndarray:
     """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs:
-    alpha + 2(r − 1)·step + 2(r − 1)/r · m / beta.
+    alpha + 2(r − 1)·step + 2(r − 1)/r · m / beta (NCCL's model).
+
+    Where the GPU states the engines' custom all-reduce (``oneshot`` = its latency a, per
+    further GPU s and reached bandwidth b; a > 0 only then), the all-reduce costs the
+    cheaper of that ring and a + s·(r − 1) + (r − 1)/r · m / b: vLLM, SGLang and TensorRT-LLM
+    run decode-sized all-reduces inside one NVLink domain with their own kernel and hand
+    large ones (a long prefill's) to NCCL, picking the faster path by message size; the
+    minimum is continuous in m, so a batch that crosses over does not jump.
 
     ``nbytes`` is a float or an array (one message per entry).
 
@@ -94,7 +102,12 @@ def allreduce_s(
     if ranks <= 1:
         return 0.0
     wire = 2.0 * (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
-    return latency_s + 2 * (ranks - 1) * step_latency_s + wire
+    ring = latency_s + 2 * (ranks - 1) * step_latency_s + wire
+    a, s, b = oneshot
+    if a <= 0.0 or b <= 0.0:
+        return ring
+    custom = a + s * (ranks - 1) + (ranks - 1) / ranks * nbytes / b
+    return np.minimum(custom, ring) if isinstance(custom, np.ndarray) else min(custom, ring)
 
 
 def all_to_all_s(
@@ -156,6 +169,7 @@ def layer_collectives_s(
     link_bytes_per_s: float,
     overhead_s: float = 0.0,
     step_latency_s: float = 0.0,
+    oneshot: tuple[float, float, float] = (0.0, 0.0, 0.0),
 ) -> float | np.ndarray:
     """Collectives of one layer over ``tokens`` tokens (module docstring).
 
@@ -174,11 +188,11 @@ def layer_collectives_s(
         return 0.0
     message = tokens * hidden_size * ACTIVATION_BYTES
     t = parallel.tensor
-    total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s)
+    total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
     if is_moe and parallel.expert > 1:
         e = parallel.expert
         per_rank = message * experts_per_token / e
         total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s)
     else:
-        total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s)
+        total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
     return total + overhead_s

@@ -57,6 +57,9 @@ class PassConstants:
     collective_latency_s: float = 0.0
     link_bytes_per_s: float = 0.0
     collective_step_latency_s: float = 0.0
+    #: The engines' custom all-reduce (latency, per further GPU, reached bandwidth); a
+    #: latency of 0 = NCCL's ring only (:func:`simspec.costs.parallel.allreduce_s`).
+    oneshot_allreduce: tuple[float, float, float] = (0.0, 0.0, 0.0)
     #: Kernel floors of one pass: every kernel its layers and its head and tail launch
     #: (:mod:`simspec.physics.launches`) times the GPU's per-kernel floor.
     floor_s: float = 0.0
@@ -118,6 +121,7 @@ def pass_constants(
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
         collective_step_latency_s=gpu.collective_step_latency_s,
+        oneshot_allreduce=gpu.custom_allreduce,
         floor_s=kernel_floors_s(shape, gpu, params, split),
         renorm_wave_s=renorm_wave_s(shape, gpu, params),
         renorm_rows=max(gpu.num_sms, 1),
@@ -284,6 +288,7 @@ def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray
             c.link_bytes_per_s,
             c.params.comm_s_per_layer,
             c.collective_step_latency_s,
+            c.oneshot_allreduce,
         )
         for g in c.shape.groups
     )

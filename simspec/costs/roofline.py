@@ -416,6 +416,7 @@ class RooflineCostModel:
                 gpu.collective_latency_s,
                 gpu.link_bytes_per_s,
                 gpu.collective_step_latency_s,
+                gpu.custom_allreduce,
             )
             comm = max(d.num_layers, 1) * (2.0 * one + self.params.comm_s_per_layer)
         return overhead + weights + kv + comm

@@ -86,6 +86,24 @@ class GpuSpec:
         "GPUs takes 2(r - 1) steps, an all-to-all r - 1 (NCCL's tuning model: hwLat)",
         ge=0,
     )
+    custom_allreduce_latency_s: float = param(
+        0.0,
+        "latency a of the engines' custom all-reduce inside one NVLink domain (vLLM's and "
+        "SGLang's, TensorRT-LLM's one-shot) for decode-sized messages: a + s·(r − 1) + "
+        "(r − 1)/r · m / b over r GPUs, the cheaper of it and NCCL's ring, s (0 = not "
+        "measured: NCCL's ring)",
+        ge=0,
+        le=1.0,
+    )
+    custom_allreduce_step_s: float = param(
+        0.0, "latency s the custom all-reduce adds per further GPU, s", ge=0, le=1.0
+    )
+    custom_allreduce_bytes_per_s: float = param(
+        0.0,
+        "bandwidth b the custom all-reduce reaches on decode-sized messages, bytes/s",
+        ge=0,
+        le=1e15,
+    )
     kernel_floor_graph_s: float = param(
         0.0,
         "fixed time of one kernel launched from a CUDA graph (launch gap plus the shortest "
@@ -156,6 +174,16 @@ class GpuSpec:
         if pinned:
             return pinned_bps
         return self.host_link_pageable_bytes_per_s or pinned_bps * PAGEABLE_FRACTION_OF_PINNED
+
+    @property
+    def custom_allreduce(self) -> tuple[float, float, float]:
+        """(latency, per further GPU, bandwidth) of the engines' custom all-reduce; all 0 where
+        the catalog has no measurement (:func:`simspec.costs.parallel.allreduce_s`)."""
+        return (
+            self.custom_allreduce_latency_s,
+            self.custom_allreduce_step_s,
+            self.custom_allreduce_bytes_per_s,
+        )
 
     def kernel_floor_s(self, cuda_graphs: bool) -> float:
         """The per-kernel floor of a pass launched from a CUDA graph or eagerly."""

@@ -89,7 +89,8 @@ def test_tensor_parallel_pass_splits_weights_and_adds_collectives():
     assert two.moe_s == pytest.approx(one.moe_s / 2 + fixed / 2, rel=1e-12)
     assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-12)
     layers = sum(g.count for g in shape.groups)
-    comm = layers * 2 * allreduce_s(QWEN.hidden_size * ACTIVATION_BYTES, 2, ALPHA, BETA, STEP)
+    message = QWEN.hidden_size * ACTIVATION_BYTES
+    comm = layers * 2 * allreduce_s(message, 2, ALPHA, BETA, STEP, H100.custom_allreduce)
     assert two.other_s == pytest.approx(one.other_s / 2, rel=1e-12)
     assert two.collectives_s == pytest.approx(comm, rel=1e-12) and one.collectives_s == 0.0
     assert (two.overhead_s, two.floors_s) == (one.overhead_s, one.floors_s)
@@ -128,7 +129,11 @@ def test_drafter_runs_tensor_parallel_with_its_collectives():
     fixed += one.draft_sampling_s(len(ctx))
     body = one.draft_step(ctx) - fixed  # weights and KV: split over the GPUs
     message = len(ctx) * drafter.hidden_size * ACTIVATION_BYTES
-    comm = max(drafter.num_layers, 1) * 2 * allreduce_s(message, 2, ALPHA, BETA, STEP)
+    comm = (
+        max(drafter.num_layers, 1)
+        * 2
+        * allreduce_s(message, 2, ALPHA, BETA, STEP, H100.custom_allreduce)
+    )
     assert two.draft_step(ctx) == pytest.approx(fixed + body / 2 + comm, rel=1e-12)
 
 
@@ -147,4 +152,49 @@ def test_speculation_overhead_is_bookkeeping_floors_when_ideal_and_an_extend_oth
     )
     assert engine.speculation_overhead_s(np.array([4, 4, 4]), ctx) > engine.speculation_overhead_s(
         ones, ctx
+    )
+
+
+#: SGLang PR #2904's custom all-reduce on H100 (no CUDA graph): message bytes -> µs at TP2/4/8.
+CUSTOM_ALLREDUCE_H100 = {
+    4096: (3.9, 3.7, 5.7),
+    524288: (12.5, 20.2, 22.1),
+    1048576: (19.9, 31.1, 33.8),
+}
+
+
+@pytest.mark.parametrize("nbytes", sorted(CUSTOM_ALLREDUCE_H100))
+def test_the_custom_allreduce_reproduces_its_published_latencies(nbytes):
+    for ranks, measured in zip((2, 4, 8), CUSTOM_ALLREDUCE_H100[nbytes], strict=True):
+        t = allreduce_s(nbytes, ranks, ALPHA, BETA, STEP, H100.custom_allreduce) * 1e6
+        ring = allreduce_s(nbytes, ranks, ALPHA, BETA, STEP) * 1e6
+        # small messages: the custom kernel's published latency; large ones: never above it
+        # (the ring, cheaper there, is the engines' other path)
+        if nbytes <= 4096:
+            assert t == pytest.approx(measured, rel=0.25), (ranks, nbytes)
+        else:
+            assert t <= measured * 1.1, (ranks, nbytes)
+        assert t <= ring
+
+
+def test_the_custom_allreduce_is_the_cheaper_of_its_closed_form_and_the_ring():
+    a, s, b = 3e-6, 4e-7, 3e10
+    for ranks in (2, 4, 8):
+        m = 4096.0  # a decode step's activations: the custom kernel
+        expected = a + s * (ranks - 1) + (ranks - 1) / ranks * m / b
+        assert expected < allreduce_s(m, ranks, ALPHA, BETA, STEP)
+        assert allreduce_s(m, ranks, ALPHA, BETA, STEP, (a, s, b)) == pytest.approx(expected)
+        big = 64.0 * 2**20  # a long prefill's activations: NCCL's ring
+        ring = allreduce_s(big, ranks, ALPHA, BETA, STEP)
+        assert allreduce_s(big, ranks, ALPHA, BETA, STEP, (a, s, b)) == ring
+        both = allreduce_s(np.array([m, big]), ranks, ALPHA, BETA, STEP, (a, s, b))
+        assert both[0] == pytest.approx(expected) and both[1] == pytest.approx(ring)
+        # continuous and non-decreasing in the message size across the crossover
+        sizes = np.linspace(0.0, 8e6, 4001)
+        t = allreduce_s(sizes, ranks, ALPHA, BETA, STEP, (a, s, b))
+        assert np.all(np.diff(t) >= 0) and np.max(np.diff(t)) < 1e-7
+    # one GPU: no collective; a GPU without a measurement: the ring alone
+    assert allreduce_s(2.0**20, 1, ALPHA, BETA, STEP, (a, s, b)) == 0.0
+    assert allreduce_s(4096, 8, ALPHA, BETA, STEP, (0.0, 0.0, 0.0)) == allreduce_s(
+        4096, 8, ALPHA, BETA, STEP
     )
