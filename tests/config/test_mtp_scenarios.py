@@ -75,3 +75,31 @@ def test_validate_says_where_the_acceptance_came_from(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "acceptance fitted to acceptance.position_acceptance" in out
     assert "alpha 0.8000, 0.7500, 0.6667" in out
+
+
+def test_every_documented_default_reproduces_its_acceptance_length_at_its_setting():
+    """Each catalog drafter with a default_acceptance_length: a scenario that leaves
+    [acceptance] unset runs at an acceptance whose closed-form AL at the stated (steps, topk,
+    num_draft_tokens) is that length (chains: 1 + a + ... + a^steps)."""
+    drafters = [catalog.get_drafter(n) for n in catalog.drafter_names()]
+    documented = [d for d in drafters if d.default_acceptance_length]
+    assert {"mtp-deepseek-v3", "eagle3-gpt-oss-120b"} <= {d.name for d in documented}
+    for d in documented:
+        steps, topk, _ = d.default_acceptance_setting
+        assert d.default_acceptance_source, d.name
+        if topk != 1:
+            continue
+        target = d.targets[0]
+        data = {
+            "model": {"target": target, "drafter": d.name},
+            "workload": {"concurrency": 1, "num_requests": 1, "output_tokens": 8},
+            "policies": [{"name": "fixed", "draft_tokens": steps}],
+        }
+        if target == "deepseek-v3":
+            data["model"]["precision"] = "fp8"
+            data["hardware"] = {"gpu": "h200", "num_gpus": 8}
+        if target == "gpt-oss-120b":
+            data["model"]["expert_precision"] = "mxfp4"
+        a = scenario_from_dict(data).acceptance.alpha
+        closed_form = sum(a**i for i in range(steps + 1))
+        assert closed_form == pytest.approx(d.default_acceptance_length, rel=1e-6), d.name
