@@ -25,6 +25,7 @@ from simspec.commands import (
     scenario_inputs,
     write_output,
 )
+from simspec.commands._words import count
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
@@ -196,6 +197,6 @@ def _sentence(rec: ShapeRecommendation) -> str:
     if ties:
         text += f"; {', '.join(ties)} within noise"
     return (
-        text + f"; {rec.shapes_screened} of {rec.shapes_in_grid} shapes screened, "
-        f"{len(rec.finalists)} finalists"
+        text + f"; {rec.shapes_screened} of {count(rec.shapes_in_grid, 'shape')} screened, "
+        f"{count(len(rec.finalists), 'finalist')}"
     )

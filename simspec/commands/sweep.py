@@ -161,7 +161,7 @@ def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
         for warning in point.result.warnings:
             if not (k_axes and warning.startswith(K_AT_EDGE)):
                 counts[warning] = counts.get(warning, 0) + 1
-    lines = [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
+    lines = [f"{w} ({n} of {count(len(results), 'point')})" for w, n in counts.items()]
     for axis in k_axes:
         searched = []
         for point in results:
