@@ -16,7 +16,8 @@ together with another one (an axis of tables) add no line and no label
   (:mod:`simspec.plots.comparison`);
 * ``unique-experts``: U(T) of the first case: independent routing vs the overlap predictions
   (Markov, multi-lag IPF) vs the Monte-Carlo sampler, its popularity and overlaps in the title;
-* ``delta-space``: the oracle's Delta-space points of the first point that has them.
+* ``delta-space``: the oracle's Delta-space points of the first point that has them (in the
+  sweep's order), named in the title, with its controls and how many points failed them.
 """
 
 from __future__ import annotations
@@ -83,16 +84,39 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     if rows:
         written += save(policy_comparison_figure(rows), out / "policies.png", svg=True)
     written += unique_experts_of_sweep(points, out / "unique-experts.png")
-    with_delta = sorted(
-        (p for p in points if p.delta_path is not None), key=lambda p: p.result.scenario_digest
-    )
+    with_delta = [p for p in points if p.delta_path is not None]
     if with_delta:
-        from simspec.plots.policies import delta_space
-
-        delta = with_delta[0].delta_points()
-        assert delta is not None
-        written += delta_space(delta, _slope(delta), out / "delta-space.png", svg=True)
+        written += save(delta_space_of_sweep(with_delta), out / "delta-space.png", svg=True)
     return written
+
+
+def delta_space_of_sweep(points: Sequence[Any]) -> Any:
+    """The Delta-space figure of the first of ``points`` (sweep points with the oracle, in the
+    sweep's order), with the analysis saved with it (controls included, so a failed control is
+    flagged), naming that point and counting the points whose analysis failed its control."""
+    from simspec.analysis.delta import control_failure
+    from simspec.plots.policies import delta_space_figure
+
+    shown = points[0]
+    delta = shown.delta_points()
+    assert delta is not None
+    oracle = shown.result.oracle
+    summary = dict(oracle.delta) if oracle is not None and oracle.delta else _slope(delta)
+    values = [f"{k}={v}" for k, v in shown.values.items()]
+    replications = 1 + max(p.replication for p in points)
+    name = ", ".join(
+        ([shown.case] if shown.case else [])
+        + values
+        + [f"replication {shown.replication + 1} of {replications}"]
+    )
+    failed = sum(
+        1
+        for p in points
+        if p.result.oracle is not None and control_failure(dict(p.result.oracle.delta))
+    )
+    where = f"sweep point {name} (first of {len(points)} with the oracle"
+    where += f"; {failed} of {len(points)} failed the control)" if failed else ")"
+    return delta_space_figure(delta, summary, where)
 
 
 def numeric_axes(points: Sequence[Any]) -> list[str]:

@@ -106,4 +106,5 @@ def test_record_reports_one_sequence_and_one_layer(tmp_path, capsys):
     ids = np.array([[[0, 1]], [[1, 2]], [[2, 3]]], dtype=np.int64)  # tokens x 1 layer x 2
     np.savez(path, expert_ids=ids, num_experts=np.array(8, dtype=np.int64))
     _report(load_trace(path), str(tmp_path / "again.npz"))
-    assert "recorded 1 sequence, 3 tokens, 1 MoE layer, top-2 of 8 experts" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "recorded 1 sequence, 3 tokens, 1 MoE layer, top-2 of 8 experts" in printed
