@@ -139,6 +139,15 @@ def test_plot_renders_every_figure_kind_of_a_small_sweep(tmp_path: Path, capsys)
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
 
 
+def test_unique_experts_legend_covers_no_curve_and_not_the_line_of_all_experts():
+    t = np.arange(1, 17)
+    fig = unique_experts_figure(t, {"independent": 8 * (1 - 0.75**t)}, 2, num_experts=8)
+    (ax,) = fig.axes
+    assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == ":"] == [4.0]
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
 def test_unique_experts_ticks_are_whole_tokens():
     t = np.arange(1, 5)
     fig = unique_experts_figure(t, {"independent": 2.0 * t}, 2)
