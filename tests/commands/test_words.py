@@ -108,3 +108,19 @@ def test_record_reports_one_sequence_and_one_layer(tmp_path, capsys):
     _report(load_trace(path), str(tmp_path / "again.npz"))
     printed = capsys.readouterr().out
     assert "recorded 1 sequence, 3 tokens, 1 MoE layer, top-2 of 8 experts" in printed
+
+
+@pytest.mark.parametrize("flags", ["k", "sglang"])
+def test_a_long_monte_carlo_recommend_suggests_analytic_routing(monkeypatch, capsys, flags):
+    from simspec.commands import _hints
+
+    monkeypatch.setattr(_hints, "SLOW_MONTE_CARLO_TOKENS", 100)  # this small search is "long"
+    argv = ["recommend", "--batch", "1", "--max-k", "1", "--replications", "2"]
+    argv += ["--engine-flags", flags, "--set", "workload.num_requests=2"]
+    argv += ["--set", "workload.output_tokens=16"]
+    if flags == "sglang":
+        argv += ["--topk", "1", "--num-draft-tokens", "3"]
+    assert main(argv) == 0
+    assert 'routing.mode="analytic"' in capsys.readouterr().err
+    assert main([*argv, "--set", 'routing.mode="analytic"']) == 0
+    assert "routing.mode" not in capsys.readouterr().err
