@@ -25,6 +25,8 @@ from simspec.commands import (
     scenario_inputs,
     write_output,
 )
+from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._words import count
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
@@ -111,11 +113,8 @@ def execute_flags(
     # the work guard counts a scenario's policies + 1 runs: as many copies as the search runs
     per_batch = planned_runs(scenario, shape_grid, args.replications)
     copies = math.ceil(per_batch / (max_k + 1))
-    check_work(
-        [s for _, s in runs for _ in range(copies)],
-        oracle=False,
-        allow_large=args.allow_large,
-    )
+    planned = [s for _, s in runs for _ in range(copies)]
+    check_work(planned, oracle=False, allow_large=args.allow_large)
     rows_as_data = args.format != "table" or args.output != "-"
     outputs: list[Output] = [
         ("--markdown", args.markdown),
@@ -130,6 +129,9 @@ def execute_flags(
         check_format_output(args)
     to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
     report = sys.stderr if to_stderr else sys.stdout
+    hint = analytic_routing_hint(planned, False)
+    if hint:
+        print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = search_batches(runs, args.replications, shape_grid, progress)
     print_warnings(
@@ -196,6 +198,6 @@ def _sentence(rec: ShapeRecommendation) -> str:
     if ties:
         text += f"; {', '.join(ties)} within noise"
     return (
-        text + f"; {rec.shapes_screened} of {rec.shapes_in_grid} shapes screened, "
-        f"{len(rec.finalists)} finalists"
+        text + f"; {rec.shapes_screened} of {count(rec.shapes_in_grid, 'shape')} screened, "
+        f"{count(len(rec.finalists), 'finalist')}"
     )

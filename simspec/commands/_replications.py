@@ -173,7 +173,9 @@ def write_experiment_outputs(
 def answer_line(replicated: Replicated) -> str:
     """The run's answer in one line: the best policy's speedup over no speculation and, with
     the oracle, the bound no online policy can beat (means over replications, with their 95 %
-    half-widths when there are several)."""
+    half-widths when there are several), and the codes of the warnings that qualify it (an
+    extrapolated preset, a best k at the edge of the search), so the answer is never read
+    without them."""
     best = replicated.best()
     several = len(replicated.runs) > 1
 
@@ -185,6 +187,9 @@ def answer_line(replicated: Replicated) -> str:
     oracle = next((p.label for p in replicated.runs[0].policies if p.is_oracle), None)
     if oracle is not None:
         text += f"; oracle bound {speedup(oracle)}"
+    codes = list(dict.fromkeys(w.split(":", 1)[0] for w in replicated.warnings))
+    if codes:
+        text += f"; see warning{'s' if len(codes) > 1 else ''} {', '.join(codes)}"
     return text
 
 

@@ -26,6 +26,7 @@ from simspec.commands import (
     table,
     write_output,
 )
+from simspec.commands._words import count
 
 NAME = "fit"
 HELP = "Fit overheads and efficiencies to measured serving numbers (vLLM/SGLang bench)."
@@ -173,7 +174,7 @@ def execute(args: argparse.Namespace) -> int:
         settings=settings,
     )
     print(
-        f"fitted {len(result.names)} parameters to {len(result.rows)} rows of "
+        f"fitted {count(len(result.names), 'parameter')} to {count(len(result.rows), 'row')} of "
         f"{measurements.source} on {scenario.model.target} / {scenario.hardware.gpu} "
         f"({result.evaluations} evaluations, {elapsed:.1f} s)"
     )

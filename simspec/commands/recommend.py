@@ -32,6 +32,7 @@ from simspec.commands import (
     scenario_inputs,
     write_output,
 )
+from simspec.commands._hints import analytic_routing_hint
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
@@ -152,11 +153,8 @@ def execute(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.policies.split(",")] if args.policies else None
     online = online_policy_data(scenario, names)
     runs = [(b, batch_scenario(scenario, b, max_k, online)) for b in batches]
-    check_work(
-        [s for _, s in runs for _ in range(args.replications)],
-        oracle=True,
-        allow_large=args.allow_large,
-    )
+    planned = [s for _, s in runs for _ in range(args.replications)]
+    check_work(planned, oracle=True, allow_large=args.allow_large)
     rows_as_data = args.format != "table" or args.output != "-"
     outputs: list[Output] = [
         ("--markdown", args.markdown),
@@ -175,6 +173,9 @@ def execute(args: argparse.Namespace) -> int:
         check_format_output(args)
     to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
     report = sys.stderr if to_stderr else sys.stdout
+    hint = analytic_routing_hint(planned, True)
+    if hint:
+        print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = recommend_batches(runs, args.replications, progress)
     print_warnings(

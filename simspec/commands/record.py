@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.commands import check_outputs, check_range, check_writable
+from simspec.commands._words import count
 from simspec.errors import InputError
 
 NAME = "record"
@@ -214,8 +215,8 @@ def _report(trace: Any, out: str) -> None:
 
     written = write_atomic(out, lambda tmp: save_trace(tmp, trace))
     print(
-        f"recorded {len(trace.sequence_starts)} sequences, {trace.num_tokens} tokens, "
-        f"{trace.num_layers} MoE layers, top-{trace.experts_per_token} of "
+        f"recorded {count(len(trace.sequence_starts), 'sequence')}, {trace.num_tokens} tokens, "
+        f"{count(trace.num_layers, 'MoE layer')}, top-{trace.experts_per_token} of "
         f"{trace.num_experts} experts ({trace.model})"
     )
     drafts = trace.drafts

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from simspec.commands import catalog_entry, check_outputs, check_range, check_writable, table
+from simspec.commands._words import count
 from simspec.errors import InputError
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import MAX_LAGS, RoutingConfig
@@ -162,7 +163,8 @@ def _stats(args: argparse.Namespace) -> int:
     k, n = st.experts_per_token, st.num_experts
     print(
         f"trace {args.trace}: {trace.model or 'unnamed model'}, {st.num_tokens} tokens in "
-        f"{st.num_sequences} sequences, {trace.num_layers} MoE layers, top-{k} of {n} experts"
+        f"{count(st.num_sequences, 'sequence')}, {count(trace.num_layers, 'MoE layer')}, "
+        f"top-{k} of {n} experts"
     )
     p = st.inclusion_probabilities
     hottest = p.max(axis=1)

@@ -161,7 +161,7 @@ def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
         for warning in point.result.warnings:
             if not (k_axes and warning.startswith(K_AT_EDGE)):
                 counts[warning] = counts.get(warning, 0) + 1
-    lines = [f"{w} ({n} of {len(results)} points)" for w, n in counts.items()]
+    lines = [f"{w} ({n} of {count(len(results), 'point')})" for w, n in counts.items()]
     for axis in k_axes:
         searched = []
         for point in results:
@@ -180,7 +180,23 @@ def sweep_warnings(results: Sequence[PointResult]) -> list[str]:
                 and (p.is_baseline or p.params.get("draft_tokens") == k)
             ]
         lines += search_warnings(searched)
-    return lines
+    return lines + _delta_control_warnings(results)
+
+
+def _delta_control_warnings(results: Sequence[PointResult]) -> list[str]:
+    """One line when the Delta-space analysis of some points with the oracle failed its
+    control (the figure of ``simspec plot`` shows only one point)."""
+    from simspec.analysis.delta import control_failure
+
+    with_oracle = [p.result.oracle for p in results if p.result.oracle is not None]
+    failed = sum(1 for oracle in with_oracle if control_failure(dict(oracle.delta)))
+    if not failed:
+        return []
+    return [
+        "delta-control: the Delta-space line misclassifies no fewer of the oracle's decisions "
+        "than with random cost tables, so it is no boundary there "
+        f"({failed} of {count(len(with_oracle), 'point')} with the oracle)"
+    ]
 
 
 def check_grid_options(items: list[str]) -> None:

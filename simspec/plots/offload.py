@@ -91,7 +91,9 @@ def offload_figure(curves: OffloadCurves) -> Any:
         k = best[value]
         ax.plot([k], [row[curves.draft_lengths.index(k)]], marker="*", ms=14, ls="none",
                 color=line.get_color())  # fmt: skip
-    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(1.0, color="grey", lw=0.8, label="no speculation")
+    ax.plot([], [], marker="*", ms=10, ls="none", color="black", label="best k of each curve")
+    ax.set_xticks(curves.draft_lengths)  # whole tokens: no half-token ticks
     ax.set_xlabel("draft length k (tokens)")
     ax.set_ylabel("speedup over no speculation (TPOT ratio, x)")
     ax.set_title(curves.title, fontsize=9)

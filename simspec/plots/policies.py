@@ -43,12 +43,19 @@ def policy_bars_figure(result: RunResult) -> Any:
 def delta_space(
     points: DeltaPoints, summary: dict[str, Any], path: str | Path, *, svg: bool = False
 ) -> list[Path]:
+    """Save :func:`delta_space_figure` of ``points`` to ``path``."""
+    return save(delta_space_figure(points, summary), path, svg=svg)
+
+
+def delta_space_figure(points: DeltaPoints, summary: dict[str, Any], where: str = "") -> Any:
     """The oracle's candidate extensions in Delta space and how well a line separates them.
 
     Left: (ΔE[a], ΔE[cost]) with the best line through the origin and the oracle's cost per
     committed token. Right: the ratio ΔE[cost] / ΔE[a] that decides the side of such a line,
     chosen vs rejected, with the same two slopes: the overlap of the two histograms is what the
-    line misclassifies. Numbers missing from ``summary`` are computed from ``points``.
+    line misclassifies. Numbers missing from ``summary`` are computed from ``points``; a failed
+    control is written under the panels. ``where`` (a second title line) says which run the
+    points come from when there were several.
     """
     full = completed(points, summary)
     new_figure()  # selects the Agg backend and the style
@@ -121,11 +128,13 @@ def delta_space(
     right.set_title(title, fontsize=10)
     for ax_ in (left, right):
         ax_.grid(True, alpha=0.3)
-    fig.suptitle("Delta space of the oracle's decisions")
+    title = "Delta space of the oracle's decisions"
+    # above the panels' own titles (the saved figure grows to hold it)
+    fig.suptitle(f"{title}\n{where}" if where else title, y=0.99, va="bottom")
     failure = control_failure(full)
     if failure:
         fig.text(0.5, -0.02, failure, ha="center", va="top", color="#b00020", fontsize=10)
-    return save(fig, path, svg=svg)
+    return fig
 
 
 def _finite(value: Any) -> float:

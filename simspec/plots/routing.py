@@ -45,7 +45,7 @@ def unique_experts_figure(
     num_experts : int
         N; when given and within the axis, a dashed line marks N / k_e (every expert loaded).
     """
-    fig, ax = new_figure()
+    fig, ax = new_figure(7.6, 4.0)
     for label, values in predicted.items():
         ax.plot(tokens, np.asarray(values) / experts_per_token, label=label, linewidth=1.8)
     for label, values in (measured or {}).items():
@@ -75,7 +75,8 @@ def unique_experts_figure(
     ax.set_ylim(0, 1.08 * max(top, ceiling, 1.0))
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    # right of the axes: inside, it would cover the rising curves or the line of all experts
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 

@@ -9,14 +9,16 @@ together with another one (an axis of tables) add no line and no label
 
 * ``speedup-vs-batch``: mean speedup over plain decoding against the batch size
   (``workload.concurrency``), one line per case and policy (and free axis), with 95 % CIs; one
-  panel per case once a single panel would hold more than :data:`MAX_LINES` lines;
+  panel per case once a single panel would hold more than :data:`MAX_LINES` lines (one case:
+  one panel per value of the other axes, a line per policy);
 * ``speedup-vs-<axis>``: the same against every other numeric axis (``acceptance.alpha``,
   ``routing.overlap``, ...);
 * ``policies``: mean TPOT per policy at every point, one panel per case
   (:mod:`simspec.plots.comparison`);
 * ``unique-experts``: U(T) of the first case: independent routing vs the overlap predictions
   (Markov, multi-lag IPF) vs the Monte-Carlo sampler, its popularity and overlaps in the title;
-* ``delta-space``: the oracle's Delta-space points of the first point that has them.
+* ``delta-space``: the oracle's Delta-space points of the first point that has them (in the
+  sweep's order), named in the title, with its controls and how many points failed them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from simspec.plots.layout import (
     free_keys,
     grid_shape,
     line_colors,
+    policy_styles,
 )
 from simspec.plots.routing import unique_experts_of_sweep
 from simspec.sweep.points import axes, read_sweep
@@ -83,16 +86,39 @@ def plot_folder(folder: Path, out: Path) -> list[Path]:
     if rows:
         written += save(policy_comparison_figure(rows), out / "policies.png", svg=True)
     written += unique_experts_of_sweep(points, out / "unique-experts.png")
-    with_delta = sorted(
-        (p for p in points if p.delta_path is not None), key=lambda p: p.result.scenario_digest
-    )
+    with_delta = [p for p in points if p.delta_path is not None]
     if with_delta:
-        from simspec.plots.policies import delta_space
-
-        delta = with_delta[0].delta_points()
-        assert delta is not None
-        written += delta_space(delta, _slope(delta), out / "delta-space.png", svg=True)
+        written += save(delta_space_of_sweep(with_delta), out / "delta-space.png", svg=True)
     return written
+
+
+def delta_space_of_sweep(points: Sequence[Any]) -> Any:
+    """The Delta-space figure of the first of ``points`` (sweep points with the oracle, in the
+    sweep's order), with the analysis saved with it (controls included, so a failed control is
+    flagged), naming that point and counting the points whose analysis failed its control."""
+    from simspec.analysis.delta import control_failure
+    from simspec.plots.policies import delta_space_figure
+
+    shown = points[0]
+    delta = shown.delta_points()
+    assert delta is not None
+    oracle = shown.result.oracle
+    summary = dict(oracle.delta) if oracle is not None and oracle.delta else _slope(delta)
+    values = [f"{k}={v}" for k, v in shown.values.items()]
+    replications = 1 + max(p.replication for p in points)
+    name = ", ".join(
+        ([shown.case] if shown.case else [])
+        + values
+        + [f"replication {shown.replication + 1} of {replications}"]
+    )
+    failed = sum(
+        1
+        for p in points
+        if p.result.oracle is not None and control_failure(dict(p.result.oracle.delta))
+    )
+    where = f"sweep point {name} (first of {len(points)} with the oracle"
+    where += f"; {failed} of {len(points)} failed the control)" if failed else ")"
+    return delta_space_figure(delta, summary, where)
 
 
 def numeric_axes(points: Sequence[Any]) -> list[str]:
@@ -134,18 +160,23 @@ def _batch_ticks(ax: Any, values: Sequence[float], step: int = 1, axis: str = BA
     positive = bool(ticks) and ticks[0] > 0
     if axis == BATCH or (positive and ticks[-1] >= 8 * ticks[0]):
         ax.set_xscale("log", base=2)
-    step = max(step, -(-len(ticks) // 12))
+    step = max(step if len(ticks) > 6 else 1, -(-len(ticks) // 12))  # a few: label them all
     ticks = ticks[::step]
     ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
+
+
+def _policy_label(row: PolicySummary) -> str:
+    return row.policy
 
 
 def speedup_vs_batch_figure(rows: Sequence[PolicySummary], axis: str = BATCH) -> Any:
     """Figure: speedup vs ``axis`` (the batch size by default), one line per (case, free axes,
     policy), baseline left out.
 
-    One panel when it holds at most :data:`MAX_LINES` lines, else one panel per case; the
-    legend sits outside the data.
+    One panel when it holds at most :data:`MAX_LINES` lines, else one panel per case, or (one
+    case) one panel per value of the free axes with a line per policy; the legend sits
+    outside the data.
     """
     shown = [r for r in rows if not r.is_baseline]
     others = free_keys(shown, [axis])
@@ -157,23 +188,50 @@ def speedup_vs_batch_figure(rows: Sequence[PolicySummary], axis: str = BATCH) ->
         parts += [row.policy] if several_policies or not any(parts) else []
         return " · ".join(p for p in parts if p)
 
-    one_panel = len({line(r, True) for r in shown}) <= MAX_LINES or len(case_list) <= 1
-    panels = [""] if one_panel else case_list
+    crowded = len({line(r, True) for r in shown}) > MAX_LINES
+    if crowded and len(case_list) > 1:  # a panel per case
+
+        def panel_of(row: PolicySummary) -> str:
+            return row.case
+
+        def label_of(row: PolicySummary) -> str:
+            return line(row, False)
+
+    elif crowded and others:  # one case: a panel per value of the free axes
+
+        def panel_of(row: PolicySummary) -> str:
+            return describe(row, others, case=False)
+
+        label_of = _policy_label
+
+    else:
+
+        def panel_of(row: PolicySummary) -> str:
+            return ""
+
+        def label_of(row: PolicySummary) -> str:
+            return line(row, True)
+
+    panels = list(dict.fromkeys(panel_of(r) for r in shown)) or [""]
+    one_panel = panels == [""]
     plt = pyplot()
     nrows, ncols = grid_shape(len(panels))
     size = (7.2, 4.6) if one_panel else (3.2 * ncols, 2.7 * nrows)
     fig, grid = plt.subplots(
         nrows, ncols, figsize=size, dpi=120, squeeze=False, sharex=True, sharey=not one_panel
     )
-    labels = list(dict.fromkeys(line(r, one_panel) for r in shown))
+    labels = list(dict.fromkeys(label_of(r) for r in shown))
     colors = line_colors(len(labels))
+    if label_of is _policy_label:  # a line per policy: the policies' own colours (oracle black)
+        styles = policy_styles(shown)
+        colors = tuple(styles[label].color for label in labels)
     for ax, panel in zip(grid.ravel(), panels, strict=False):
-        mine = [r for r in shown if one_panel or r.case == panel]
+        mine = [r for r in shown if panel_of(r) == panel]
         for label in labels:
             pts = sorted(
                 (_num(r.values.get(axis)), r.speedup_vs_no_spec, r.speedup_vs_no_spec_ci95)
                 for r in mine
-                if line(r, one_panel) == label
+                if label_of(r) == label
             )
             if not pts:
                 continue

@@ -114,3 +114,70 @@ def test_a_results_file_without_a_current_part_does_not_load():
     with pytest.raises(ValueError, match="unknown part 'overhead'"):
         PolicyResult.from_dict(unknown)
     assert PolicyResult.from_dict(row).gpu_time_s == GpuTime(row["gpu_time_s"])
+
+
+def _random_overrides(draw) -> list[str]:
+    """A small random scenario: preset, loop, batch, routing, draft tree, engine costs,
+    expert offloading and a mix of policies (the options that change how a step is priced)."""
+    from hypothesis import strategies as st
+
+    overrides = [*SMALL, f"engine.preset={draw(st.sampled_from(catalog.engine_names()))}"]
+    overrides.append(f'routing.mode="{draw(st.sampled_from(["analytic", "monte_carlo"]))}"')
+    if draw(st.booleans()):
+        overrides += [f"workload.concurrency={draw(st.integers(1, 4))}"]
+    else:
+        rate = draw(st.sampled_from([50.0, 400.0]))
+        overrides += ['workload.loop="open"', f"workload.arrival_rate_per_s={rate}"]
+        overrides += [f"workload.max_batch_size={draw(st.integers(1, 4))}"]
+    tree = draw(st.booleans())
+    if tree:
+        overrides += [
+            "speculation.topk=2",
+            f"speculation.num_draft_tokens={draw(st.integers(3, 6))}",
+        ]
+    overrides.append(f"costs.verify_overhead_s={draw(st.sampled_from([0.0, 0.003]))}")
+    overrides.append(f"costs.draft_extend_passes={draw(st.sampled_from([0, 1, 2]))}")
+    if draw(st.booleans()):
+        overrides += [
+            f'offload.experts="{draw(st.sampled_from(["host_pinned", "host_pageable"]))}"'
+        ]
+        overrides += [f"offload.cache_experts_per_layer={draw(st.sampled_from([8, 32, 96]))}"]
+        prefetch = draw(st.sampled_from(["none", "next_layer", "draft_guided"]))
+        overrides += [f'offload.prefetch="{prefetch}"']
+        overrides += [f'offload.miss="{draw(st.sampled_from(["copy", "cpu"]))}"']
+    policies = [f'{{name = "fixed", draft_tokens = {k}}}' for k in (0, 1, 3)]
+    policies += ['{name = "cost_aware"}', '{name = "threshold", tau = 0.5}']
+    chosen = draw(st.lists(st.sampled_from(policies), min_size=1, max_size=3, unique=True))
+    if tree and policies[2] not in chosen:  # a policy deep enough to grow the tree
+        chosen.append(policies[2])
+    overrides.append(f"policies=[{', '.join(chosen)}]")
+    return overrides
+
+
+def test_parts_sum_to_the_gpu_time_of_random_scenarios():
+    """The property over random scenarios: every policy's parts sum to the steps' and prefills'
+    durations (and, in a closed loop, to the end of the last pass), none is negative, a policy
+    that drafted has a draft part and plain decoding none."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def check(data):
+        overrides = _random_overrides(data.draw)
+        result = simspec.run(simspec.load_scenario(None, overrides), keep_logs=True)
+        assert result.logs is not None
+        for row in result.policies:
+            parts = row.gpu_time_s.parts
+            assert all(v >= 0 for v in parts.values()), (overrides, parts)
+            durations, last_end = _closed_form_s(result.logs[row.label])
+            total = math.fsum(parts.values())
+            assert total == pytest.approx(durations, rel=1e-9, abs=0), (overrides, row.label)
+            if not any(o.startswith("workload.loop") for o in overrides):
+                assert total == pytest.approx(last_end, rel=1e-9, abs=0), (overrides, row.label)
+            if row.mean_k > 0:
+                assert parts["draft"] > 0, (overrides, row.label)
+            if row.is_baseline:  # k = 0 never runs the drafter (a reading policy may, to decide)
+                assert parts["draft"] == parts["speculation_overhead"] == 0.0, overrides
+
+    check()

@@ -124,3 +124,19 @@ def test_the_figure_labels_best_k_above_its_error_bar_and_names_the_band():
     assert label.xy[1] == pytest.approx(best.mean + best.half_width)
     names = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "threshold 95 % CI" in names
+
+
+def test_the_figures_legend_hides_no_reference_line():
+    """The oracle's and the online policy's horizontal lines span the axes: the legend sits
+    right of them."""
+    from simspec.plots.recommend import speedup_vs_k_figure
+
+    base = np.array([1.2, 1.3, 1.25, 1.22])
+    rec = recommend(
+        replicated({0: np.ones(4), 1: base}, {"threshold": base + 0.1}, base + 0.8), batch=8
+    )
+    fig = speedup_vs_k_figure(rec)
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # right of the axes, over no line

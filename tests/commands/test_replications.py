@@ -108,9 +108,32 @@ def test_run_and_compare_end_with_a_one_line_answer(capsys):
     assert main(["run", *argv]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("scenario default")  # what is simulated, first
-    assert lines[-1] == f"best: {best}, {rows[best]['speedup_vs_no_spec']:.2f}x vs no speculation"
+    answer = f"best: {best}, {rows[best]['speedup_vs_no_spec']:.2f}x vs no speculation"
+    codes = list(dict.fromkeys(w.split(":")[0] for w in data["warnings"]))
+    assert lines[-1] == answer + (
+        f"; see warning{'s' * (len(codes) > 1)} {', '.join(codes)}" if codes else ""
+    )
     assert main(["compare", *argv]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("best: ") and "; oracle bound " in last
-    bound = float(last.rsplit(" ", 1)[1].rstrip("x"))
+    bound = float(last.split("; oracle bound ")[1].split("x")[0])
     assert bound >= float(last.split(", ")[1].split("x")[0])
+
+
+def test_the_answer_line_names_the_warnings_that_qualify_it(capsys):
+    """A best k at the edge of the search (fixed k = 1, 2 only, all faster than k = 0): the
+    one-line answer says so, not only the warning printed before the tables."""
+    from simspec.cli import main
+
+    argv = ["--set", "workload.num_requests=2", "--set", "workload.output_tokens=24"]
+    argv += [
+        "--set",
+        'policies=[{name = "fixed", draft_tokens = 1}, {name = "fixed", draft_tokens = 2}]',
+    ]
+    assert main(["run", *argv]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: k-at-edge: the best fixed k = 2" in err
+    assert out.splitlines()[-1].endswith("vs no speculation; see warning k-at-edge")
+    assert main(["run", *argv[:4]]) == 0  # k = 0..4, best inside the range
+    out, err = capsys.readouterr()
+    assert "k-at-edge" not in err and "see warning" not in out

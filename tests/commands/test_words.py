@@ -69,3 +69,58 @@ def test_every_help_example_parses_and_names_files_that_exist():
         for word in words[2:]:
             if word.endswith((".toml", ".csv")) and "/" in word and not word.startswith("-"):
                 assert (root / word).exists(), f"{name}: {word}"
+
+
+def test_fit_says_one_parameter(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    argv = ["fit", "calibration/measurements-example.csv", "--out", str(out)]
+    argv += ["--scenario", "scenarios/qwen3-30b-h100-batch32.toml", "--params", "pass_overhead_s"]
+    assert main(argv) == 0
+    assert "fitted 1 parameter to 6 rows of " in capsys.readouterr().out
+
+
+def test_routing_stats_of_one_sequence_and_one_layer(tmp_path, capsys):
+    import numpy as np
+
+    path = tmp_path / "one.npz"
+    ids = np.array([[[0, 1]], [[1, 2]], [[2, 3]], [[0, 3]]], dtype=np.int64)  # tokens x 1 layer x 2
+    np.savez(path, expert_ids=ids, num_experts=np.array(8, dtype=np.int64))
+    assert main(["routing", "stats", str(path), "--lags", "1", "--max-tokens", "2"]) == 0
+    assert "4 tokens in 1 sequence, 1 MoE layer, top-2 of 8 experts" in capsys.readouterr().out
+
+
+def test_recommend_of_a_one_shape_grid_says_one_shape_and_one_finalist(capsys):
+    argv = ["recommend", "--batch", "1", "--max-k", "1", "--topk", "1", "--num-draft-tokens", "3"]
+    argv += ["--replications", "2", "--set", "workload.num_requests=2"]
+    assert main([*argv, "--set", "workload.output_tokens=16"]) == 0
+    assert "; 1 of 1 shape screened, 1 finalist" in capsys.readouterr().out
+
+
+def test_record_reports_one_sequence_and_one_layer(tmp_path, capsys):
+    import numpy as np
+
+    from simspec.commands.record import _report
+    from simspec.routing.trace import load_trace
+
+    path = tmp_path / "one.npz"
+    ids = np.array([[[0, 1]], [[1, 2]], [[2, 3]]], dtype=np.int64)  # tokens x 1 layer x 2
+    np.savez(path, expert_ids=ids, num_experts=np.array(8, dtype=np.int64))
+    _report(load_trace(path), str(tmp_path / "again.npz"))
+    printed = capsys.readouterr().out
+    assert "recorded 1 sequence, 3 tokens, 1 MoE layer, top-2 of 8 experts" in printed
+
+
+@pytest.mark.parametrize("flags", ["k", "sglang"])
+def test_a_long_monte_carlo_recommend_suggests_analytic_routing(monkeypatch, capsys, flags):
+    from simspec.commands import _hints
+
+    monkeypatch.setattr(_hints, "SLOW_MONTE_CARLO_TOKENS", 100)  # this small search is "long"
+    argv = ["recommend", "--batch", "1", "--max-k", "1", "--replications", "2"]
+    argv += ["--engine-flags", flags, "--set", "workload.num_requests=2"]
+    argv += ["--set", "workload.output_tokens=16"]
+    if flags == "sglang":
+        argv += ["--topk", "1", "--num-draft-tokens", "3"]
+    assert main(argv) == 0
+    assert 'routing.mode="analytic"' in capsys.readouterr().err
+    assert main([*argv, "--set", 'routing.mode="analytic"']) == 0
+    assert "routing.mode" not in capsys.readouterr().err

@@ -139,6 +139,15 @@ def test_plot_renders_every_figure_kind_of_a_small_sweep(tmp_path: Path, capsys)
         assert (out / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
 
 
+def test_unique_experts_legend_covers_no_curve_and_not_the_line_of_all_experts():
+    t = np.arange(1, 17)
+    fig = unique_experts_figure(t, {"independent": 8 * (1 - 0.75**t)}, 2, num_experts=8)
+    (ax,) = fig.axes
+    assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == ":"] == [4.0]
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
 def test_unique_experts_ticks_are_whole_tokens():
     t = np.arange(1, 5)
     fig = unique_experts_figure(t, {"independent": 2.0 * t}, 2)
@@ -174,3 +183,54 @@ def test_unique_experts_of_several_cases_draws_the_most_fine_grained(tmp_path: P
     capsys.readouterr()
     (ax,) = unique_experts_of_sweep_figure(read_sweep(out), samples=5).axes
     assert ax.get_title().startswith("fine (most experts of 2 cases): top-8 of 128")
+
+
+def test_the_sweeps_delta_space_names_its_point_and_keeps_its_controls(tmp_path: Path, capsys):
+    """The figure draws the first point in the sweep's order, says which, shows the controls
+    saved with that point's analysis, and flags a failed control (here made to fail)."""
+    import dataclasses
+
+    from simspec.analysis.delta import control_failure
+    from simspec.plots.sweep import delta_space_of_sweep
+
+    scenario = tmp_path / "kinds.toml"
+    scenario.write_text(GRID)
+    out = tmp_path / "run"
+    assert main(["sweep", str(scenario), "--out", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    points = read_sweep(out)
+    first = points[0]
+    delta = first.delta_points()
+    stored = first.result.oracle.delta
+    fig = delta_space_of_sweep(points)
+    left, right = fig.axes
+    chosen = left.collections[0].get_offsets()
+    expected = np.column_stack(
+        [delta.delta_a_expected[delta.chosen], 1e3 * delta.delta_cost_s[delta.chosen]]
+    )
+    np.testing.assert_allclose(chosen, expected)
+    title = fig._suptitle.get_text()
+    values = ", ".join(f"{k}={v}" for k, v in first.values.items())
+    assert f"sweep point {values}, replication 1 of 1 (first of {len(points)}" in title
+    random_ = stored["control_random_tables_misclassified_fraction"]
+    assert f"random cost tables {100 * random_:.1f} %" in right.get_title()
+    failing = sum(1 for p in points if control_failure(p.result.oracle.delta))
+    assert (f"{failing} of {len(points)} failed the control" in title) is (failing > 0)
+
+    bad = {**stored, "misclassified_fraction": 0.45}
+    bad["control_random_tables_misclassified_fraction"] = 0.40
+    failed_first = dataclasses.replace(
+        first,
+        result=dataclasses.replace(
+            first.result, oracle=dataclasses.replace(first.result.oracle, delta=bad)
+        ),
+    )
+    others = sum(1 for p in points[1:] if control_failure(p.result.oracle.delta))
+    fig = delta_space_of_sweep([failed_first, *points[1:]])
+    assert any("failed its control" in t.get_text() for t in fig.texts)
+    assert f"; {others + 1} of {len(points)} failed the control)" in fig._suptitle.get_text()
+    from simspec.commands.sweep import sweep_warnings
+
+    (line,) = [w for w in sweep_warnings([failed_first, *points[1:]]) if "delta-control" in w]
+    assert line.endswith(f"({others + 1} of {len(points)} points with the oracle)")
+    assert any("delta-control" in w for w in sweep_warnings(points)) is (failing > 0)

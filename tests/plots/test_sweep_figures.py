@@ -184,3 +184,43 @@ def test_speedup_figure_against_another_numeric_axis():
     assert ax.get_xscale() == "linear"
     (line,) = data_lines(fig)
     assert list(line.get_xdata()) == [0.5, 0.6, 0.7]
+
+
+def test_one_case_with_too_many_lines_splits_by_the_other_axis():
+    """12 lines of one case (3 batch sizes x 4 policies) against alpha: a panel per batch size,
+    a line per policy in the policy's colour (the oracle black), every alpha value labelled."""
+    policies = ("fixed-2", "fixed-4", "cost_aware", "oracle")
+    rows = [
+        summary(
+            "", {BATCH: b, "acceptance.alpha": a}, p, speedup=1 + a + 0.1 * j, oracle=p == "oracle"
+        )
+        for b in (1, 4, 16)
+        for a in (0.5, 0.8)
+        for j, p in enumerate(policies)
+    ]
+    assert len(policies) * 3 > MAX_LINES
+    fig = speedup_vs_batch_figure(rows, "acceptance.alpha")
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["concurrency=1", "concurrency=4", "concurrency=16"]
+    assert legend_texts(fig) == list(policies)
+    for ax, b in zip(panels, (1, 4, 16), strict=True):
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "0.8"]
+        bars = ax.containers  # one errorbar container per line: its label and data line
+        assert [c.get_label() for c in bars] == list(policies)
+        for c, j in zip(bars, range(len(policies)), strict=True):
+            assert list(c.lines[0].get_ydata()) == [1 + a + 0.1 * j for a in (0.5, 0.8)], b
+        assert to_hex(bars[-1].lines[0].get_color()) == ORACLE_COLOR.lower()
+
+
+def test_panels_of_a_few_batch_sizes_label_every_one():
+    rows = [
+        summary(f"model {c}", {BATCH: b}, p, speedup=1.2)
+        for c in range(4)
+        for b in (1, 8, 64)
+        for p in ("fixed-1", "fixed-2", "fixed-3")
+    ]
+    fig = speedup_vs_batch_figure(rows)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 4
+    for ax in panels:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "8", "64"]
