@@ -35,6 +35,10 @@ def _custom_gpu(edit: dict[str, Any]) -> dict[str, Any]:
     return {**gpu, **edit}
 
 
+#: Experts offloaded to the host and computed there on a miss (the host's numbers matter).
+OFFLOAD_CPU = {"offload.experts": "host_pinned", "offload.miss": "cpu", "hardware.gpu": "rtx-4090"}
+
+
 def _model_case(edit: dict[str, Any], **more: Any) -> dict[str, Any]:
     return scenario({"model.target": "my-moe", "model.custom": _custom_model(edit), **more})
 
@@ -204,6 +208,52 @@ CASES: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
         _gpu_case({"link_bytes_per_s": 1e300}),
         [],
         ["hardware.custom.link_bytes_per_s", "1e+300"],
+    ),
+    "gpu link 1e-300 over two GPUs (a rate that divides into infinity)": (
+        scenario(
+            {
+                "hardware.gpu": "my-gpu",
+                "hardware.num_gpus": 2,
+                "hardware.custom": _custom_gpu({"link_bytes_per_s": 1e-300}),
+            }
+        ),
+        [],
+        ["hardware.custom.link_bytes_per_s", "0 (not stated) or >= 1e+06", "1e-300"],
+    ),
+    "gpu collective step latency 1e300": (
+        _gpu_case({"collective_step_latency_s": 1e300}),
+        [],
+        ["hardware.custom.collective_step_latency_s", "<= 1", "1e+300"],
+    ),
+    "gpu pinned host link 1e-300": (
+        _gpu_case({"host_link_pinned_bytes_per_s": 1e-300}),
+        [],
+        ["hardware.custom.host_link_pinned_bytes_per_s", "or >= 1e+06", "1e-300"],
+    ),
+    "gpu pageable host link 1e-300": (
+        _gpu_case({"host_link_pageable_bytes_per_s": 1e-300}),
+        [],
+        ["hardware.custom.host_link_pageable_bytes_per_s", "or >= 1e+06", "1e-300"],
+    ),
+    "host dram 1e-300 (experts computed on the CPU)": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"memory_bytes_per_s": 1e-300}}),
+        [],
+        ["hardware.host.memory_bytes_per_s", ">= 1e+06", "1e-300"],
+    ),
+    "host cpu flops 1e-300 (experts computed on the CPU)": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"cpu_flops_per_s": 1e-300}}),
+        [],
+        ["hardware.host.cpu_flops_per_s", ">= 1e+06", "1e-300"],
+    ),
+    "host ram 1e-300": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"memory_bytes": 1e-300}}),
+        [],
+        ["hardware.host.memory_bytes", ">= 1e+06", "1e-300"],
+    ),
+    "offload link 1e-300 GB/s": (
+        scenario({**OFFLOAD_CPU, "offload.miss": "copy", "offload.link_gb_per_s": 1e-300}),
+        [],
+        ["offload.link_gb_per_s", ">= 0.001", "1e-300"],
     ),
     "gpu collective latency 1e300": (
         _gpu_case({"collective_latency_s": 1e300}),
