@@ -278,3 +278,21 @@ def test_impossible_hardware_or_model_is_refused(tmp_path, capsys, case):
 def test_tensor_parallel_that_splits_or_replicates_kv_heads_is_fine(tmp_path, num_gpus, tp):
     data = scenario({"hardware.num_gpus": num_gpus, "hardware.tensor_parallel": tp})
     assert main(["validate", str(write_scenario(tmp_path, data))]) == 0
+
+
+def test_validate_refuses_deepseek_v3_whole_on_one_of_eight_gpus(tmp_path, capsys):
+    """Issue 30, 5: ``num_gpus = 8, tensor_parallel = 1`` holds the whole 671B model on each GPU
+    of the split; validate (and run) refuse it naming tensor_parallel, and suggest FP8."""
+    data = scenario(
+        {
+            "model.target": "deepseek-v3",
+            "model.drafter": "mtp-deepseek-v3",
+            "hardware.gpu": "h200",
+            "hardware.num_gpus": 8,
+            "hardware.tensor_parallel": 1,
+        }
+    )
+    path = write_scenario(tmp_path, data)
+    for command in ("validate", "run"):
+        fragments = [str(path), "hardware.tensor_parallel", "GB on each GPU", 'precision = "fp8"']
+        assert_rejected(capsys, [command, str(path)], tmp_path, fragments)
