@@ -240,3 +240,21 @@ def test_a_grid_of_a_billion_points_is_refused_before_building_one(tmp_path, sma
     argv += ["--grid", f"workload.concurrency={values}", "--grid", f"routing.overlap={values}"]
     assert_rejected(capsys, argv, tmp_path, ["sweep.grid", "100,000 points", "1000 (seed)"])
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("command", [["run"], ["compare"], ["recommend", "--batch", "1"]])
+def test_a_sweep_table_the_command_ignores_is_named(tmp_path, capsys, command):
+    """``run`` of a file with a [sweep] table simulated its base scenario without a word: the
+    sweep's points are not run, and the user is told so (the run itself is legitimate)."""
+    data = scenario()
+    data["sweep"] = {"grid": {"seed": [1, 2]}}
+    path = write_scenario(tmp_path, data)
+    assert main([command[0], str(path), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    assert "[sweep] table" in err and f"simspec sweep {path}" in err
+
+
+def test_no_sweep_note_without_a_sweep_table(tmp_path, capsys):
+    path = write_scenario(tmp_path, scenario())
+    assert main(["run", str(path)]) == 0
+    assert "[sweep]" not in capsys.readouterr().err
