@@ -230,7 +230,8 @@ def manifest_digest(listed: Sequence[Mapping[str, Any]]) -> str:
     repeated or relabelled by hand is noticed by :func:`read_sweep`."""
     import hashlib
 
-    return hashlib.sha256(results_json(list(listed)).encode()).hexdigest()
+    text = json.dumps(list(listed), indent=2)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_point(text: str) -> RunResult:
