@@ -25,6 +25,9 @@ _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
 Overrides = Mapping[str, Any] | Iterable[str]
 
+#: Digits of the longest array index a key path may hold (no scenario array comes near).
+MAX_INDEX_DIGITS = 9
+
 
 def parse_value(text: str) -> Any:
     """A ``--set``/``--grid`` value in TOML syntax; a bare word is taken as a string.
@@ -89,7 +92,15 @@ def _key_parts(key: str, where: str) -> list[str | int]:
         if not m:
             raise ScenarioError(where, key, "a dotted key such as routing.overlap", describe(key))
         parts.append(m.group(1))
-        parts.extend(int(ix) for ix in re.findall(r"\[(\d+)\]", m.group(2)))
+        for ix in re.findall(r"\[(\d+)\]", m.group(2)):
+            if len(ix) > MAX_INDEX_DIGITS:  # int() of 4,300+ digits raises; no array is that long
+                raise ScenarioError(
+                    where,
+                    key[:80],
+                    "an index of an existing array",
+                    f"an index of {len(ix)} digits",
+                )
+            parts.append(int(ix))
     return parts
 
 

@@ -51,6 +51,18 @@ def test_long_integer_in_set_is_exit_2(tmp_path, capsys, setting):
     assert_rejected(capsys, argv, tmp_path, ["--set", "4300 digits"])
 
 
+@pytest.mark.parametrize("flag", ["--set", "--grid"])
+def test_long_array_index_in_a_key_path_is_exit_2(tmp_path, capsys, flag):
+    """An index of 5,000 digits in ``policies[...]`` escaped as Python's int-string limit."""
+    path = write_scenario(tmp_path, scenario())
+    key = f"policies[{LONG}].draft_tokens"
+    if flag == "--set":
+        argv = ["validate", str(path), "--set", f"{key}=1"]
+    else:
+        argv = ["sweep", str(path), "--out", str(tmp_path / "o"), "--grid", f"{key}=1,2"]
+    assert_rejected(capsys, argv, tmp_path, ["an index of an existing array", "5000 digits"])
+
+
 def _config(tmp_path: Path, text: str) -> Path:
     folder = tmp_path / "my-model"
     folder.mkdir()
