@@ -255,6 +255,28 @@ def _is_null_device(path: str, mode: int) -> bool:
         os.close(fd)
 
 
+def _check_not_nested(flag: str, path: str, placed: list[tuple[str, Path]]) -> None:
+    """Refuse an output file that would sit inside another output file, or hold one (``--json
+    figs`` with ``--plot figs``): one of the two cannot be written once the other is. Adds
+    ``path`` to ``placed``."""
+    import os
+
+    from simspec.errors import InputError
+
+    here = Path(os.path.realpath(os.path.abspath(path)))
+    for other_flag, other in placed:
+        if other != here and (other in here.parents or here in other.parents):
+            inner, outer = (flag, other_flag) if other in here.parents else (other_flag, flag)
+            raise InputError(
+                flag,
+                path,
+                "a path that is neither inside nor around another output of the command",
+                f"{inner} inside the file {outer} writes",
+                "One of the two could not be written; give each output its own place.",
+            )
+    placed.append((flag, here))
+
+
 def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] = ()) -> None:
     """Refuse, before any work, outputs that would destroy an input or each other.
 
@@ -270,6 +292,7 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] 
     from simspec.io.atomic import STDOUT
 
     seen: dict[tuple[object, ...], str] = {}
+    placed: list[tuple[str, Path]] = []
     read: dict[tuple[object, ...], tuple[str, Path]] = {}
     for what, source in inputs:
         try:
@@ -317,6 +340,8 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] 
                 )
             if stat.S_ISCHR(mode):
                 continue  # /dev/null and the like take any number of writers
+        if path != STDOUT:
+            _check_not_nested(flag, path, placed)
         if key in seen:
             where = "standard output" if path == STDOUT else "the same file"
             raise InputError(

@@ -273,3 +273,27 @@ def test_outputs_into_dev_null_with_stdout_there_are_fine(here):
 def test_routing_predict_with_an_empty_plot_name_is_refused(here, capsys):
     argv = ["routing", "predict", "--model", "qwen3-30b-a3b", "--plot", ""]
     assert_rejected(capsys, argv, here, ["--plot", "an empty string"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "s.toml", "--plot", "figs", "--json", "figs"],
+        ["run", "s.toml", "--json", "a", "--trace-out", "a/b.json"],
+        ["run", "s.toml", "--json", "a/b.json", "--trace-out", "a"],
+        ["run", "s.toml", "--json", "a", "--requests-csv", "./a/../a/r.csv"],
+    ],
+    ids=lambda a: " ".join(a[2:]),
+)
+def test_an_output_inside_another_output_file_is_refused(here, capsys, monkeypatch, argv):
+    """``--json figs --plot figs`` wrote the JSON, then failed to make the folder: a traceback
+    after the whole simulation (exit 1), leaving one of the outputs behind."""
+    calls = experiments_run(monkeypatch)
+    assert_rejected(capsys, argv, here, ["inside", "another output"])
+    assert calls == []
+
+
+def test_outputs_side_by_side_in_one_folder_are_fine(here):
+    argv = ["compare", "s.toml", "--plot", "figs", "--json", "figs/results.json"]
+    assert main(argv) == 0
+    assert (here / "figs" / "results.json").is_file() and (here / "figs" / "policies.png").is_file()
