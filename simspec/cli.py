@@ -68,6 +68,52 @@ class _Parser(argparse.ArgumentParser):
         raise InputError("command line", self.prog, "valid arguments (see --help)", message)
 
 
+class _Once:
+    """Mixin of a single-valued option's action: given twice with different values it is an
+    error, where argparse would keep the last and silently drop the first (``--json a.json
+    --json b.json``). The same value twice is harmless and accepted."""
+
+    dest: str
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        given: dict[str, tuple[str, object]] = namespace.__dict__.setdefault(_GIVEN, {})
+        before = given.get(self.dest)
+        if before is not None and before[1] != values:
+            first, value = before
+            raise InputError(
+                "command line",
+                option_string or self.dest,
+                f"each option once (a second {option_string} would replace {first} {value!r})",
+                f"{first} {value!r} and {option_string} {values!r}",
+            )
+        given[self.dest] = (option_string or self.dest, values)
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+#: The namespace attribute where :class:`_Once` remembers the options given (removed after
+#: parsing).
+_GIVEN = "_options_given"
+
+#: argparse actions that keep one value (a repeat replaces it): the ones :class:`_Once` guards.
+_SINGLE = (argparse._StoreAction, argparse._StoreConstAction)
+
+
+def _once(parser: argparse.ArgumentParser) -> None:
+    """Make every single-valued option of ``parser`` and its subcommands a :class:`_Once`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _once(child)
+        elif action.option_strings and type(action) in _SINGLE:
+            action.__class__ = type(f"Once{type(action).__name__}", (_Once, type(action)), {})
+
+
 def _modules() -> dict[str, ModuleType]:
     return {name: importlib.import_module(f"simspec.commands.{name}") for name in COMMANDS}
 
@@ -90,6 +136,7 @@ def _parser(modules: dict[str, ModuleType]) -> argparse.ArgumentParser:
         )
         module.configure(command)
         command.set_defaults(_execute=module.execute, _name=name)
+    _once(parser)
     return parser
 
 
@@ -147,6 +194,11 @@ def _main(argv: Sequence[str] | None) -> int:
     _escape_unencodable()
     try:
         args = _parser(_modules()).parse_args(argv)
+        args.__dict__.pop(_GIVEN, None)
+        if getattr(args, "set", None):
+            from simspec.config.overrides import check_no_replaced_override
+
+            check_no_replaced_override(args.set)
         code = int(args._execute(args))
         sys.stdout.flush()  # a full standard output (/dev/full) fails here, not at exit
         return code

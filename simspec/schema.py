@@ -30,10 +30,23 @@ def param(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    zero_or_ge: float | None = None,
     choices: tuple[str, ...] | None = None,
 ) -> Any:
-    """A dataclass field with a help text (unit included) and simple validation rules."""
-    meta = {"help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "choices": choices}
+    """A dataclass field with a help text (unit included) and simple validation rules.
+
+    ``zero_or_ge`` is for a quantity where 0 means "not stated" and any stated value must be
+    physical: 0, or at least the bound (a rate of 1e-300 bytes/s would divide into infinity).
+    """
+    meta = {
+        "help": help,
+        "ge": ge,
+        "gt": gt,
+        "le": le,
+        "lt": lt,
+        "zero_or_ge": zero_or_ge,
+        "choices": choices,
+    }
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -43,6 +56,9 @@ def _bounds_text(meta: Mapping[str, Any]) -> str:
         bound = meta.get(key)
         if bound is not None:
             parts.append(f"{sign} {bound:g}" if isinstance(bound, float) else f"{sign} {bound}")
+    floor = meta.get("zero_or_ge")
+    if floor is not None:
+        parts.insert(0, f"0 (not stated) or >= {floor:g}")
     return " and ".join(parts)
 
 
@@ -55,6 +71,8 @@ def check_number(value: float, meta: Mapping[str, Any]) -> bool:
     if meta.get("gt") is not None and not value > meta["gt"]:
         return False
     if meta.get("le") is not None and not value <= meta["le"]:
+        return False
+    if meta.get("zero_or_ge") is not None and value != 0 and not value >= meta["zero_or_ge"]:
         return False
     return not (meta.get("lt") is not None and not value < meta["lt"])
 

@@ -217,6 +217,66 @@ def _identity(path: str, flag: str) -> tuple[object, ...]:
         raise InputError(flag, path, "a path simspec can write", str(err)) from None
 
 
+def _stream_identities() -> dict[tuple[object, ...], str]:
+    """(device, inode) of what standard output and standard error are open on."""
+    import os
+
+    found: dict[tuple[object, ...], str] = {}
+    for fd, name in ((2, "standard error"), (1, "standard output")):
+        try:
+            info = os.fstat(fd)
+        except (OSError, ValueError):
+            continue
+        found[("inode", info.st_dev, info.st_ino)] = name
+    return found
+
+
+def _stream_of(key: tuple[object, ...]) -> str | None:
+    """ "standard output" or "standard error" when the output ``key`` is what that stream is
+    open on (``/dev/stdout``, ``/proc/self/fd/1`` or the file the shell redirected it to)."""
+    return _stream_identities().get(key)
+
+
+def _is_null_device(path: str, mode: int) -> bool:
+    """True for a character device that is not a terminal (``/dev/null``): any number of
+    outputs, standard output included, may write there."""
+    import os
+    import stat
+
+    if not stat.S_ISCHR(mode):
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return not os.isatty(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_not_nested(flag: str, path: str, placed: list[tuple[str, Path]]) -> None:
+    """Refuse an output file that would sit inside another output file, or hold one (``--json
+    figs`` with ``--plot figs``): one of the two cannot be written once the other is. Adds
+    ``path`` to ``placed``."""
+    import os
+
+    from simspec.errors import InputError
+
+    here = Path(os.path.realpath(os.path.abspath(path)))
+    for other_flag, other in placed:
+        if other != here and (other in here.parents or here in other.parents):
+            inner, outer = (flag, other_flag) if other in here.parents else (other_flag, flag)
+            raise InputError(
+                flag,
+                path,
+                "a path that is neither inside nor around another output of the command",
+                f"{inner} inside the file {outer} writes",
+                "One of the two could not be written; give each output its own place.",
+            )
+    placed.append((flag, here))
+
+
 def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] = ()) -> None:
     """Refuse, before any work, outputs that would destroy an input or each other.
 
@@ -232,6 +292,7 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] 
     from simspec.io.atomic import STDOUT
 
     seen: dict[tuple[object, ...], str] = {}
+    placed: list[tuple[str, Path]] = []
     read: dict[tuple[object, ...], tuple[str, Path]] = {}
     for what, source in inputs:
         try:
@@ -258,10 +319,29 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[tuple[str, Path]] 
                     "Writing there would replace it; choose another path.",
                 )
             try:
-                if stat.S_ISCHR(os.stat(path).st_mode):
-                    continue  # /dev/null and the like take any number of writers
+                mode = os.stat(path).st_mode
             except OSError:
-                pass
+                mode = 0
+            stream = _stream_of(key)
+            if stream is not None and not _is_null_device(path, mode):
+                raise InputError(
+                    flag,
+                    path,
+                    "'-' for standard output, or a path that is not where simspec's standard "
+                    "output or error goes",
+                    f"{path}, which is what {stream} is open on",
+                    "Writing there would replace or interleave with what simspec prints on "
+                    f"{stream}; "
+                    + (
+                        "pass '-' (notes then go to standard error) or another path."
+                        if stream == "standard output"
+                        else "choose another path."
+                    ),
+                )
+            if stat.S_ISCHR(mode):
+                continue  # /dev/null and the like take any number of writers
+        if path != STDOUT:
+            _check_not_nested(flag, path, placed)
         if key in seen:
             where = "standard output" if path == STDOUT else "the same file"
             raise InputError(

@@ -70,3 +70,20 @@ def preset_mismatch_hint(scenario: Any) -> str | None:
         f"uses {scenario.engine.preset!r}; the profile's fitted {', '.join(profile.serving_fit)} "
         "outrank the preset (refit under this preset for its numbers)"
     )
+
+
+def sweep_table_hint(path: str | None, command: str) -> str | None:
+    """A note when the scenario file has a ``[sweep]`` table that ``command`` (run, compare,
+    recommend) does not read: it simulates the base scenario, not the sweep's points, and
+    saying so keeps the table from being silently ignored (None otherwise)."""
+    if not path:
+        return None
+    from simspec.config.load import read_scenario_data
+
+    data, source = read_scenario_data(path)
+    if "sweep" not in data:
+        return None
+    return (
+        f"note: {source} has a [sweep] table, which `simspec {command}` ignores: it simulates "
+        f"the base scenario only; `simspec sweep {source} --out DIR` runs the sweep's points"
+    )

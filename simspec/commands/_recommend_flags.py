@@ -129,9 +129,14 @@ def execute_flags(
         check_format_output(args)
     to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
     report = sys.stderr if to_stderr else sys.stdout
-    hint = analytic_routing_hint(planned, False)
-    if hint:
-        print(hint, file=sys.stderr, flush=True)
+    from simspec.commands._hints import sweep_table_hint
+
+    for hint in (
+        sweep_table_hint(args.scenario, "recommend"),
+        analytic_routing_hint(planned, False),
+    ):
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = search_batches(runs, args.replications, shape_grid, progress)
     print_warnings(

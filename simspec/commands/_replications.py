@@ -39,6 +39,7 @@ from simspec.commands._hints import (
     analytic_routing_hint,
     lockstep_hint,
     preset_mismatch_hint,
+    sweep_table_hint,
 )
 from simspec.io.atomic import STDOUT
 
@@ -118,6 +119,7 @@ def simulate_replicated(
     if header is not None:
         print(header(scenario), file=notes_stream(args), flush=True)
     for hint in (
+        sweep_table_hint(args.scenario, command),
         analytic_routing_hint([scenario] * args.replications, oracle),
         preset_mismatch_hint(scenario),
     ):

@@ -133,6 +133,7 @@ def execute(args: argparse.Namespace) -> int:
         online_policy_data,
         recommend_batches,
     )
+    from simspec.commands._hints import sweep_table_hint
     from simspec.config.load import load_scenario
     from simspec.io.progress import Progress
 
@@ -173,9 +174,12 @@ def execute(args: argparse.Namespace) -> int:
         check_format_output(args)
     to_stderr = "-" in (args.json, args.markdown) or (args.output == "-" and args.format != "table")
     report = sys.stderr if to_stderr else sys.stdout
-    hint = analytic_routing_hint(planned, True)
-    if hint:
-        print(hint, file=sys.stderr, flush=True)
+    for hint in (
+        sweep_table_hint(args.scenario, "recommend"),
+        analytic_routing_hint(planned, True),
+    ):
+        if hint:
+            print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = recommend_batches(runs, args.replications, progress)
     print_warnings(

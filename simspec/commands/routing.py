@@ -285,7 +285,8 @@ def _predict(args: argparse.Namespace) -> int:
     for name, value in law_params.items():
         if not (np.isfinite(value) and value > 0):
             raise InputError("command line", _flag(name), "a positive number", str(value))
-    if args.plot:
+    if args.plot is not None:
+        check_outputs([("--plot", args.plot)])
         check_writable(args.plot, "--plot", stdout=False)
     config = RoutingConfig(popularity=args.popularity, **law_params)
     layers, n, k = shape.num_moe_layers, shape.num_experts, shape.experts_per_token

@@ -98,6 +98,7 @@ def execute(args: argparse.Namespace) -> int:
                 f"--executor {args.executor}",
             )
         check_scheduler(args.scheduler)
+    check_work_before_points(args)
     spec, points = load_sweep(
         args.scenario,
         grid=args.grid,
@@ -197,6 +198,43 @@ def _delta_control_warnings(results: Sequence[PointResult]) -> list[str]:
         "than with random cost tables, so it is no boundary there "
         f"({failed} of {count(len(with_oracle), 'point')} with the oracle)"
     ]
+
+
+#: Top-level scenario keys that change how much a point simulates (requests, tokens, runs,
+#: tree width, the drafter's depth): an axis over any other key leaves each point's work that
+#: of the base scenario.
+WORK_KEYS = frozenset({"workload", "policies", "speculation", "model"})
+
+
+def check_work_before_points(args: argparse.Namespace) -> None:
+    """Refuse a sweep above the work limit before validating its points, when no grid axis or
+    case changes a point's work (each point then simulates what the base scenario does):
+    validating 100,000 points takes about half a minute, only to be refused afterwards. Other
+    sweeps are checked after their points are built (:func:`check_work` on every point)."""
+    import math
+
+    from simspec.config.aliases import expand_aliases
+    from simspec.config.load import read_with_overrides, scenario_from_dict
+    from simspec.sweep.spec import check_size, read_spec
+
+    if args.allow_large:
+        return
+    data, source, base = read_with_overrides(args.scenario, args.set)
+    spec = read_spec(data, source, args.grid, args.replications, True if args.oracle else None)
+    check_size(spec, source)
+    keys = [*spec.grid, *(k for case in spec.cases for k in case if k != "label")]
+    names = [name for key in keys for name, _ in expand_aliases([(key, 0)])]
+    if any(name.split(".")[0].split("[")[0] in WORK_KEYS for name in names):
+        return
+    try:
+        scenario = scenario_from_dict(
+            {k: v for k, v in data.items() if k != "sweep"}, source, base_dir=base
+        )
+    except InputError:  # the base alone may be invalid where every point is valid
+        return
+    count = max(len(spec.cases), 1) * spec.replications
+    count *= math.prod(len(values) for values in spec.grid.values())
+    check_work([scenario] * count, spec.oracle, args.allow_large)
 
 
 def check_grid_options(items: list[str]) -> None:

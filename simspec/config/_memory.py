@@ -48,39 +48,52 @@ def _splits_heads(s: Scenario, t: int) -> bool:
     return a.num_heads % t == 0 and kv_ok
 
 
+def _gpus_for(s: Scenario, pooled: float, per_gpu_usable: float) -> int:
+    """The fewest GPUs whose usable memory holds ``pooled`` bytes of weights and whose count
+    splits the target's heads (tensor_parallel = 0 puts every GPU in the split)."""
+    need = max(int(-(-pooled // per_gpu_usable)), 1)
+    return next((n for n in range(need, 1025) if _splits_heads(s, n)), need)
+
+
+def _fp8_hint(s: Scenario, per_gpu_usable: float, usable: float) -> str:
+    """What FP8 weights would change (empty when the target already is FP8 or would not shrink):
+    fit as the scenario is split, or the GPUs they would need."""
+    fp8 = with_precision(s.target, "fp8")
+    now, then = s.target.shape.total_weight_bytes, fp8.shape.total_weight_bytes
+    if s.model.precision == "fp8" or not then < now:
+        return ""
+    pooled = s.weight_bytes - now + then
+    if weight_bytes_per_gpu(s, fp8) < per_gpu_usable and pooled < usable:
+        return 'They would fit in FP8: set [model] precision = "fp8".'
+    return (
+        f'In FP8 ([model] precision = "fp8") they take {pooled / 1e9:.1f} GB: at least '
+        f"{_gpus_for(s, pooled, per_gpu_usable)} GPUs with tensor_parallel = 0 hold them."
+    )
+
+
 def check_weights_fit(s: Scenario, source: str) -> None:
-    """A ScenarioError when the weights exceed the GPUs' memory, with what would fit."""
+    """A ScenarioError when the weights exceed the GPUs' memory, with what would fit.
+
+    With a tensor-parallel degree below ``num_gpus`` the share on one GPU is what fails (more
+    GPUs of that split would not help), so that share is reported first."""
     per_gpu_usable = s.gpu.memory_bytes * s.hardware.memory_utilization
     pooled, usable = s.weight_bytes, s.usable_memory_bytes
     on_one = weight_bytes_per_gpu(s)
-    fp8 = with_precision(s.target, "fp8")
-    hint = ""
-    if (
-        (
-            s.model.precision != "fp8"
-            and fp8.shape.total_weight_bytes < s.target.shape.total_weight_bytes
-        )
-        and weight_bytes_per_gpu(s, fp8) < per_gpu_usable
-        and (
-            s.weight_bytes - s.target.shape.total_weight_bytes + fp8.shape.total_weight_bytes
-            < usable
-        )
-    ):
-        hint = 'They would fit in FP8: set [model] precision = "fp8".'
-    if pooled >= usable:
+    split = _split(s)
+    share_fails = on_one >= per_gpu_usable
+    if pooled >= usable and not (share_fails and split.tensor < s.hardware.num_gpus):
         need = int(-(-pooled // per_gpu_usable))
         if not s.hardware.tensor_parallel:  # the count must also split the heads
-            need = next((n for n in range(need, 1025) if _splits_heads(s, n)), need)
+            need = _gpus_for(s, pooled, per_gpu_usable)
         raise ScenarioError(
             source,
             "hardware.num_gpus",
             f"enough GPUs to hold {pooled / 1e9:.1f} GB of weights (at least {need})",
             f"{s.hardware.num_gpus} x {s.gpu.memory_bytes / 1e9:.0f} GB x "
             f"{s.hardware.memory_utilization} usable",
-            hint,
+            _fp8_hint(s, per_gpu_usable, usable),
         )
-    if on_one >= per_gpu_usable:
-        split = _split(s)
+    if share_fails:
         raise ScenarioError(
             source,
             "hardware.tensor_parallel",
@@ -88,7 +101,7 @@ def check_weights_fit(s: Scenario, source: str) -> None:
             "usable): a larger tensor_parallel (0 = all num_gpus) or expert_parallel",
             f"tensor_parallel = {split.tensor}, expert_parallel = {split.expert}: "
             f"{on_one / 1e9:.1f} GB on each GPU",
-            hint,
+            _fp8_hint(s, per_gpu_usable, usable),
         )
 
 

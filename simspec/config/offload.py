@@ -96,7 +96,7 @@ class OffloadConfig:
         None,
         "host-to-device bandwidth of the copies, GB/s (unset: the GPU's pinned or pageable "
         "host link)",
-        gt=0,
+        ge=1e-3,
         le=1e4,
     )
 

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from simspec.config.aliases import expand_aliases
+from simspec.config.aliases import canonical, expand_aliases
 from simspec.config.checks import drop_stale_drafter
 from simspec.errors import ScenarioError, describe
 from simspec.inputs import load_toml
@@ -24,6 +24,9 @@ from simspec.inputs import load_toml
 _PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
 Overrides = Mapping[str, Any] | Iterable[str]
+
+#: Digits of the longest array index a key path may hold (no scenario array comes near).
+MAX_INDEX_DIGITS = 9
 
 
 def parse_value(text: str) -> Any:
@@ -89,7 +92,15 @@ def _key_parts(key: str, where: str) -> list[str | int]:
         if not m:
             raise ScenarioError(where, key, "a dotted key such as routing.overlap", describe(key))
         parts.append(m.group(1))
-        parts.extend(int(ix) for ix in re.findall(r"\[(\d+)\]", m.group(2)))
+        for ix in re.findall(r"\[(\d+)\]", m.group(2)):
+            if len(ix) > MAX_INDEX_DIGITS:  # int() of 4,300+ digits raises; no array is that long
+                raise ScenarioError(
+                    where,
+                    key[:80],
+                    "an index of an existing array",
+                    f"an index of {len(ix)} digits",
+                )
+            parts.append(int(ix))
     return parts
 
 
@@ -99,6 +110,77 @@ def _pairs(overrides: Overrides, where: str) -> list[tuple[str, Any]]:
     if isinstance(overrides, str):
         overrides = [overrides]
     return expand_aliases([split_override(item, where) for item in overrides])
+
+
+def _covers(outer: list[str | int], inner: list[str | int]) -> bool:
+    """True when setting the key ``outer`` replaces whatever the key ``inner`` set (``outer``
+    is ``inner`` or one of the tables or arrays holding it)."""
+    return inner[: len(outer)] == outer
+
+
+def check_no_replaced_override(overrides: Overrides, where: str = "--set") -> None:
+    """Refuse overrides where a later one silently replaces an earlier one: the same key twice
+    with different values (``--set seed=1 --set seed=2``), or a table or array after a key
+    inside it (``--set routing.overlap=0.3 --set 'routing={...}'``); each alias counts as
+    the keys it sets. A key inside a table set before it refines that table and is fine.
+
+    The command line checks what a user typed; :func:`apply_overrides` itself keeps the last
+    value, so code may layer its own overrides under a user's."""
+    if isinstance(overrides, Mapping):
+        typed = [(str(k), v) for k, v in overrides.items()]
+    else:
+        items = [overrides] if isinstance(overrides, str) else overrides
+        typed = [split_override(item, where) for item in items]
+    earlier: list[tuple[list[str | int], str, Any]] = []
+    for written, given in typed:
+        alias = canonical(written) is not None
+        for key, value in expand_aliases([(written, given)]):
+            parts = _key_parts(key, where)
+            shown = f"{written} ({key})" if alias else written
+            for parts_before, shown_before, value_before in earlier:
+                if _covers(parts, parts_before) and (
+                    parts != parts_before or value != value_before
+                ):
+                    raise ScenarioError(
+                        where,
+                        shown,
+                        "each scenario key set once (a later override replaces an earlier one)",
+                        f"{shown} = {describe(value)} after {shown_before} = "
+                        f"{describe(value_before)}",
+                        "Drop one of the two.",
+                    )
+            earlier.append((parts, shown, value))
+
+
+def check_disjoint(
+    fixed: Iterable[str], varied: Iterable[str], where: str = "--set", what: str = "the sweep"
+) -> None:
+    """Refuse a ``fixed`` override key (``--set``) that ``varied`` keys (a sweep's grid axes or
+    cases, applied after it) would replace or reach into for every point: the value given
+    would be silently dropped. Aliases count as the keys they set."""
+    varied_parts = [
+        (key, _key_parts(name, what)) for key in varied for name, _ in expand_aliases([(key, 0)])
+    ]
+    for key in fixed:
+        for name, _ in expand_aliases([(key, 0)]):
+            parts = _key_parts(name, where)
+            for axis, axis_parts in varied_parts:
+                if _covers(axis_parts, parts) or _covers(parts, axis_parts):
+                    raise ScenarioError(
+                        where,
+                        key,
+                        f"keys {what} does not vary (it sets them for every point)",
+                        f"{key}, which {what}'s axis or case key {axis} replaces at every point",
+                        f"Drop --set {key}, or give its values to {axis}.",
+                    )
+
+
+def override_keys(overrides: Overrides, where: str = "--set") -> list[str]:
+    """The keys ``overrides`` set (aliases as written, not expanded)."""
+    if isinstance(overrides, Mapping):
+        return [str(k) for k in overrides]
+    items = [overrides] if isinstance(overrides, str) else list(overrides)
+    return [split_override(item, where)[0] for item in items]
 
 
 def apply_overrides(

@@ -71,6 +71,7 @@ class GpuSpec:
         "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s; 0 = not stated "
         "(collectives then cost their latency only)",
         ge=0,
+        zero_or_ge=1e6,
         le=1e15,
     )
     collective_latency_s: float = param(
@@ -85,6 +86,7 @@ class GpuSpec:
         "latency of each ring step of a collective over this link, s: an all-reduce over r "
         "GPUs takes 2(r - 1) steps, an all-to-all r - 1 (NCCL's tuning model: hwLat)",
         ge=0,
+        le=1.0,
     )
     custom_allreduce_latency_s: float = param(
         0.0,
@@ -125,6 +127,7 @@ class GpuSpec:
         "host-to-device bandwidth reached from pinned host memory, bytes/s (0 = derive: "
         "generation x lanes line rate x 0.8, simspec.physics.hardware.PCIE_REACHED_FRACTION)",
         ge=0,
+        zero_or_ge=1e6,
         le=1e13,
     )
     host_link_pageable_bytes_per_s: float = param(
@@ -132,6 +135,7 @@ class GpuSpec:
         "host-to-device bandwidth reached from pageable host memory, bytes/s (0 = derive: a "
         "third of pinned)",
         ge=0,
+        zero_or_ge=1e6,
         le=1e13,
     )
     host_copy_latency_s: float = param(
@@ -220,15 +224,15 @@ class HostSpec:
         HOST_MEMORY_BYTES_PER_S,
         "host DRAM bandwidth a CPU-computed expert reads its weights at, bytes/s (reached, not "
         "peak; default: dual-channel DDR5 desktop)",
-        gt=0,
+        ge=1e6,
         le=1e13,
     )
     cpu_flops_per_s: float = param(
         HOST_CPU_FLOPS_PER_S,
         "CPU fp32/bf16 throughput for an expert's GEMV/GEMM, FLOP/s (default: 16-core desktop)",
-        gt=0,
+        ge=1e6,
         le=1e16,
     )
     memory_bytes: float = param(
-        HOST_MEMORY_BYTES, "host RAM holding the offloaded experts, bytes", gt=0, le=1e15
+        HOST_MEMORY_BYTES, "host RAM holding the offloaded experts, bytes", ge=1e6, le=1e15
     )

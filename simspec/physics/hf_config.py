@@ -254,8 +254,41 @@ def model_spec_from_hf(
         spec = _spec(f, str(family), name, source)
     except FieldError as err:  # e.g. more experts per token than experts
         raise InputError(source, err.key, err.expected, describe(err.found)) from None
+    _check_bounds(spec, source)
     total, active = _parameters_b(spec)
     return dataclasses.replace(spec, total_params_b=total, active_params_b=active)
+
+
+#: The config.json fields behind a ModelSpec key, for messages (the families' usual names).
+_HF_NAMES = {
+    "num_layers": "num_hidden_layers",
+    "max_context_tokens": "max_position_embeddings",
+    "mtp_layers": "num_nextn_predict_layers",
+    "moe.num_experts": "num_experts / num_local_experts / n_routed_experts",
+    "moe.experts_per_token": "num_experts_per_tok",
+    "moe.expert_intermediate_size": "moe_intermediate_size / intermediate_size",
+    "moe.num_shared_experts": "n_shared_experts",
+    "moe.first_dense_layers": "first_k_dense_replace / mlp_only_layers",
+    "ffn.dense_intermediate_size": "intermediate_size",
+    "attention.num_heads": "num_attention_heads",
+    "attention.num_kv_heads": "num_key_value_heads",
+}
+
+
+def _check_bounds(spec: ModelSpec, source: str) -> None:
+    """Hold a spec read from config.json to the bounds of a ``[model.custom]`` table (the
+    ModelSpec fields' own), before anything loops over its layers or sizes an array by it:
+    ``num_hidden_layers = 10**9`` would otherwise hang in the shape derivation."""
+    from simspec.errors import ScenarioError
+    from simspec.schema import build, to_dict
+
+    data = to_dict(spec)
+    try:
+        build(ModelSpec, data, source=source)
+    except ScenarioError as err:
+        named = _HF_NAMES.get(err.key_path, err.key_path.rpartition(".")[2])
+        key = f"{named} (simspec's {err.key_path})" if named != err.key_path else named
+        raise InputError(source, key, err.expected, err.found) from None
 
 
 def _spec(f: _Fields, family: str, name: str, source: str) -> ModelSpec:

@@ -60,6 +60,9 @@ TOP_KEYS = (
 )
 #: Plausible peaks: from a slow CPU to well beyond any accelerator, (bytes/s, FLOP/s).
 PEAK_RANGES = {"hbm_bytes_per_s": (1e6, 1e15), "bf16_flops_per_s": (1e6, 1e18)}
+#: Longest time a measured table cell may hold, s: one kernel or layer-stack pass, far beyond
+#: any measured on a GPU (a cell of 1e300 s would run as a plausible-looking profile).
+MAX_CELL_S = 10.0
 
 
 class ProfileError(InputError):
@@ -125,10 +128,16 @@ class _Reader:
             raise self.fail(where, "strictly increasing numbers", raw)
         return values
 
-    def grid_values(self, raw: Any, shape: tuple[int, ...], path: str) -> np.ndarray:
-        """A nested array of positive finite numbers of exactly ``shape``."""
+    def grid_values(
+        self, raw: Any, shape: tuple[int, ...], path: str, maximum: float = MAX_CELL_S
+    ) -> np.ndarray:
+        """A nested array of positive finite numbers of exactly ``shape``, each at most
+        ``maximum`` (times, s)."""
         if not shape:
-            return np.array(self.number(raw, path))
+            value = self.number(raw, path)
+            if value > maximum:
+                raise self.fail(path, f"a time of at most {maximum:g} s (one measured cell)", raw)
+            return np.array(value)
         if not isinstance(raw, list) or len(raw) != shape[0]:
             size = len(raw) if isinstance(raw, list) else "not an array"
             raise ProfileError(
@@ -137,7 +146,9 @@ class _Reader:
                 f"an array of {shape[0]} entries (one per grid point)",
                 f"{size}" + (" entries" if isinstance(raw, list) else ""),
             )
-        return np.stack([self.grid_values(v, shape[1:], f"{path}[{i}]") for i, v in enumerate(raw)])
+        return np.stack(
+            [self.grid_values(v, shape[1:], f"{path}[{i}]", maximum) for i, v in enumerate(raw)]
+        )
 
     def grid(self, data: Mapping[str, Any], path: str, axes: Sequence[str]) -> GridTable:
         arrays = tuple(self.axis(data, a, path) for a in axes)

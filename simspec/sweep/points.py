@@ -5,24 +5,28 @@ DIR/.simspec-sweep         the marker of a sweep folder, locked while a sweep ru
 DIR/points/<digest>.json   a finished point: {"case", "values", "replication", "results",
                            "digest"}
 DIR/delta/<digest>.npz     with the oracle: its Delta-space points (written before the JSON)
-DIR/sweep.json             the sweep's points in table order (written with the tables)
+DIR/sweep.json             the sweep's points in table order, sealed (written with the tables)
 DIR/results.csv            one row per point x policy   (simspec.sweep.tables)
 DIR/summary.csv            means and paired 95 % CIs    (simspec.sweep.tables)
 ```
 
 ``<digest>`` is the digest of the point's resolved scenario (seed included), so a resumed sweep
 finds the point again; the file's ``"digest"`` seals its content and name
-(:func:`point_digest`). Tables and figures are views of the :class:`PointResult` objects
-:func:`read_sweep` returns, never of the CSV text. :func:`check_folder` refuses, reading only,
-a folder that is not a sweep's or whose files are not regular files; :func:`prepare_folder`
-(under the lock) refuses points of another sweep (naming the keys that differ), and removes
-orphan temporary files and point files that are unreadable or fail their seal, so that those
-points run again.
+(:func:`point_digest`), and ``sweep.json``'s ``"digest"`` its list of points
+(:func:`manifest_digest`): :func:`read_sweep` (``simspec plot DIR``) refuses a point file or a
+manifest whose seal is missing or does not match, a manifest entry that disagrees with its
+point file, and a point file the manifest does not list. Tables and figures are views of the
+:class:`PointResult` objects :func:`read_sweep` returns, never of the CSV text.
+:func:`check_folder` refuses, reading only, a folder that is not a sweep's or whose files are
+not regular files; :func:`prepare_folder` (under the lock) refuses points of another sweep
+(naming the keys that differ), and removes orphan temporary files and point files that are
+unreadable or fail their seal, so that those points run again.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -182,27 +186,52 @@ def _load_json(path: Path) -> Any:
     return json.loads(read_input_text(path, str(path), "sweep file (JSON)"))
 
 
-def _read_results(path: Path) -> RunResult:
+def _read_results(path: Path, listed: Mapping[str, Any] | None = None) -> RunResult:
+    """The results of the point file ``path``, which must carry a seal that matches its content
+    and name (:func:`point_digest`) and, when ``listed`` (its manifest entry) is given, the
+    case, values and replication the manifest lists for it."""
     if not path.exists():
         raise InputError(
             str(path.parent.parent), f"points/{path.name}", "a finished point", "no such file"
         )
     try:
         record = _load_json(path)
-        seal = record.get("digest")  # None: written before point files had one
-        if seal is not None and seal != point_digest(path.stem, record):
+        seal = record.get("digest")
+        if seal is None or seal != point_digest(path.stem, record):
             raise InputError(
                 str(path),
                 "digest",
-                "a point file as the sweep wrote it (its digest matches its content and name)",
-                "an edited or moved file",
+                "a sweep point file as the sweep wrote it (its digest matches its content and "
+                "name)",
+                "no digest (an older simspec wrote it, or it was removed)"
+                if seal is None
+                else "an edited or moved file",
                 "Run the sweep again with --resume: it simulates that point again.",
             )
+        if listed is not None:
+            for key in ("case", "values", "replication"):
+                if record.get(key) != listed.get(key):
+                    raise InputError(
+                        str(path.parent.parent / MANIFEST),
+                        f"points[digest = {path.stem}].{key}",
+                        f"the {key} its point file {path.name} holds ({record.get(key)!r})",
+                        repr(listed.get(key)),
+                        "Run the sweep again with --resume: it rewrites the manifest.",
+                    )
         return RunResult.from_dict(record["results"])
     except InputError:
         raise
     except Exception as err:  # anything unreadable, NaN included, is a bad file
         raise InputError(str(path), "results", "a sweep point file", _why(err)) from None
+
+
+def manifest_digest(listed: Sequence[Mapping[str, Any]]) -> str:
+    """The seal of ``sweep.json``: the SHA-256 of its list of points, so that a row dropped,
+    repeated or relabelled by hand is noticed by :func:`read_sweep`."""
+    import hashlib
+
+    text = json.dumps(list(listed), indent=2)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_point(text: str) -> RunResult:
@@ -238,7 +267,7 @@ def write_manifest(out: Path, points: Sequence[Point]) -> Path:
         {"digest": p.digest, "case": p.case, "values": p.values, "replication": p.replication}
         for p in points
     ]
-    manifest = {"simspec_version": __version__, "points": listed}
+    manifest = {"simspec_version": __version__, "points": listed, "digest": manifest_digest(listed)}
     return write_atomic(out / MANIFEST, results_json(manifest))
 
 
@@ -260,14 +289,49 @@ def read_sweep(folder: str | Path) -> list[PointResult]:
             "A sweep writes it with results.csv; resuming an interrupted sweep finishes it.",
         )
     try:
-        listed = _load_json(out / MANIFEST)["points"]
+        manifest = _load_json(out / MANIFEST)
+        listed = manifest["points"]
         entries = [(e["case"], e["values"], e["replication"], str(e["digest"])) for e in listed]
+        seal = manifest.get("digest")
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise InputError(str(out / MANIFEST), "points", "a sweep manifest", _why(err)) from None
+    if seal is None or seal != manifest_digest(listed):
+        raise InputError(
+            str(out / MANIFEST),
+            "digest",
+            "a manifest as the sweep wrote it (its digest matches its list of points)",
+            "no digest (an older simspec wrote it)" if seal is None else "an edited file",
+            "Run the sweep again with --resume: it rewrites the manifest.",
+        )
+    digests = [digest for *_, digest in entries]
+    for digest in digests:
+        if not _HEX.fullmatch(digest):  # two points may share one (the same scenario)
+            raise InputError(
+                str(out / MANIFEST),
+                "points.digest",
+                "a point's scenario digest (hexadecimal: the name of its point file)",
+                repr(digest[:80]),
+            )
+    unlisted = sorted(p.name for p in _existing_points(out) if p.stem not in set(digests))
+    if unlisted:
+        shown = ", ".join(unlisted[:3]) + (
+            f" and {len(unlisted) - 3} more" if len(unlisted) > 3 else ""
+        )
+        raise InputError(
+            str(out / MANIFEST),
+            "points",
+            "every point file of the folder listed (a finished sweep)",
+            f"{len(unlisted)} point files it does not list ({shown})",
+            "Run the sweep again with --resume: it finishes the sweep and rewrites the manifest.",
+        )
     return [
-        PointResult(case, values, replication, _read_results(point_path(out, digest)), out)
-        for case, values, replication, digest in entries
+        PointResult(case, values, replication, _read_results(point_path(out, digest), e), out)
+        for (case, values, replication, digest), e in zip(entries, listed, strict=True)
     ]
+
+
+#: What a scenario digest (a point file's name) looks like.
+_HEX = re.compile(r"[0-9a-f]{8,64}")
 
 
 def _orphans(out: Path) -> list[Path]:

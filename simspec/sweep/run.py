@@ -210,7 +210,7 @@ def _run_processes(
     ours = set(multiprocessing.active_children())
     pool = pools.enter_context(
         cf.ProcessPoolExecutor(
-            max_workers=workers,
+            max_workers=min(workers, len(todo)),
             mp_context=context,
             initializer=worker_start,
             initargs=(os.getpid(),),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec.config.load import parse_value, read_with_overrides
+from simspec.config.overrides import check_disjoint, override_keys
 from simspec.config.scenario import Scenario
 from simspec.errors import InputError, ScenarioError, describe
 from simspec.rng import replication_seed  # noqa: F401 - re-exported: the sweep's seeds
@@ -291,4 +292,6 @@ def load_sweep(
     """
     data, source, base = read_with_overrides(path, overrides)
     spec = read_spec(data, source, grid, replications, oracle)
+    varied = [*spec.grid, *(k for case in spec.cases for k in case if k != "label")]
+    check_disjoint(override_keys(overrides), dict.fromkeys(varied))
     return spec, expand(data, source, spec, base_dir=base, workers=workers)

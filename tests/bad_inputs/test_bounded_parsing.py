@@ -51,6 +51,18 @@ def test_long_integer_in_set_is_exit_2(tmp_path, capsys, setting):
     assert_rejected(capsys, argv, tmp_path, ["--set", "4300 digits"])
 
 
+@pytest.mark.parametrize("flag", ["--set", "--grid"])
+def test_long_array_index_in_a_key_path_is_exit_2(tmp_path, capsys, flag):
+    """An index of 5,000 digits in ``policies[...]`` escaped as Python's int-string limit."""
+    path = write_scenario(tmp_path, scenario())
+    key = f"policies[{LONG}].draft_tokens"
+    if flag == "--set":
+        argv = ["validate", str(path), "--set", f"{key}=1"]
+    else:
+        argv = ["sweep", str(path), "--out", str(tmp_path / "o"), "--grid", f"{key}=1,2"]
+    assert_rejected(capsys, argv, tmp_path, ["an index of an existing array", "5000 digits"])
+
+
 def _config(tmp_path: Path, text: str) -> Path:
     folder = tmp_path / "my-model"
     folder.mkdir()
@@ -61,6 +73,54 @@ def _config(tmp_path: Path, text: str) -> Path:
 def test_long_integer_in_config_json_is_exit_2(tmp_path, capsys):
     path = _config(tmp_path, f'{{"num_hidden_layers": {LONG}}}')
     assert_rejected(capsys, ["validate", str(path)], tmp_path, ["config.json", "4300 digits"])
+
+
+#: A Qwen3-30B-A3B-shaped config.json (the fields simspec reads for qwen3_moe).
+QWEN3_MOE = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 768,
+    "max_position_embeddings": 40960,
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("num_hidden_layers", 10**9, "num_hidden_layers"),
+        ("hidden_size", 10**18, "hidden_size"),
+        ("num_experts", 10**9, "num_experts"),
+        ("moe_intermediate_size", 10**12, "moe_intermediate_size"),
+        ("head_dim", 10**9, "head_dim"),
+        ("vocab_size", 10**12, "vocab_size"),
+        ("num_attention_heads", 10**7, "num_attention_heads"),
+    ],
+    ids=lambda v: str(v),
+)
+def test_config_json_sizes_are_bounded_like_a_custom_model(tmp_path, capsys, field, value, named):
+    """A config.json is held to the bounds of ``[model.custom]``: ``num_hidden_layers = 10**9``
+    used to hang in a per-layer loop, other sizes to allocate or overflow."""
+    import time
+
+    path = _config(tmp_path, json.dumps({**QWEN3_MOE, field: value}))
+    start = time.monotonic()
+    message = assert_rejected(capsys, ["validate", str(path)], tmp_path, ["config.json", named])
+    assert str(value) in message and "<=" in message
+    assert time.monotonic() - start < 10
+
+
+def test_an_honest_config_json_still_loads(tmp_path):
+    from simspec.cli import main
+
+    path = _config(tmp_path, json.dumps(QWEN3_MOE))
+    assert main(["validate", str(path)]) == 0
 
 
 def test_config_json_nested_100000_deep_is_exit_2(tmp_path, capsys):

@@ -36,7 +36,7 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     ),
     "link of 0 GB/s": (
         scenario({**OFFLOAD, "offload.link_gb_per_s": 0.0}),
-        ["offload.link_gb_per_s", "> 0", "0.0"],
+        ["offload.link_gb_per_s", ">= 0.001", "0.0"],
     ),
     "a GPU without a host link": (
         scenario({**OFFLOAD, "hardware.gpu": "my-gpu", "hardware.custom": _no_link_gpu()}),

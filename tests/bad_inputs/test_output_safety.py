@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +213,87 @@ def test_routing_stats_plot_onto_its_trace_is_refused(tmp_path, capsys, plot, mo
     np.savez(tmp_path / "trace.npz", expert_ids=ids, num_experts=np.array(8, dtype=np.int64))
     argv = ["routing", "stats", "trace.npz", "--plot", plot]
     assert_rejected(capsys, argv, tmp_path, ["--plot"])
+
+
+# -- an output that is where standard output or error goes -------------------------------------
+def _simspec(args: list[str], cwd: Path, **streams: object) -> subprocess.CompletedProcess[str]:
+    """``simspec ARGS`` in a child process (its standard streams are what the test says)."""
+    return subprocess.run(
+        [sys.executable, "-m", "simspec", *args],
+        cwd=cwd,
+        text=True,
+        timeout=120,
+        check=False,
+        **streams,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("path", ["out.txt", "/dev/stdout", "/proc/self/fd/1"])
+def test_an_output_onto_the_file_stdout_goes_to_is_refused(here, path):
+    """Written atomically, the output would replace the file the shell redirected standard
+    output to, and everything simspec printed there would be lost."""
+    with open(here / "out.txt", "w", encoding="utf-8") as out:
+        done = _simspec(["run", "s.toml", "--json", path], here, stdout=out, stderr=subprocess.PIPE)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert path in done.stderr and "standard output" in done.stderr
+    assert (here / "out.txt").read_text(encoding="utf-8") == ""
+    assert sorted(p.name for p in here.iterdir()) == ["out.txt", "s.toml"]
+
+
+def test_dev_stdout_into_a_pipe_with_other_data_is_refused(here):
+    """``--json /dev/stdout --format csv | ...`` would interleave two outputs in the pipe."""
+    argv = ["run", "s.toml", "--json", "/dev/stdout", "--format", "csv"]
+    done = _simspec(argv, here, capture_output=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "/dev/stdout" in done.stderr and "'-'" in done.stderr
+
+
+def test_an_output_onto_the_file_stderr_goes_to_is_refused(here):
+    with open(here / "err.txt", "w", encoding="utf-8") as err:
+        done = _simspec(
+            ["run", "s.toml", "--json", "err.txt"],
+            here,
+            capture_output=False,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+    assert done.returncode == 2
+    text = (here / "err.txt").read_text(encoding="utf-8")
+    assert "err.txt" in text and "standard error" in text and "Traceback" not in text
+
+
+def test_outputs_into_dev_null_with_stdout_there_are_fine(here):
+    argv = ["run", "s.toml", "--json", "/dev/null", "--format", "csv", "--output", "/dev/null"]
+    with open(os.devnull, "w", encoding="utf-8") as null:
+        done = _simspec(argv, here, stdout=null, stderr=subprocess.PIPE)
+    assert done.returncode == 0, done.stderr
+
+
+def test_routing_predict_with_an_empty_plot_name_is_refused(here, capsys):
+    argv = ["routing", "predict", "--model", "qwen3-30b-a3b", "--plot", ""]
+    assert_rejected(capsys, argv, here, ["--plot", "an empty string"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "s.toml", "--plot", "figs", "--json", "figs"],
+        ["run", "s.toml", "--json", "a", "--trace-out", "a/b.json"],
+        ["run", "s.toml", "--json", "a/b.json", "--trace-out", "a"],
+        ["run", "s.toml", "--json", "a", "--requests-csv", "./a/../a/r.csv"],
+    ],
+    ids=lambda a: " ".join(a[2:]),
+)
+def test_an_output_inside_another_output_file_is_refused(here, capsys, monkeypatch, argv):
+    """``--json figs --plot figs`` wrote the JSON, then failed to make the folder: a traceback
+    after the whole simulation (exit 1), leaving one of the outputs behind."""
+    calls = experiments_run(monkeypatch)
+    assert_rejected(capsys, argv, here, ["inside", "another output"])
+    assert calls == []
+
+
+def test_outputs_side_by_side_in_one_folder_are_fine(here):
+    argv = ["compare", "s.toml", "--plot", "figs", "--json", "figs/results.json"]
+    assert main(argv) == 0
+    assert (here / "figs" / "results.json").is_file() and (here / "figs" / "policies.png").is_file()

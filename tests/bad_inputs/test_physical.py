@@ -35,6 +35,10 @@ def _custom_gpu(edit: dict[str, Any]) -> dict[str, Any]:
     return {**gpu, **edit}
 
 
+#: Experts offloaded to the host and computed there on a miss (the host's numbers matter).
+OFFLOAD_CPU = {"offload.experts": "host_pinned", "offload.miss": "cpu", "hardware.gpu": "rtx-4090"}
+
+
 def _model_case(edit: dict[str, Any], **more: Any) -> dict[str, Any]:
     return scenario({"model.target": "my-moe", "model.custom": _custom_model(edit), **more})
 
@@ -205,6 +209,52 @@ CASES: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
         [],
         ["hardware.custom.link_bytes_per_s", "1e+300"],
     ),
+    "gpu link 1e-300 over two GPUs (a rate that divides into infinity)": (
+        scenario(
+            {
+                "hardware.gpu": "my-gpu",
+                "hardware.num_gpus": 2,
+                "hardware.custom": _custom_gpu({"link_bytes_per_s": 1e-300}),
+            }
+        ),
+        [],
+        ["hardware.custom.link_bytes_per_s", "0 (not stated) or >= 1e+06", "1e-300"],
+    ),
+    "gpu collective step latency 1e300": (
+        _gpu_case({"collective_step_latency_s": 1e300}),
+        [],
+        ["hardware.custom.collective_step_latency_s", "<= 1", "1e+300"],
+    ),
+    "gpu pinned host link 1e-300": (
+        _gpu_case({"host_link_pinned_bytes_per_s": 1e-300}),
+        [],
+        ["hardware.custom.host_link_pinned_bytes_per_s", "or >= 1e+06", "1e-300"],
+    ),
+    "gpu pageable host link 1e-300": (
+        _gpu_case({"host_link_pageable_bytes_per_s": 1e-300}),
+        [],
+        ["hardware.custom.host_link_pageable_bytes_per_s", "or >= 1e+06", "1e-300"],
+    ),
+    "host dram 1e-300 (experts computed on the CPU)": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"memory_bytes_per_s": 1e-300}}),
+        [],
+        ["hardware.host.memory_bytes_per_s", ">= 1e+06", "1e-300"],
+    ),
+    "host cpu flops 1e-300 (experts computed on the CPU)": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"cpu_flops_per_s": 1e-300}}),
+        [],
+        ["hardware.host.cpu_flops_per_s", ">= 1e+06", "1e-300"],
+    ),
+    "host ram 1e-300": (
+        scenario({**OFFLOAD_CPU, "hardware.host": {"memory_bytes": 1e-300}}),
+        [],
+        ["hardware.host.memory_bytes", ">= 1e+06", "1e-300"],
+    ),
+    "offload link 1e-300 GB/s": (
+        scenario({**OFFLOAD_CPU, "offload.miss": "copy", "offload.link_gb_per_s": 1e-300}),
+        [],
+        ["offload.link_gb_per_s", ">= 0.001", "1e-300"],
+    ),
     "gpu collective latency 1e300": (
         _gpu_case({"collective_latency_s": 1e300}),
         [],
@@ -228,3 +278,21 @@ def test_impossible_hardware_or_model_is_refused(tmp_path, capsys, case):
 def test_tensor_parallel_that_splits_or_replicates_kv_heads_is_fine(tmp_path, num_gpus, tp):
     data = scenario({"hardware.num_gpus": num_gpus, "hardware.tensor_parallel": tp})
     assert main(["validate", str(write_scenario(tmp_path, data))]) == 0
+
+
+def test_validate_refuses_deepseek_v3_whole_on_one_of_eight_gpus(tmp_path, capsys):
+    """Issue 30, 5: ``num_gpus = 8, tensor_parallel = 1`` holds the whole 671B model on each GPU
+    of the split; validate (and run) refuse it naming tensor_parallel, and suggest FP8."""
+    data = scenario(
+        {
+            "model.target": "deepseek-v3",
+            "model.drafter": "mtp-deepseek-v3",
+            "hardware.gpu": "h200",
+            "hardware.num_gpus": 8,
+            "hardware.tensor_parallel": 1,
+        }
+    )
+    path = write_scenario(tmp_path, data)
+    for command in ("validate", "run"):
+        fragments = [str(path), "hardware.tensor_parallel", "GB on each GPU", 'precision = "fp8"']
+        assert_rejected(capsys, [command, str(path)], tmp_path, fragments)

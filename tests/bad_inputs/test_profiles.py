@@ -123,3 +123,26 @@ def test_allow_foreign_profile_must_be_a_boolean(tmp_path, capsys):
     assert_rejected(
         capsys, ["validate", str(path)], tmp_path, [str(path), "costs.allow_foreign_profile"]
     )
+
+
+MEASURED = ROOT / "calibration" / "h200-qwen3-30b-a3b.json"
+
+
+@pytest.mark.parametrize(
+    ("table", "index"),
+    [("moe", (0, 0)), ("attention", (0, 0, 1))],
+    ids=["moe cell", "attention cell"],
+)
+def test_a_measured_cell_of_1e300_seconds_is_refused(tmp_path, capsys, table, index):
+    """A table cell is one kernel's or pass's measured time: 1e300 s ran as a plausible-looking
+    calibrated profile (exit 0). The message names the cell."""
+    data = json.loads(MEASURED.read_text(encoding="utf-8"))
+    node = data["tables"][table]["time_s"]
+    for i in index[:-1]:
+        node = node[i]
+    node[index[-1]] = 1e300
+    (tmp_path / "p.json").write_text(json.dumps(data), encoding="utf-8")
+    edits = {"hardware.gpu": "h200", "costs.model": "calibrated", "costs.profile": "p.json"}
+    path = write_scenario(tmp_path, scenario(edits))
+    where = f"tables.{table}.time_s" + "".join(f"[{i}]" for i in index)
+    assert_rejected(capsys, ["run", str(path)], tmp_path, ["p.json", where, "at most 10 s"])

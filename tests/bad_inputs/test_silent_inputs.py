@@ -240,3 +240,48 @@ def test_a_grid_of_a_billion_points_is_refused_before_building_one(tmp_path, sma
     argv += ["--grid", f"workload.concurrency={values}", "--grid", f"routing.overlap={values}"]
     assert_rejected(capsys, argv, tmp_path, ["sweep.grid", "100,000 points", "1000 (seed)"])
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("command", [["run"], ["compare"], ["recommend", "--batch", "1"]])
+def test_a_sweep_table_the_command_ignores_is_named(tmp_path, capsys, command):
+    """``run`` of a file with a [sweep] table simulated its base scenario without a word: the
+    sweep's points are not run, and the user is told so (the run itself is legitimate)."""
+    data = scenario()
+    data["sweep"] = {"grid": {"seed": [1, 2]}}
+    path = write_scenario(tmp_path, data)
+    assert main([command[0], str(path), *command[1:]]) == 0
+    err = capsys.readouterr().err
+    assert "[sweep] table" in err and f"simspec sweep {path}" in err
+
+
+def test_no_sweep_note_without_a_sweep_table(tmp_path, capsys):
+    path = write_scenario(tmp_path, scenario())
+    assert main(["run", str(path)]) == 0
+    assert "[sweep]" not in capsys.readouterr().err
+
+
+def test_a_sweep_over_the_work_limit_is_refused_before_its_points_are_built(
+    tmp_path, capsys, monkeypatch
+):
+    """100,000 points that each simulate the base scenario's work: the guard multiplies, instead
+    of validating every point first (about half a minute) and refusing afterwards."""
+    import simspec.sweep.spec as spec
+
+    built: list[int] = []
+    monkeypatch.setattr(spec, "expand", lambda *a, **k: built.append(1) or [])
+    data = scenario({"workload.num_requests": 1000})
+    data["sweep"] = {"grid": {"seed": list(range(100_000))}}
+    path = write_scenario(tmp_path, data)
+    argv = ["sweep", str(path), "--out", str(tmp_path / "o")]
+    assert_rejected(capsys, argv, tmp_path, [str(path), "100000 points", "--allow-large"])
+    assert built == []
+
+
+def test_a_sweep_whose_axes_change_the_work_is_still_checked_per_point(tmp_path, capsys):
+    """An axis over the workload changes each point's work: the guard then runs on the built
+    points, and still refuses."""
+    data = scenario()
+    data["sweep"] = {"grid": {"workload.num_requests": [2, 1_000_000]}}
+    path = write_scenario(tmp_path, data)
+    argv = ["sweep", str(path), "--out", str(tmp_path / "o")]
+    assert_rejected(capsys, argv, tmp_path, ["--allow-large"])

@@ -218,7 +218,7 @@ def test_summary_has_no_nan_cells(done):
                 assert math.isfinite(float(value))
 
 
-@pytest.mark.parametrize("edit", ["tpot edited to 999", "a NaN", "digest forged"])
+@pytest.mark.parametrize("edit", ["tpot edited to 999", "a NaN", "digest forged", "digest removed"])
 def test_plot_of_an_edited_sweep_is_exit_2(tmp_path, done, capsys, edit):
     path = sorted((done / "points").glob("*.json"))[0]
     record = json.loads(path.read_text())
@@ -233,3 +233,60 @@ def test_a_name_too_long_below_a_new_folder_leaves_nothing(tmp_path, small, caps
     argv = ["sweep", str(small), "--out", str(out), *GRID]
     assert_rejected(capsys, argv, tmp_path, ["--out", "too long"])
     assert not (tmp_path / "new").exists()
+
+
+def _swap_values(manifest: dict) -> None:  # type: ignore[type-arg]
+    first, second = manifest["points"][:2]
+    first["values"], second["values"] = second["values"], first["values"]
+
+
+def _repeat_row(manifest: dict) -> None:  # type: ignore[type-arg]
+    manifest["points"].append(manifest["points"][0])
+
+
+def _drop_row(manifest: dict) -> None:  # type: ignore[type-arg]
+    del manifest["points"][1]
+
+
+def _escape_folder(manifest: dict) -> None:  # type: ignore[type-arg]
+    manifest["points"][0]["digest"] = "../../small"
+
+
+MANIFEST_EDITS = {
+    "labels swapped": _swap_values,
+    "a row repeated": _repeat_row,
+    "a row dropped": _drop_row,
+    "a digest leaving the folder": _escape_folder,
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MANIFEST_EDITS), ids=sorted(MANIFEST_EDITS))
+@pytest.mark.parametrize("reseal", [False, True], ids=["as edited", "digest recomputed"])
+def test_plot_of_an_edited_manifest_is_exit_2(tmp_path, done, capsys, edit, reseal):
+    """``sweep.json`` lists the rows a figure draws: a row swapped, repeated, dropped or pointed
+    outside the folder would draw a wrong figure. Its seal catches an edit; with the seal
+    recomputed, each entry must still agree with the sealed point file it names, and every
+    point file of the folder must be listed."""
+    from simspec.sweep.points import manifest_digest
+
+    if reseal and edit == "a row repeated":
+        pytest.skip("a grid may list a value twice (two identical rows): nothing to tell apart")
+    path = done / "sweep.json"
+    manifest = json.loads(path.read_text())
+    MANIFEST_EDITS[edit](manifest)
+    if reseal:
+        manifest["digest"] = manifest_digest(manifest["points"])
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    argv = ["plot", str(done), "--out", str(tmp_path / "figs")]
+    assert_rejected(capsys, argv, tmp_path, ["sweep.json"])
+
+
+def test_resume_rewrites_an_edited_manifest(tmp_path, small, done, capsys):
+    path = done / "sweep.json"
+    good = path.read_bytes()
+    manifest = json.loads(good)
+    _swap_values(manifest)
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    assert main(["sweep", str(small), "--out", str(done), *GRID, "--resume"]) == 0
+    assert path.read_bytes() == good
+    assert main(["plot", str(done), "--out", str(tmp_path / "figs")]) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -27,10 +28,32 @@ def test_bf16_that_would_fit_in_fp8_says_so():
     load_scenario(None, [*DSV3, 'model.precision="fp8"'])  # and it does fit
 
 
-def test_no_fp8_hint_when_fp8_would_not_fit_either():
+def test_when_fp8_would_not_fit_either_the_hint_says_how_many_gpus_it_needs():
+    """The count the FP8 hint gives holds the FP8 weights, and one GPU fewer (of a count that
+    splits the heads) does not: the hint is a working answer, not a guess."""
     with pytest.raises(ScenarioError) as err:
         load_scenario(None, ["model.target=deepseek-v3", "hardware.num_gpus=2"])
-    assert "fp8" not in str(err.value)
+    text = str(err.value)
+    assert "would fit" not in text and 'precision = "fp8"' in text
+    need = int(re.search(r"at least (\d+) GPUs with tensor_parallel = 0", text).group(1))
+    fp8 = ["model.target=deepseek-v3", 'model.precision="fp8"']
+    load_scenario(None, [*fp8, f"hardware.num_gpus={need}"])
+    fewer = [n for n in range(1, need) if 128 % n == 0]  # DeepSeek-V3: 128 attention heads
+    with pytest.raises(ScenarioError):
+        load_scenario(None, [*fp8, f"hardware.num_gpus={max(fewer)}"])
+
+
+def test_bf16_whole_model_on_one_of_eight_gpus_names_the_split_and_fp8():
+    """Issue 30, 5: DeepSeek-V3 in bf16 on 8 GPUs with tensor_parallel = 1 puts the whole model
+    on one GPU: the split is what fails (more GPUs would not help), and FP8 is suggested."""
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(None, [*DSV3, "hardware.tensor_parallel=1"])
+    assert err.value.key_path == "hardware.tensor_parallel"
+    s = load_scenario(None, [*DSV3, 'model.precision="fp8"'])
+    bf16_total = 2 * s.target.shape.total_weight_bytes  # fp8 halves every linear weight
+    share = float(re.search(r"([\d.]+) GB on each GPU", str(err.value)).group(1)) * 1e9
+    assert share >= 0.95 * bf16_total  # the whole model (plus the drafter), on one GPU
+    assert 'precision = "fp8"' in str(err.value)
 
 
 @pytest.mark.parametrize(("tp", "ep"), [(1, 1), (8, 1), (8, 8), (2, 8), (4, 2)])
