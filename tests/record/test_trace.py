@@ -134,6 +134,7 @@ def test_a_recorded_trace_replays_in_a_scenario(tmp_path):
             "acceptance": {"process": "trace", "trace": str(tmp_path / "t.npz")},
             "workload.num_requests": 2,
             "workload.output_tokens": 6,
+            "workload.length_jitter": 0.0,  # every request as long as its recorded sequence
             "policies": [
                 {"name": "fixed", "draft_tokens": 0},
                 {"name": "fixed", "draft_tokens": 2},
