@@ -38,6 +38,9 @@ import numpy as np
 
 #: Bytes of one activation element exchanged by collectives (bf16 activations).
 ACTIVATION_BYTES = 2.0
+#: Most GPUs the engines' custom all-reduce spans: one NVLink board (vLLM's custom all-reduce
+#: supports world sizes 2, 4, 6 and 8); a larger tensor-parallel group crosses nodes.
+CUSTOM_ALLREDUCE_MAX_RANKS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +90,8 @@ def allreduce_s(
     cheaper of that ring and a + s·(r − 1) + (r − 1)/r · m / b: vLLM, SGLang and TensorRT-LLM
     run decode-sized all-reduces inside one NVLink domain with their own kernel and hand
     large ones (a long prefill's) to NCCL, picking the faster path by message size; the
-    minimum is continuous in m, so a batch that crosses over does not jump.
+    minimum is continuous in m, so a batch that crosses over does not jump. Beyond
+    :data:`CUSTOM_ALLREDUCE_MAX_RANKS` GPUs (more than one NVLink board) the ring alone.
 
     ``nbytes`` is a float or an array (one message per entry).
 
@@ -104,7 +108,7 @@ def allreduce_s(
     wire = 2.0 * (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
     ring = latency_s + 2 * (ranks - 1) * step_latency_s + wire
     a, s, b = oneshot
-    if a <= 0.0 or b <= 0.0:
+    if a <= 0.0 or b <= 0.0 or ranks > CUSTOM_ALLREDUCE_MAX_RANKS:
         return ring
     custom = a + s * (ranks - 1) + (ranks - 1) / ranks * nbytes / b
     return np.minimum(custom, ring) if isinstance(custom, np.ndarray) else min(custom, ring)

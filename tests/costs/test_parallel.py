@@ -193,6 +193,10 @@ def test_the_custom_allreduce_is_the_cheaper_of_its_closed_form_and_the_ring():
         sizes = np.linspace(0.0, 8e6, 4001)
         t = allreduce_s(sizes, ranks, ALPHA, BETA, STEP, (a, s, b))
         assert np.all(np.diff(t) >= 0) and np.max(np.diff(t)) < 1e-7
+    # across nodes (16 GPUs): the ring alone
+    assert allreduce_s(4096, 16, ALPHA, BETA, STEP, (a, s, b)) == allreduce_s(
+        4096, 16, ALPHA, BETA, STEP
+    )
     # one GPU: no collective; a GPU without a measurement: the ring alone
     assert allreduce_s(2.0**20, 1, ALPHA, BETA, STEP, (a, s, b)) == 0.0
     assert allreduce_s(4096, 8, ALPHA, BETA, STEP, (0.0, 0.0, 0.0)) == allreduce_s(
