@@ -382,7 +382,7 @@ def report(
                     f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal} {out}"
                 )
         if category == "speculative":
-            lines += _shape_lines(shape_summary(outcomes, held if folds is not None else None))
+            lines += _shape_lines(summary["speculative_by_shape"])
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
