@@ -70,9 +70,15 @@ def synthetic_tables(
         time = [
             [
                 float(
-                    routed_experts_s(shape, params, np.array([u]), max(n * k, u), bw, flops_per_s)[
-                        0
-                    ]
+                    routed_experts_s(
+                        shape,
+                        params,
+                        np.array([u]),
+                        max(n * k, u),
+                        bw,
+                        flops_per_s,
+                        latency_scale=gpu.latency_scale,
+                    )[0]
                     + weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s)
                     + cell_kernels["moe"] * floor
                 )

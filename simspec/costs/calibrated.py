@@ -126,7 +126,9 @@ def calibrated_pass_cost(
         if not inside.all():
             fallbacks += 1
             rows = n * shape.experts_per_token
-            roof = routed_experts_s(shape, params, u, rows, bw, flops_per_s)
+            roof = routed_experts_s(
+                shape, params, u, rows, bw, flops_per_s, latency_scale=gpu.latency_scale
+            )
             roof = roof + float(weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s))
             roof = roof + cell_floors["moe"]
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))

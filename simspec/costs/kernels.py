@@ -65,6 +65,7 @@ def routed_experts_s(
     bw: float,
     flops_per_s: float,
     l2_bytes: float = 0.0,
+    latency_scale: float = 1.0,
 ) -> np.ndarray:
     """Grouped routed-expert FFN per MoE layer: each distinct expert read once, ``rows`` rows.
 
@@ -72,7 +73,8 @@ def routed_experts_s(
     kernel's time is ``params.moe_kernel`` (:func:`simspec.costs.moe_kernel.moe_layer_s`, which
     takes one GPU's expert shard; a whole expert with ``bw``, ``flops_per_s`` and ``l2_bytes``
     summed over the GPUs that hold its shards is the same arithmetic). ``l2_bytes`` is read only
-    by ``moe_l2_reuse = "fit"``.
+    by ``moe_l2_reuse = "fit"``; ``latency_scale`` stretches the form's fixed times on a GPU
+    clocked below the reference (:attr:`simspec.physics.hardware.GpuSpec.latency_scale`).
     """
     return moe_layer_s(
         params,
@@ -83,6 +85,7 @@ def routed_experts_s(
         bandwidth=bw,
         flops_per_s=flops_per_s,
         l2_bytes=l2_bytes,
+        latency_scale=latency_scale,
     )
 
 

@@ -24,6 +24,15 @@ a device's, consistently). Two forms are registered (``[costs] moe_kernel``):
     c_e ≈ 0.23 µs, eta_bw ≈ 0.90, so the expert stream runs above attention's assumed 0.70
     while a one-token layer still pays t0.
 
+Fixed times and the SM clock (launch form)
+    t0 and c_e are latency, not bandwidth: the layer's chain of small kernels (top-k, the
+    align/sort that counts rows per expert through shared-memory rounds, the activation, the
+    weighted sum) and each GEMM's pipeline fill are sequences of dependent steps whose length
+    is set in SM cycles. They are fitted at the reference clock (1980 MHz, H100 SXM / H200,
+    :data:`simspec.physics.hardware.REFERENCE_SM_CLOCK_HZ`) and scale with the GPU's clock:
+    ``latency_scale`` = 1980 MHz / f_SM (A100: 1410 MHz, x1.40; B200: 1980 MHz, x1.00; from the
+    spec sheets cited in the catalog). Bandwidth terms do not scale.
+
 Co-routed re-reads and L2 (``[costs] moe_l2_reuse``, launch form only)
     The kernel cuts an expert's rows into tiles of ``moe_tile_rows`` rows (Triton fused_moe's
     BLOCK_SIZE_M) and every row tile streams the expert's weight tiles again. With r rows over
@@ -70,9 +79,10 @@ import numpy as np
 
 from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FORMS, RooflineParams
 
-#: A form: (params, U, rows, expert_bytes, expert_params, bandwidth, flops_per_s, l2_bytes) -> s.
+#: A form: (params, U, rows, expert_bytes, expert_params, bandwidth, flops_per_s, l2_bytes,
+#: latency_scale) -> s.
 MoeKernelForm = Callable[
-    [RooflineParams, np.ndarray, float | np.ndarray, float, float, float, float, float],
+    [RooflineParams, np.ndarray, float | np.ndarray, float, float, float, float, float, float],
     np.ndarray,
 ]
 MOE_KERNELS: dict[str, MoeKernelForm] = {}
@@ -100,8 +110,10 @@ def saturation_s(
     bandwidth: float,
     flops_per_s: float,
     l2_bytes: float,
+    latency_scale: float = 1.0,
 ) -> np.ndarray:
-    """max(U·b / (eta(U)·BW), 2·rows·P / F) with the occupancy curve (module docstring)."""
+    """max(U·b / (eta(U)·BW), 2·rows·P / F) with the occupancy curve (module docstring; it has
+    no fixed time, so ``latency_scale`` does not enter)."""
     u = np.asarray(unique_experts, dtype=float)
     eta = params.moe_efficiency(np.maximum(u, 1.0), expert_bytes)
     routed_flops = 2.0 * rows * expert_params
@@ -149,16 +161,21 @@ def launch_s(
     bandwidth: float,
     flops_per_s: float,
     l2_bytes: float,
+    latency_scale: float = 1.0,
 ) -> np.ndarray:
-    """t0 + max(U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F) (module docstring)."""
+    """s·t0 + max(s·U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F), s = ``latency_scale``
+    (module docstring)."""
     u = np.asarray(unique_experts, dtype=float)
     hbm_bytes = u * expert_bytes
     if params.moe_l2_reuse != "ideal":  # "ideal" re-reads 0 bytes: adding 0.0 changes nothing
         hbm_bytes = hbm_bytes + reread_bytes(
             u, rows, expert_bytes, params.moe_tile_rows, params.moe_l2_reuse, l2_bytes
         )
-    memory = u * params.moe_expert_s + hbm_bytes / (params.moe_bandwidth_efficiency * bandwidth)
-    return params.moe_launch_s + np.maximum(memory, 2.0 * rows * expert_params / flops_per_s)
+    expert_s = params.moe_expert_s * latency_scale
+    memory = u * expert_s + hbm_bytes / (params.moe_bandwidth_efficiency * bandwidth)
+    return params.moe_launch_s * latency_scale + np.maximum(
+        memory, 2.0 * rows * expert_params / flops_per_s
+    )
 
 
 #: GPU generation of a catalog GPU, by its name's prefix.
@@ -195,6 +212,7 @@ def moe_layer_s(
     bandwidth: float,
     flops_per_s: float,
     l2_bytes: float = 0.0,
+    latency_scale: float = 1.0,
 ) -> np.ndarray:
     """Routed-expert time of one MoE layer per entry of ``unique_experts``, s.
 
@@ -217,6 +235,10 @@ def moe_layer_s(
         Achievable FLOP/s (peak × compute efficiency) of the same GPU(s).
     l2_bytes : float
         L2 of the GPU holding the shard (read by ``moe_l2_reuse = "fit"``; 0 = none).
+    latency_scale : float
+        How much longer the form's fixed times (``moe_launch_s``, ``moe_expert_s``, stated at
+        the reference SM clock) take on this GPU: :attr:`simspec.physics.hardware.GpuSpec.
+        latency_scale` (module docstring, *Fixed times and the SM clock*).
 
     Examples
     --------
@@ -231,4 +253,14 @@ def moe_layer_s(
     """
     form = MOE_KERNELS[params.moe_kernel]
     u = np.asarray(unique_experts, dtype=float)
-    return form(params, u, rows, expert_bytes, expert_params, bandwidth, flops_per_s, l2_bytes)
+    return form(
+        params,
+        u,
+        rows,
+        expert_bytes,
+        expert_params,
+        bandwidth,
+        flops_per_s,
+        l2_bytes,
+        latency_scale,
+    )

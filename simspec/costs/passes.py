@@ -53,6 +53,7 @@ class PassConstants:
     moe_bw: float = 0.0  # bandwidth behind one expert's shards (one GPU's × t_moe)
     moe_flops_per_s: float = 0.0
     moe_l2_bytes: float = 0.0  # L2 behind one expert's shards (one GPU's × t_moe)
+    moe_latency_scale: float = 1.0  # the MoE kernel's fixed times on this GPU's clock
     hidden_size: int = 0
     collective_latency_s: float = 0.0
     link_bytes_per_s: float = 0.0
@@ -117,6 +118,7 @@ def pass_constants(
         moe_bw=gpu.hbm_bytes_per_s * split.expert_shards,
         moe_flops_per_s=gpu.bf16_flops_per_s * split.expert_shards * params.compute_efficiency,
         moe_l2_bytes=gpu.l2_bytes * split.expert_shards,
+        moe_latency_scale=gpu.latency_scale,
         hidden_size=hidden_size,
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
@@ -253,7 +255,14 @@ def routed_experts_split_s(
         rows = rows[..., None]
     if split.expert <= 1:
         return routed_experts_s(
-            shape, c.params, unique_experts, rows, c.moe_bw, c.moe_flops_per_s, c.moe_l2_bytes
+            shape,
+            c.params,
+            unique_experts,
+            rows,
+            c.moe_bw,
+            c.moe_flops_per_s,
+            c.moe_l2_bytes,
+            c.moe_latency_scale,
         )
     busiest = np.asarray(
         max_rank_experts(np.asarray(unique_experts, dtype=float), shape.num_experts, split.expert)
@@ -266,6 +275,7 @@ def routed_experts_split_s(
         c.moe_bw,
         c.moe_flops_per_s,
         c.moe_l2_bytes,
+        c.moe_latency_scale,
     )
 
 

@@ -69,6 +69,7 @@ class Row:
     bandwidth: float
     flops_per_s: float  # peak × the default compute efficiency
     l2_bytes: float
+    latency_scale: float  # the GPU's fixed kernel times over the reference clock's
     gpu: str
     identity: str  # the kernel (:func:`simspec.costs.moe_kernel.kernel_identity`)
 
@@ -97,6 +98,7 @@ def load_rows(cases: CaseFile) -> list[Row]:
                 bandwidth=gpu.hbm_bytes_per_s,
                 flops_per_s=gpu.bf16_flops_per_s * compute_efficiency,
                 l2_bytes=gpu.l2_bytes,
+                latency_scale=gpu.latency_scale,
                 gpu=case.gpu,
                 identity=kernel_identity(case.gpu, spec.expert_weight_bytes),
             )
@@ -157,6 +159,7 @@ def predict(params: RooflineParams, row: Row) -> float:
         bandwidth=row.bandwidth,
         flops_per_s=row.flops_per_s,
         l2_bytes=row.l2_bytes,
+        latency_scale=row.latency_scale,
     )
     return float(t)
 

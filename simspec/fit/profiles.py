@@ -98,6 +98,11 @@ def assemble_profile(
             name: count * floor for name, count in table_cell_kernels(spec.attention.kind).items()
         },
     )
+    # The table measures the MoE layer's fixed time at this GPU's clock; the profile states
+    # it at the reference clock, as the cost model prices it (GpuSpec.latency_scale).
+    fitted_params = dataclasses.replace(
+        fit.params, moe_launch_s=fit.params.moe_launch_s / gpu.latency_scale
+    )
     provenance = {**fit.provenance}
     details: dict[str, Any] = dict(fit.details)
     shape = spec.shape
@@ -124,7 +129,7 @@ def assemble_profile(
         metadata=metadata,
         peak=peak,
         ceilings=ceilings,
-        fitted=to_dict(fit.params),
+        fitted=to_dict(fitted_params),
         provenance=provenance,
         fit_details=details,
         tables=tables,
@@ -132,10 +137,10 @@ def assemble_profile(
     profile = profile_from_dict(draft, "<profile being fitted>")
     stack = list(tables.get("stack", []))
     overhead, overhead_details = fit_overhead(
-        stack, lambda row: predict(row, profile, fit.params, 0.0)
+        stack, lambda row: predict(row, profile, fitted_params, 0.0)
     )
     details.update(overhead_details)
-    params = fit.params
+    params = fitted_params
     if overhead is not None:
         params = dataclasses.replace(params, pass_overhead_s=overhead)
         mode = "graph replay" if "overhead_graph_s" in overhead_details else "eager"

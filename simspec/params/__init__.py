@@ -98,20 +98,22 @@ class RooflineParams:
     )
     moe_launch_s: float = param(
         2.66e-5,
-        "launch form: fixed time of one MoE layer's routed-expert kernels, s (fitted: "
+        "launch form: fixed time of one MoE layer's routed-expert kernels at the reference SM "
+        "clock (1980 MHz; a slower GPU takes longer: GpuSpec.latency_scale), s (fitted: "
         "validation/KERNEL_FIT.md)",
         ge=0,
         lt=0.01,
     )
     moe_expert_s: float = param(
-        2.34e-7,
-        "launch form: time per distinct expert on top of its bytes, s (fitted: "
+        2.46e-7,
+        "launch form: time per distinct expert on top of its bytes at the reference SM clock, "
+        "s (fitted: "
         "validation/KERNEL_FIT.md)",
         ge=0,
         lt=0.001,
     )
     moe_bandwidth_efficiency: float = param(
-        0.902,
+        0.916,
         "launch form: fraction of HBM bandwidth at which expert bytes stream (fitted: "
         "validation/KERNEL_FIT.md)",
         ge=EFFICIENCY_MIN,

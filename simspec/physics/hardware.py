@@ -49,6 +49,14 @@ PAGEABLE_FRACTION_OF_PINNED = 1 / 3
 #: 5-7 us per call measured for many small copies (DualPath, arXiv 2602.21548, section 5.2).
 HOST_COPY_LATENCY_S = 6e-6
 
+#: SM boost clock the fixed kernel times are stated at, Hz: the H100 SXM's and H200's 1980 MHz
+#: (same GH100 die and clocks; the measured kernel floors come from an H200 and most published
+#: fused-MoE tables the MoE kernel's fixed time is fitted on from H100/H200/B200, all
+#: ~1.98 GHz). A fixed time is a chain of dependent steps that each wait on the SM (issue,
+#: synchronisation, a reduction's rounds), so on another GPU it takes
+#: ``REFERENCE_SM_CLOCK_HZ / sm_clock_hz`` times as long (:meth:`GpuSpec.latency_scale`).
+REFERENCE_SM_CLOCK_HZ = 1.98e9
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSpec:
@@ -66,6 +74,14 @@ class GpuSpec:
     )
     l2_bytes: float = param(0.0, "L2 cache, bytes", ge=0, le=1e12)
     num_sms: int = param(0, "streaming multiprocessors", ge=0, le=1_000_000)
+    sm_clock_hz: float = param(
+        0.0,
+        "SM boost clock, Hz (0 = not stated: fixed kernel times are taken at the reference "
+        "clock, simspec.physics.hardware.REFERENCE_SM_CLOCK_HZ)",
+        ge=0,
+        zero_or_ge=1e7,
+        le=1e11,
+    )
     link_bytes_per_s: float = param(
         0.0,
         "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s; 0 = not stated "
@@ -192,6 +208,19 @@ class GpuSpec:
     def kernel_floor_s(self, cuda_graphs: bool) -> float:
         """The per-kernel floor of a pass launched from a CUDA graph or eagerly."""
         return self.kernel_floor_graph_s if cuda_graphs else self.kernel_floor_eager_s
+
+    @property
+    def latency_scale(self) -> float:
+        """How much longer than at :data:`REFERENCE_SM_CLOCK_HZ` a fixed, clock-bound kernel
+        time takes on this GPU: the reference clock over this GPU's SM clock (1.0 when the
+        clock is not stated).
+
+        >>> g = GpuSpec(name="a100", memory_bytes=8e10, hbm_bytes_per_s=2.039e12,
+        ...             bf16_flops_per_s=3.12e14, sm_clock_hz=1.41e9)
+        >>> round(g.latency_scale, 3)  # 1980 / 1410 MHz
+        1.404
+        """
+        return REFERENCE_SM_CLOCK_HZ / self.sm_clock_hz if self.sm_clock_hz else 1.0
 
     @property
     def ridge_flops_per_byte(self) -> float:

@@ -99,7 +99,11 @@ def predict_kernel_us(
     bw = gpu.hbm_bytes_per_s * case.num_gpus
     flops = gpu.bf16_flops_per_s * case.num_gpus * params.compute_efficiency
     rows = case.tokens * shape.experts_per_token
-    return float(routed_experts_s(shape, params, np.array([unique]), rows, bw, flops)[0]) * 1e6
+    scale = gpu.latency_scale
+    return (
+        float(routed_experts_s(shape, params, np.array([unique]), rows, bw, flops, 0.0, scale)[0])
+        * 1e6
+    )
 
 
 def scenario_data(

@@ -54,12 +54,12 @@ def test_the_default_form_is_launch_with_the_fitted_constants():
     """The default: t0 + U·(c_e + b / (eta_bw·BW)) with validation/KERNEL_FIT.md's constants."""
     p = RooflineParams()
     assert p.moe_kernel == "launch"
-    assert (p.moe_launch_s, p.moe_expert_s, p.moe_bandwidth_efficiency) == (2.66e-5, 2.34e-7, 0.902)
+    assert (p.moe_launch_s, p.moe_expert_s, p.moe_bandwidth_efficiency) == (2.66e-5, 2.46e-7, 0.916)
     u = np.array([1.0, 8.0, 40.0, 128.0])
-    expected = 2.66e-5 + u * (2.34e-7 + EXPERT_BYTES / (0.902 * BW))
+    expected = 2.66e-5 + u * (2.46e-7 + EXPERT_BYTES / (0.916 * BW))
     shape = catalog.get_model("qwen3-30b-a3b").shape
     got = routed_experts_s(shape, p, u, 8.0, BW, FLOPS)
-    assert got == pytest.approx(2.66e-5 + u * (2.34e-7 + shape.expert_bytes / (0.902 * BW)))
+    assert got == pytest.approx(2.66e-5 + u * (2.46e-7 + shape.expert_bytes / (0.916 * BW)))
     assert layer_s(p, u, 8.0) == pytest.approx(expected, rel=1e-12)
 
 
@@ -77,6 +77,42 @@ def test_the_saturation_form_is_the_original_curve():
 
 def test_launch_form_at_no_experts_is_the_launch_latency():
     assert float(layer_s(LAUNCH, 0.0, 0.0)) == pytest.approx(25e-6, rel=1e-12)
+
+
+def test_the_launch_forms_fixed_times_stretch_with_the_clock_and_its_bytes_do_not():
+    """On a GPU clocked at f the fixed times are (1980 MHz / f)·(t0 + U·c_e); the streamed
+    bytes take U·b / (eta_bw·BW) whatever the clock (closed form at U = 0 and U = 8)."""
+    a100 = catalog.get_gpu("a100-sxm-80gb")
+    scale = a100.latency_scale
+    assert scale == pytest.approx(1980 / 1410, rel=1e-12)
+    at = dict(expert_params=EXPERT_BYTES / 2, bandwidth=BW, flops_per_s=FLOPS)
+    empty = moe_layer_s(LAUNCH, 0.0, 0.0, expert_bytes=EXPERT_BYTES, latency_scale=scale, **at)
+    assert float(empty) == pytest.approx(25e-6 * 1980 / 1410, rel=1e-12)
+    eight = moe_layer_s(LAUNCH, 8.0, 8.0, expert_bytes=EXPERT_BYTES, latency_scale=scale, **at)
+    expected = (25e-6 + 8 * 0.2e-6) * 1980 / 1410 + 8 * EXPERT_BYTES / (0.9 * BW)
+    assert float(eight) == pytest.approx(expected, rel=1e-12)
+    # The saturation form has no fixed time: the clock leaves it alone.
+    sat = RooflineParams(moe_kernel="saturation")
+    slow = moe_layer_s(sat, 8.0, 8.0, expert_bytes=EXPERT_BYTES, latency_scale=scale, **at)
+    assert float(slow) == float(layer_s(sat, 8.0, 8.0))
+
+
+def test_a_pass_on_a_slower_clock_pays_the_stretched_fixed_time_per_moe_layer():
+    """The pass's routed term on an A100 less the same term with the A100's clock set to the
+    reference is (scale − 1)·(t0 + U·c_e) per MoE layer, exactly."""
+    from simspec.costs.passes import target_pass_cost
+
+    a100 = catalog.get_gpu("a100-sxm-80gb")
+    same = dataclasses.replace(a100, sm_clock_hz=1.98e9)
+    shape = catalog.get_model("qwen3-30b-a3b").shape
+    p = RooflineParams()
+    u = np.full(shape.num_moe_layers, 8.0)
+
+    def moe(gpu):
+        return target_pass_cost(shape, gpu, p, np.array([1]), np.array([100]), u).moe_s
+
+    extra = (a100.latency_scale - 1.0) * (p.moe_launch_s + 8 * p.moe_expert_s)
+    assert moe(a100) - moe(same) == pytest.approx(shape.num_moe_layers * extra, rel=1e-9)
 
 
 def test_launch_form_grows_by_cost_per_expert_plus_bytes_at_the_efficiency():

@@ -51,7 +51,7 @@ def test_least_squares_recovers_known_launch_constants():
             unique = min(128.0, 8.0 * tokens)
             row = kernels.Row(
                 "s", tokens, 0.0, unique, tokens * 8.0, expert_bytes, expert_bytes / 2,
-                3.35e12, 9.89e14 * 0.6, 5e7, "h100-sxm", "hopper-bf16",
+                3.35e12, 9.89e14 * 0.6, 5e7, 1.0, "h100-sxm", "hopper-bf16",
             )  # fmt: skip
             rows.append(dataclasses.replace(row, measured_s=kernels.predict(truth, row)))
     launch = next(form for form in kernels.FORMS if form.name == "launch")
@@ -93,3 +93,14 @@ def test_identities_name_what_no_kernel_row_measures(fitted):
         if entry["fit_rows"] > 0:
             assert "without_it" in entry
     assert "`hopper-mxfp4`" in text
+
+
+def test_hopper_and_blackwell_fixed_times_predict_the_a100_table_at_the_a100_clock(fitted):
+    """Out of sample across GPUs: the launch constants fitted without the A100 rows (Hopper
+    and Blackwell tables, ~1.98 GHz) predict the A100-PCIe table (vLLM PR #19049, 1.41 GHz)
+    within 2 % median and 17 % worst. Without the clock the fixed time stays the Hopper one and
+    the worst row (M = 1, 109 us measured) misses by 26 %."""
+    data, _ = fitted
+    ampere = data["kernel_identities"]["ampere-bf16"]["without_it"]
+    assert ampere["median"] < 0.02
+    assert ampere["max"] < 0.17

@@ -154,3 +154,38 @@ def test_a_scenario_picks_an_offload_gpu():
     s = load_scenario(overrides=['hardware.gpu="rtx-4090"', 'model.target="qwen3-8b"',
                                  'model.drafter="eagle3-qwen3-8b"'])  # fmt: skip
     assert s.gpu.name == "rtx-4090" and s.gpu.pcie_generation == 4
+
+
+#: Spec-sheet FP64 (non-tensor) peaks, FLOP/s, and FP64 FMA units per SM: A100 9.7 TFLOP/s,
+#: 32 per SM (NVIDIA A100 data sheet and Ampere whitepaper); H100 SXM 34 TFLOP/s, 64 per SM
+#: (NVIDIA H100 data sheet and Hopper whitepaper). peak = SMs · units · 2 · f_SM.
+FP64_PEAKS = {
+    "a100-sxm-80gb": (9.7e12, 32),
+    "a100-pcie-40gb": (9.7e12, 32),
+    "h100-sxm": (34e12, 64),
+    "h200": (34e12, 64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FP64_PEAKS))
+def test_the_sm_clock_reproduces_the_data_sheets_fp64_peak(name):
+    """The catalog's boost clock is the one the published FP64 peak implies (within 2 %: the sheets round, 33.5 to 34)."""
+    gpu = catalog.get_gpu(name)
+    peak, units = FP64_PEAKS[name]
+    assert gpu.num_sms * units * 2 * gpu.sm_clock_hz == pytest.approx(peak, rel=0.02)
+
+
+def test_latency_scale_is_the_reference_clock_over_the_gpus_and_one_when_unstated():
+    assert catalog.get_gpu("h200").latency_scale == 1.0
+    assert catalog.get_gpu("a100-pcie-40gb").latency_scale == pytest.approx(1980 / 1410)
+    assert catalog.get_gpu("h100-pcie").latency_scale == pytest.approx(1980 / 1755)
+    assert catalog.get_gpu("t4").latency_scale == 1.0  # no clock stated
+
+
+@pytest.mark.parametrize("name", ["a100-sxm-80gb", "a100-pcie-40gb", "b200"])
+def test_an_unmeasured_graph_floor_is_the_measured_one_at_this_gpus_clock(name):
+    """Graph floors not measured on the GPU are the H200's measured floor (a clock-bound
+    chain) times the clock ratio, to the 3 digits the catalog states."""
+    gpu, reference = catalog.get_gpu(name), catalog.get_gpu("h200")
+    expected = reference.kernel_floor_graph_s * gpu.latency_scale
+    assert gpu.kernel_floor_graph_s == pytest.approx(expected, rel=2e-3)
