@@ -85,7 +85,7 @@ def test_the_launch_forms_fixed_times_stretch_with_the_clock_and_its_bytes_do_no
     a100 = catalog.get_gpu("a100-sxm-80gb")
     scale = a100.latency_scale
     assert scale == pytest.approx(1980 / 1410, rel=1e-12)
-    at = dict(expert_params=EXPERT_BYTES / 2, bandwidth=BW, flops_per_s=FLOPS)
+    at = {"expert_params": EXPERT_BYTES / 2, "bandwidth": BW, "flops_per_s": FLOPS}
     empty = moe_layer_s(LAUNCH, 0.0, 0.0, expert_bytes=EXPERT_BYTES, latency_scale=scale, **at)
     assert float(empty) == pytest.approx(25e-6 * 1980 / 1410, rel=1e-12)
     eight = moe_layer_s(LAUNCH, 8.0, 8.0, expert_bytes=EXPERT_BYTES, latency_scale=scale, **at)

@@ -169,7 +169,8 @@ FP64_PEAKS = {
 
 @pytest.mark.parametrize("name", sorted(FP64_PEAKS))
 def test_the_sm_clock_reproduces_the_data_sheets_fp64_peak(name):
-    """The catalog's boost clock is the one the published FP64 peak implies (within 2 %: the sheets round, 33.5 to 34)."""
+    """The catalog's boost clock is the one the published FP64 peak implies (within 2 %: the
+    sheets round, 33.5 to 34 TFLOP/s)."""
     gpu = catalog.get_gpu(name)
     peak, units = FP64_PEAKS[name]
     assert gpu.num_sms * units * 2 * gpu.sm_clock_hz == pytest.approx(peak, rel=0.02)
