@@ -39,30 +39,53 @@ grid = { "workload.num_requests" = [1, 3], "acceptance.alpha" = [0.5, 0.8] }
 """
 
 
-@pytest.fixture
-def pool_always(monkeypatch, request):
-    """Resolve even these few points in worker processes (the path a large sweep takes).
-
-    Only a single-threaded process forks its workers, and earlier tests leave threads behind
-    in this one (dask's IO loops, tqdm's monitor): then the test runs in a fresh interpreter,
-    and the fixture returns True (the test has passed there; its body returns at once).
-    """
+@pytest.fixture(scope="module")
+def fresh_outcomes(request, tmp_path_factory):
+    """Where this process cannot fork its workers: every test of this module that uses
+    :func:`pool_always`, run together in one fresh interpreter; their outcomes by name (each
+    test's report with them). None where this process forks."""
     import os
     import subprocess
+    import xml.etree.ElementTree as ET
 
-    import simspec.sweep.resolve as resolve_module
-
-    monkeypatch.setattr(resolve_module, "MIN_PARALLEL", 1)
     if worker_context().get_start_method() == "fork" or os.environ.get("SIMSPEC_TEST_FRESH"):
-        return False
+        return None
+    here = Path(request.node.path)
+    ids = [
+        item.nodeid
+        for item in request.session.items
+        if Path(item.path) == here and "pool_always" in getattr(item, "fixturenames", ())
+    ]
+    report = tmp_path_factory.mktemp("fresh") / "report.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", request.node.nodeid, "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", *ids, "-p", "no:cacheprovider", f"--junitxml={report}"],
         cwd=request.config.rootpath,
         env={**os.environ, "SIMSPEC_TEST_FRESH": "1"},
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    log = done.stdout[-4000:] + done.stderr[-2000:]
+    bad = ("failure", "error", "skipped")
+    return {c.get("name"): (all(c.find(b) is None for b in bad), log) for c in cases}
+
+
+@pytest.fixture
+def pool_always(monkeypatch, request, fresh_outcomes):
+    """Resolve even these few points in worker processes (the path a large sweep takes).
+
+    Only a single-threaded process forks its workers, and earlier tests leave threads behind
+    in this one (dask's IO loops, tqdm's monitor): then the tests using this fixture run in one
+    fresh interpreter (:func:`fresh_outcomes`), and the fixture returns True once the test
+    has passed there (its body returns at once).
+    """
+    import simspec.sweep.resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "MIN_PARALLEL", 1)
+    if fresh_outcomes is None:
+        return False
+    passed, log = fresh_outcomes.get(request.node.name, (False, "not run"))
+    assert passed, log
     return True
 
 
