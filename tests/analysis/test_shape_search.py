@@ -28,13 +28,13 @@ def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha, requests):
         "routing.mode='analytic'",
         f"acceptance.alpha={alpha}",
         f"workload.num_requests={requests}",
-        "workload.output_tokens=48",
+        "workload.output_tokens=32",
     )
     replications = 2
     rec = search(scenario, batch, replications, SMALL_GRID)
     assert rec.shapes_screened > search_module.SCREEN_ABOVE  # the screen did run
     screen = search_module.screen_scenario(batch_scenario(scenario, batch, 0, [])).workload
-    assert screen.num_requests * screen.output_tokens * 8 == requests * 48
+    assert screen.num_requests * screen.output_tokens * 8 == requests * 32
     brute, _ = _speedups(
         batch_scenario(scenario, batch, 0, []), SMALL_GRID.shapes(scenario), replications
     )
