@@ -44,6 +44,20 @@ SLOW = (
 )
 
 
+_OUTPUTS: dict[tuple[object, ...], list[str]] = {}
+
+
+def _output(block):
+    """What ``block``'s command prints now; blocks quoting the same output of the same command
+    (one in the README, one in a paper's README) run it once."""
+    key: tuple[object, ...] = (block.command, block.keep, block.count, block.file)
+    if block.command.split()[0] == "python-block":  # the script is the block before the marker
+        key += (block.path, block.marker_line)
+    if key not in _OUTPUTS:
+        _OUTPUTS[key] = docs.run_block(block)
+    return _OUTPUTS[key]
+
+
 @pytest.mark.parametrize(
     "block",
     [
@@ -53,7 +67,7 @@ SLOW = (
     ids=[f"{b.path.name}:{b.marker_line + 1}" for b in BLOCKS],
 )
 def test_a_quoted_output_is_what_the_command_prints(block):
-    assert docs.run_block(block) == block.current, (
+    assert _output(block) == block.current, (
         f"{block.path.name}:{block.marker_line + 1} quotes an old output of `{block.command}`; "
         "run `python tools/docs_numbers.py --write`"
     )

@@ -43,6 +43,7 @@ from simspec.params import RooflineParams
 from simspec.policies.fixed import FixedPolicy
 from simspec.sim.engine import RunLog, run_policy
 from simspec.sim.setup import build_setup
+from simspec.text.reference import ReferenceSet
 from simspec.text.tree import fit_alpha
 
 from .measurements import MeasurementRow
@@ -210,8 +211,8 @@ def row_scenario(
 def observed(log: RunLog, row: MeasurementRow) -> tuple[float, float]:
     """The row's quantity from a simulated run, and the run's acceptance length."""
     requests, steps = log.requests, log.steps
-    request_steps = sum(s.batch_size for s in steps)
-    accepted = sum(s.accepted for s in steps)
+    request_steps = int(steps.column("batch_size").sum())  # the columns: no row objects
+    accepted = int(steps.column("accepted").sum())
     acceptance = (accepted + request_steps) / request_steps if request_steps else 1.0
     tpot_ms = log.mean_tpot_s() * 1e3
     if row.quantity == "tpot_ms":
@@ -229,12 +230,20 @@ def observed(log: RunLog, row: MeasurementRow) -> tuple[float, float]:
     raise ValueError(row.quantity)
 
 
-def simulate_row(scenario: Scenario, row: MeasurementRow, values: Mapping[str, float]) -> RowFit:
-    """Predict ``row`` on its prepared scenario (:func:`row_scenario`) with cost ``values``."""
+def simulate_row(
+    scenario: Scenario,
+    row: MeasurementRow,
+    values: Mapping[str, float],
+    references: ReferenceSet | None = None,
+) -> RowFit:
+    """Predict ``row`` on its prepared scenario (:func:`row_scenario`) with cost ``values``;
+    ``references``: the prepared scenario's reference set, reused across calls (the fit's
+    evaluations change costs only, never the text: its draws are made once)."""
     changes: dict[str, Any] = {k: float(v) for k, v in values.items()}
     costs = dataclasses.replace(scenario.costs, **changes)
     priced = dataclasses.replace(scenario, costs=costs)
-    log = run_policy(build_setup(priced), FixedPolicy(draft_tokens=row.draft_tokens))
+    setup = build_setup(priced, references=references)
+    log = run_policy(setup, FixedPolicy(draft_tokens=row.draft_tokens))
     value, acceptance = observed(log, row)
     return RowFit(row, value, acceptance)
 
@@ -328,9 +337,14 @@ def fit_measurements(
     x0 = np.clip(np.array([start[n] for n in names]), lower + 1e-6 * width, upper - 1e-6 * width)
     measured = np.array([row.value for row in rows])
 
+    texts = [build_setup(s).references for s in prepared]  # drawn once, read by every evaluation
+
     def predictions(x: np.ndarray) -> list[RowFit]:
         values = dict(zip(names, x * scale, strict=True))
-        return [simulate_row(s, row, values) for s, row in zip(prepared, rows, strict=True)]
+        return [
+            simulate_row(s, row, values, text)
+            for s, row, text in zip(prepared, rows, texts, strict=True)
+        ]
 
     evaluations = 0
     last: dict[str, np.ndarray] = {}

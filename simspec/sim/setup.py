@@ -69,11 +69,15 @@ def draft_bound(scenario: Scenario, *, oracle: bool = False) -> int | None:
     return max((min(p.policy.budget_cap(cap), cap) for p in scenario.policies), default=0)
 
 
-def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
+def build_setup(
+    scenario: Scenario, *, oracle: bool = False, references: ReferenceSet | None = None
+) -> EngineSetup:
     """Reference sequences, cost model and limits of ``scenario``; ``oracle``: the oracle will
     read them too (every k up to K_max, :func:`draft_bound`). A run of a policy that drafts
     deeper than the bound still gets the right ids (the reference set draws what was left out
-    again), only slower."""
+    again), only slower. ``references``: the reference set of an earlier setup of a scenario
+    that differs from this one in its cost parameters alone (the text does not depend on
+    them), reused with what it has drawn so far."""
     s = scenario
     target, drafter = s.target, s.drafter
     common: dict[str, Any] = {
@@ -92,18 +96,19 @@ def build_setup(scenario: Scenario, *, oracle: bool = False) -> EngineSetup:
         if "profile" in COST_MODELS.parameters(s.costs.model):
             common["profile"] = profile  # a model that reads the measured tables
     cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
-    replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
-    references = ReferenceSet(
-        seed=s.seed,
-        workload=s.workload,
-        acceptance=s.acceptance,
-        routing=s.routing,
-        shape=target.shape,
-        max_draft_tokens=drafter.max_draft_tokens,
-        routing_trace=replayed[0],
-        acceptance_trace=replayed[1],
-        draft_bound=draft_bound(s, oracle=oracle),
-    )
+    if references is None:
+        replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
+        references = ReferenceSet(
+            seed=s.seed,
+            workload=s.workload,
+            acceptance=s.acceptance,
+            routing=s.routing,
+            shape=target.shape,
+            max_draft_tokens=drafter.max_draft_tokens,
+            routing_trace=replayed[0],
+            acceptance_trace=replayed[1],
+            draft_bound=draft_bound(s, oracle=oracle),
+        )
     offload = offload_costs(s, cost_model, references) if s.offload.enabled else None
     return EngineSetup(
         references=references,

@@ -16,20 +16,25 @@ SMALL_GRID = ShapeGrid("sglang", 4, (1, 2, 4), (3, 4, 6, 8, 12))
 
 
 @pytest.mark.parametrize(
-    ("batch", "alpha"), [(1, 0.7), (2, 0.5), (2, 0.85)], ids=["b1-a0.7", "b2-a0.5", "b2-a0.85"]
+    ("batch", "alpha", "requests"),
+    [(1, 0.7, 8), (2, 0.5, 16), (2, 0.85, 16)],
+    ids=["b1-a0.7", "b2-a0.5", "b2-a0.85"],
 )
-def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha):
+def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha, requests):
     """Every grid shape under every replication (brute force) against the search: same best
-    shape, and the finalists' numbers are the brute force's own (the finals are full runs)."""
+    shape, and the finalists' numbers are the brute force's own (the finals are full runs).
+    The screen runs one batch of the requests (1/8 of the tokens, as in a full-size search)."""
     scenario = tiny(
         "routing.mode='analytic'",
         f"acceptance.alpha={alpha}",
-        "workload.num_requests=16",
-        "workload.output_tokens=96",
+        f"workload.num_requests={requests}",
+        "workload.output_tokens=32",
     )
     replications = 2
     rec = search(scenario, batch, replications, SMALL_GRID)
     assert rec.shapes_screened > search_module.SCREEN_ABOVE  # the screen did run
+    screen = search_module.screen_scenario(batch_scenario(scenario, batch, 0, [])).workload
+    assert screen.num_requests * screen.output_tokens * 8 == requests * 32
     brute, _ = _speedups(
         batch_scenario(scenario, batch, 0, []), SMALL_GRID.shapes(scenario), replications
     )

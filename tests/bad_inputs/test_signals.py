@@ -52,6 +52,17 @@ def _wait_for(condition, timeout: float = 60.0) -> None:  # type: ignore[no-unty
         time.sleep(0.1)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) the process ``pid`` has used so far."""
+    fields = (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: CPU seconds after which a run is simulating: more than a whole small run takes (imports,
+#: scenario, simulation and output: about 0.9 s), far less than the SLOW run.
+SIMULATING_CPU_S = 1.5
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -85,7 +96,7 @@ def _alive(pid: int) -> bool:
 def test_run_stops_on_a_signal_with_one_line(tmp_path, name, code):
     path = write_scenario(tmp_path, scenario(), "s.toml")
     process = _start(["run", str(path), "--json", "out.json", *SLOW], tmp_path)
-    time.sleep(4)  # imported and simulating
+    _wait_for(lambda: _cpu_s(process.pid) >= SIMULATING_CPU_S)  # imported and simulating
     process.send_signal(getattr(signal, name))
     _, err = process.communicate(timeout=60)
     assert process.returncode == code, err

@@ -123,13 +123,22 @@ def test_scheduler_that_is_no_address(tmp_path, small, capsys):
     assert_rejected(capsys, argv, tmp_path, ["--scheduler", "not a url", "tcp://"])
 
 
-def test_unreachable_scheduler_fails_fast(tmp_path, small, capsys):
+def test_unreachable_scheduler_fails_fast(tmp_path, small, capsys, monkeypatch):
+    """The connection attempt ends after simspec's timeout, not distributed's 30 s (the shipped
+    timeout is a few seconds; a 1-second one keeps the test short)."""
     pytest.importorskip("distributed")
+    import simspec.sweep.run as run
+
+    assert run.CONNECT_TIMEOUT_S <= 10
+    monkeypatch.setattr(run, "CONNECT_TIMEOUT_S", 1)
     argv = ["sweep", str(small), "--out", str(tmp_path / "o"), "--grid", "seed=1,2"]
     argv += ["--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"]
     start = time.monotonic()
-    assert_rejected(capsys, argv, tmp_path, ["--scheduler", "tcp://127.0.0.1:1", "running dask"])
-    assert time.monotonic() - start < 20  # 5 s connect timeout, not distributed's 30 s
+    message = assert_rejected(
+        capsys, argv, tmp_path, ["--scheduler", "tcp://127.0.0.1:1", "running dask"]
+    )
+    assert "within 1 s" in message
+    assert time.monotonic() - start < 20  # 1 s connect timeout, not distributed's 30 s
 
 
 HUGE = ["--set", "workload.num_requests=1000000", "--set", "workload.concurrency=65536"]

@@ -72,11 +72,17 @@ def test_every_help_example_parses_and_names_files_that_exist():
 
 
 def test_fit_says_one_parameter(tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "batch,quantity,value,prompt_tokens,output_tokens\n1,tpot_ms,5.0,64,16\n"
+        "4,tpot_ms,6.0,64,16\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "p.json"
-    argv = ["fit", "calibration/measurements-example.csv", "--out", str(out)]
+    argv = ["fit", str(rows), "--out", str(out)]
     argv += ["--scenario", "scenarios/qwen3-30b-h100-batch32.toml", "--params", "pass_overhead_s"]
     assert main(argv) == 0
-    assert "fitted 1 parameter to 6 rows of " in capsys.readouterr().out
+    assert "fitted 1 parameter to 2 rows of " in capsys.readouterr().out
 
 
 def test_routing_stats_of_one_sequence_and_one_layer(tmp_path, capsys):

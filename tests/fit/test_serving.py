@@ -215,3 +215,25 @@ def test_fit_with_noise_on_the_default_scenario_is_unbiased_within_its_uncertain
         sigma = result.uncertainty[name]
         assert sigma is not None
         assert abs(result.values[name] - truth) < 4 * sigma + 0.02 * truth, name
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [(), ('acceptance.process="bursty"', "speculation.topk=2", 'offload.experts="host_pinned"')],
+)
+def test_a_reused_reference_set_predicts_what_a_fresh_one_does(overrides):
+    """The fit draws each row's text once and reuses it in every evaluation: a reference set
+    already read by runs at other cost values predicts, to the bit, what a fresh setup does."""
+    from simspec.sim.setup import build_setup
+
+    scenario = tiny(*overrides)
+    row = _row(2, k=3, al=2.4, output=16)
+    prepared = row_scenario(scenario, row, "-", FAST)
+    text = build_setup(prepared).references
+    for values in ({"pass_overhead_s": 3e-3}, {"draft_step_overhead_s": 1e-3}, TRUTH):
+        simulate_row(prepared, row, values, text)
+    for values in ({"pass_overhead_s": 1e-4}, TRUTH):
+        reused = simulate_row(prepared, row, values, text)
+        fresh = simulate_row(prepared, row, values)
+        assert reused == fresh
+        assert reused.predicted == fresh.predicted  # the same floats, not merely close

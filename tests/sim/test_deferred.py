@@ -31,7 +31,13 @@ POLICIES = [
 
 
 def _setup(concurrency: int, mode: str, *extra: str):
-    overrides = [f"workload.concurrency={concurrency}", "workload.num_requests=12"]
+    """The default scenario on 12 requests of 96 output tokens give or take its length jitter
+    (requests finish at different steps and the next are admitted mid-run)."""
+    overrides = [
+        f"workload.concurrency={concurrency}",
+        "workload.num_requests=12",
+        "workload.output_tokens=96",
+    ]
     return build_setup(simspec.load_scenario(None, [*overrides, f'routing.mode="{mode}"', *extra]))
 
 

@@ -4,6 +4,8 @@ sampled and analytic routing agree on the hit rate and the time per token."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -94,6 +96,7 @@ def test_link_time_is_the_bytes_at_the_bandwidth():
 
 
 def test_more_cache_and_faster_links_help():
+    @functools.cache
     def tpot(*extra: str) -> float:
         return simspec.run(None, [*OFFLOAD, *extra]).policies[-1].tpot_ms
 

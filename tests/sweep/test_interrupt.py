@@ -84,9 +84,31 @@ def test_ctrl_c_after_some_points_ends_at_once_and_keeps_them(tmp_path):
     assert b"Traceback" not in errors, errors.decode()
 
 
+def _workers_busy(pid: int) -> bool:
+    """Whether ``pid`` has two child processes (the workers), each some CPU time into its
+    point (the parent's imports and setup are then behind it: it handles Ctrl-C)."""
+    busy = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if (
+            int(fields[1]) == pid
+            and (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= 0.2
+        ):
+            busy += 1
+    return busy >= 2
+
+
 def test_ctrl_c_before_the_first_point_ends_at_once(tmp_path):
-    proc, _ = _sweep(tmp_path)
-    time.sleep(2.0)  # inside the first points
+    proc, out = _sweep(tmp_path)
+    deadline = time.monotonic() + 60
+    while not _workers_busy(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    assert not _saved(out), "a point finished before the Ctrl-C: make the points longer"
     elapsed, errors = _interrupt(proc)
     assert proc.returncode == 130, errors
     assert elapsed < 5.0, elapsed

@@ -39,31 +39,65 @@ grid = { "workload.num_requests" = [1, 3], "acceptance.alpha" = [0.5, 0.8] }
 """
 
 
-@pytest.fixture
-def pool_always(monkeypatch, request):
-    """Resolve even these few points in worker processes (the path a large sweep takes).
+#: Fixtures of the tests that must run where this process forks its workers (Linux's path).
+FORKING = ("forking", "pool_always")
 
-    Only a single-threaded process forks its workers, and earlier tests leave threads behind
-    in this one (dask's IO loops, tqdm's monitor): then the test runs in a fresh interpreter,
-    and the fixture returns True (the test has passed there; its body returns at once).
-    """
+
+@pytest.fixture(scope="module")
+def fresh_outcomes(request, tmp_path_factory):
+    """Where this process cannot fork its workers: every test of this module that uses
+    :func:`forking`, run together in one fresh interpreter; their outcomes by name (each
+    test's report with them). None where this process forks."""
     import os
     import subprocess
+    import xml.etree.ElementTree as ET
 
-    import simspec.sweep.resolve as resolve_module
-
-    monkeypatch.setattr(resolve_module, "MIN_PARALLEL", 1)
     if worker_context().get_start_method() == "fork" or os.environ.get("SIMSPEC_TEST_FRESH"):
-        return False
+        return None
+    here = Path(request.node.path)
+    ids = [
+        item.nodeid
+        for item in request.session.items
+        if Path(item.path) == here and set(FORKING) & set(getattr(item, "fixturenames", ()))
+    ]
+    report = tmp_path_factory.mktemp("fresh") / "report.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", request.node.nodeid, "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", *ids, "-p", "no:cacheprovider", f"--junitxml={report}"],
         cwd=request.config.rootpath,
         env={**os.environ, "SIMSPEC_TEST_FRESH": "1"},
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    log = done.stdout[-4000:] + done.stderr[-2000:]
+    bad = ("failure", "error", "skipped")
+    return {c.get("name"): (all(c.find(b) is None for b in bad), log) for c in cases}
+
+
+@pytest.fixture
+def forking(request, fresh_outcomes):
+    """Workers forked, as a sweep on Linux starts them.
+
+    Only a single-threaded process forks its workers, and earlier tests leave threads behind
+    in this one (dask's IO loops, tqdm's monitor): then the tests using this fixture run in one
+    fresh interpreter (:func:`fresh_outcomes`), and the fixture returns True once the test
+    has passed there (its body returns at once).
+    """
+    if fresh_outcomes is None:
+        return False
+    passed, log = fresh_outcomes.get(request.node.name, (False, "not run"))
+    assert passed, log
     return True
+
+
+@pytest.fixture
+def pool_always(monkeypatch, forking):
+    """Resolve even these few points in worker processes (the path a large sweep takes),
+    forked (:func:`forking`)."""
+    import simspec.sweep.resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "MIN_PARALLEL", 1)
+    return forking
 
 
 def _points():
@@ -88,7 +122,9 @@ def test_half_width_is_the_student_t_interval(n):
     assert math.isnan(Interval.of(values[:1]).half_width)
 
 
-def test_two_workers_write_the_same_bytes_as_one(tmp_path):
+def test_two_workers_write_the_same_bytes_as_one(tmp_path, forking):
+    if forking:
+        return
     spec, points = _points()
     run_sweep(points, tmp_path / "one", oracle=spec.oracle, workers=1)
     run_sweep(points, tmp_path / "two", oracle=spec.oracle, workers=2)
@@ -199,8 +235,10 @@ def test_parallel_expansion_raises_the_serial_error(grid, key, pool_always):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_results_parsed_as_points_finish_are_the_files_read_back(tmp_path, workers):
+def test_results_parsed_as_points_finish_are_the_files_read_back(tmp_path, workers, forking):
     """run_sweep parses each point's text as it finishes; that is what reading the file gives."""
+    if forking:
+        return
     spec, points = _points()
     returned = run_sweep(points, tmp_path / "o", oracle=spec.oracle, workers=workers)
     again = read_points(tmp_path / "o", points)

@@ -163,7 +163,10 @@ def test_oracle_columns_and_delta_points(tmp_path):
     assert len(list((out / "delta").glob("*.npz"))) == 1
 
 
+@pytest.mark.slow
 def test_process_and_dask_executors_give_identical_csvs(tmp_path):
+    """Slow: a dask LocalCluster (a scheduler and two worker processes) takes seconds of real
+    time to start and stop, whatever the sweep."""
     pytest.importorskip("distributed")
     extra = '[sweep]\ngrid = { "workload.concurrency" = [1, 2], "acceptance.alpha" = [0.5, 0.8] }\n'
     a = _run(tmp_path, extra, "proc", workers=2)
