@@ -111,10 +111,19 @@ def check_weights_fit(s: Scenario, source: str) -> None:
 STAGING_LAYERS = 2
 
 
+def host_moe_layers(s: Scenario) -> int:
+    """MoE layers whose routed experts live in host memory: ``offload.host_moe_layers``, or
+    (-1) every MoE layer of the target."""
+    layers = s.target.shape.num_moe_layers
+    chosen = s.offload.host_moe_layers
+    return layers if chosen < 0 else min(chosen, layers)
+
+
 def routed_bytes(s: Scenario) -> float:
-    """Every routed expert of the target, bytes (what offloading moves to the host)."""
+    """The routed experts offloading moves to the host, bytes: every expert of the
+    :func:`host_moe_layers` (the other layers' stay on the GPU)."""
     shape = s.target.shape
-    return shape.num_moe_layers * shape.num_experts * shape.expert_bytes
+    return host_moe_layers(s) * shape.num_experts * shape.expert_bytes
 
 
 def staging_bytes(s: Scenario) -> float:
@@ -154,7 +163,8 @@ def cache_experts_per_layer(s: Scenario) -> float:
         return 0.0
     if o.cache_experts_per_layer >= 0:
         return float(o.cache_experts_per_layer)
-    per_expert = shape.num_moe_layers * shape.expert_bytes
+    layers = host_moe_layers(s)
+    per_expert = layers * shape.expert_bytes
     if not per_expert:
         return 0.0
     if o.cache_gb >= 0:
@@ -162,13 +172,13 @@ def cache_experts_per_layer(s: Scenario) -> float:
     else:
         room = s.usable_memory_bytes - resident_bytes(s) - workload_kv_bytes(s)
     whole = max(math.floor(room / shape.expert_bytes * (1 + 1e-12)), 0)  # GB rounding
-    return float(min(whole / shape.num_moe_layers, shape.num_experts))
+    return float(min(whole / layers, shape.num_experts))
 
 
 def offload_weight_bytes(s: Scenario) -> float:
     """Weights on the GPU when experts are offloaded: :func:`resident_bytes` + the cache."""
     shape = s.target.shape
-    cache = cache_experts_per_layer(s) * shape.num_moe_layers * shape.expert_bytes
+    cache = cache_experts_per_layer(s) * host_moe_layers(s) * shape.expert_bytes
     return resident_bytes(s) + cache
 
 
@@ -198,7 +208,14 @@ def check_offload(s: Scenario, source: str) -> None:
             "or the GPU's pcie_generation and pcie_lanes)",
             "0 GB/s",
         )
-    per_layer = shape.num_moe_layers * shape.expert_bytes
+    if o.host_moe_layers > shape.num_moe_layers:
+        raise ScenarioError(
+            source,
+            "offload.host_moe_layers",
+            f"at most {s.target.name}'s {shape.num_moe_layers} MoE layers (-1 = all)",
+            str(o.host_moe_layers),
+        )
+    per_layer = host_moe_layers(s) * shape.expert_bytes
     if o.cache_experts_per_layer > shape.num_experts:
         raise ScenarioError(
             source,

@@ -15,6 +15,7 @@ prefetch = "next_layer"        # none | next_layer | draft_guided
 prefetch_accuracy = 0.9        # fraction of a layer's missing experts the prefetcher predicts
 cancel_wrong_prefetch = false  # drop wrong guesses still queued when the router has run
 miss = "copy"                  # copy (wait for it) | cpu (compute it on the host)
+host_moe_layers = -1           # MoE layers whose experts live on the host (-1 = all)
 framework = "none"             # the runtime's host time: none | hf-eager (catalog presets)
 ```
 """
@@ -87,6 +88,13 @@ class OffloadConfig:
         "computes it at its memory bandwidth while the GPU computes the resident ones)",
         choices=MISS_MODES,
     )
+    host_moe_layers: int = param(
+        -1,
+        "MoE layers whose routed experts live in host memory, the others' stay resident on the "
+        "GPU (llama.cpp --n-cpu-moe N; -1 = every MoE layer)",
+        ge=-1,
+        le=4096,
+    )
     cancel_wrong_prefetch: bool = param(
         False,
         "the runtime drops wrongly guessed prefetches still queued once a layer's router has "
@@ -150,6 +158,12 @@ class OffloadConfig:
         layer = preset.layer_host_s if self.layer_host_s is None else self.layer_host_s
         expert = preset.expert_host_s if self.expert_host_s is None else self.expert_host_s
         return layer, expert, preset.copies_per_expert
+
+    @property
+    def swaps_evicted(self) -> bool:
+        """The runtime copies an evicted expert back to host memory (two transfers per miss
+        into a full cache): the framework preset's."""
+        return catalog.get_offload_framework(self.framework).swaps_evicted
 
     @property
     def drafter_layer_host_s(self) -> float:

@@ -47,7 +47,9 @@ def verify_totals(
         return cost_model.verify_totals(
             tokens_per_request, context_tokens, unique_experts, counts, unique_index
         )
-    if type(cost_model) is OffloadCostModel:  # the base's totals, each plus its expected loads
+    # The base's totals, each plus its expected loads; misses computed on the CPU run beside
+    # the GPU's experts, which the totals do not separate: those passes are priced one by one.
+    if type(cost_model) is OffloadCostModel and cost_model.model.miss != "cpu":
         base = verify_totals(
             cost_model.base,
             tokens_per_request,

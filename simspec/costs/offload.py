@@ -6,7 +6,10 @@ cache on the GPU keeps C of each MoE layer's N experts (Mixtral-offloading, MoE-
 HOBBIT, llama.cpp ``--n-cpu-moe``). A pass that needs the union U_l of its tokens' experts in
 layer l finds h_l of them resident and copies the other m_l = u_l − h_l over the link (or, with
 ``miss = "cpu"``, computes them on the CPU at the host's memory bandwidth, as Fiddler and
-llama.cpp do). Everything here is a pure function of the pass's union sizes and misses:
+llama.cpp do: after the layer's attention, beside the GPU's resident experts,
+:meth:`OffloadModel.cpu_layer_s`). Only the first ``host_layers`` MoE layers need keep their
+experts on the host (llama.cpp ``--n-cpu-moe N``); the others' never miss. Everything here is a
+pure function of the pass's union sizes and misses:
 
 * :func:`hit_fractions` — the analytic expectation of the fraction of a pass's union that is
   resident, per layer, for a cache policy (below);
@@ -295,14 +298,25 @@ class OffloadModel:
     #: Wrong prefetch guesses still queued when the layer's router has run are dropped
     #: (:func:`pipeline`'s ``wrong_s``); False: every guess is copied in full.
     cancel_wrong_prefetch: bool = False
+    #: MoE layers whose experts live on the host, the first ones (llama.cpp --n-cpu-moe); the
+    #: others' experts are resident and never miss. -1: every MoE layer.
+    host_layers: int = -1
+
+    def on_host(self, per_layer: np.ndarray) -> np.ndarray:
+        """``per_layer`` with the layers whose experts stay on the GPU zeroed (none missing)."""
+        h, values = self.host_layers, np.asarray(per_layer, dtype=float)
+        return values if not 0 <= h < len(values) else np.concatenate([values[:h], 0 * values[h:]])
+
+    #: Link transfers per missed expert: 2 when the runtime swaps the evicted expert back out
+    #: on the same stream (an offload framework's ``swaps_evicted``, a full cache), else 1.
+    transfers_per_miss: int = 1
 
     @property
     def copy_s(self) -> float:
-        """One expert over the link: its bytes at the link's bandwidth plus the latency of each
-        copy its load issues."""
-        return self.expert_bytes / self.link_bytes_per_s + self.copies_per_expert * (
-            self.copy_latency_s
-        )
+        """One missed expert over the link: its bytes at the link's bandwidth plus the latency
+        of each copy its load issues, per transfer (:attr:`transfers_per_miss`)."""
+        one = self.expert_bytes / self.link_bytes_per_s
+        return self.transfers_per_miss * (one + self.copies_per_expert * self.copy_latency_s)
 
     def host_s(self, union: np.ndarray) -> float | np.ndarray | None:
         """The runtime's host time per layer of a pass whose layers run ``union`` experts:
@@ -351,17 +365,50 @@ class OffloadModel:
         tokens: int,
         lead_s: float = 0.0,
         predicted: bool = True,
+        moe_layer_s: float = 0.0,
     ) -> Pipeline:
         """The pass of ``tokens`` tokens whose layers need ``union`` experts, ``misses`` of them
-        absent, each layer computing for ``layer_s`` on the GPU plus the runtime's host time
-        (:meth:`host_s`; copies overlap both, :func:`pipeline`); ``predicted`` False: no
-        prefetch (nothing predicts this pass's experts)."""
+        absent (layers whose experts stay on the GPU miss none, :meth:`on_host`), each layer
+        computing for ``layer_s`` on the GPU plus the runtime's host time (:meth:`host_s`;
+        copies overlap both, :func:`pipeline`); ``predicted`` False: no prefetch (nothing
+        predicts this pass's experts). ``moe_layer_s``: the part of ``layer_s`` that is the
+        GPU's experts (misses computed on the CPU run beside it, :meth:`cpu_layer_s`)."""
+        misses = self.on_host(misses)
         host = self.host_s(union)
         if host is not None:
-            pipe = self._price(layer_s + host, union, misses, tokens, lead_s, predicted)
+            pipe = self._price(
+                layer_s + host, union, misses, tokens, lead_s, predicted, moe_layer_s
+            )
             spent = host * len(union) if isinstance(host, float) else float(_add(host))
             return pipe._replace(host_s=spent)
-        return self._price(layer_s, union, misses, tokens, lead_s, predicted)
+        return self._price(layer_s, union, misses, tokens, lead_s, predicted, moe_layer_s)
+
+    def cpu_layer_s(
+        self,
+        layer_s: float | np.ndarray,
+        moe_layer_s: float,
+        union: np.ndarray,
+        on_cpu: np.ndarray,
+        tokens: int,
+    ) -> np.ndarray:
+        """Each layer's time when ``on_cpu`` of its ``union`` experts run on the CPU: attention
+        and router on the GPU, then the GPU's resident experts (a share (u − c)/u of
+        ``moe_layer_s``) beside the host, which gets the hidden states, streams each CPU
+        expert's weights from DRAM and sends the output back (a copy each way):
+        (layer − moe) + max(moe (u − c)/u, CPU experts + 2 copies). A CPU expert takes
+        max(bytes / ``host_bytes_per_s``, its rows' FLOPs / ``cpu_flops_per_s``): a GEMV over
+        stored (quantised) weights is bound by the host's memory bandwidth."""
+        u = np.asarray(union, dtype=float)
+        c = np.asarray(on_cpu, dtype=float)
+        rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
+        one = np.maximum(
+            self.expert_bytes / self.host_bytes_per_s,
+            rows * self.expert_flops_per_token / self.cpu_flops_per_s,
+        )
+        gpu_share = np.divide(u - c, u, out=np.ones_like(u), where=u > 0)
+        cpu = np.where(c > 0, c * one + 2 * self.copy_latency_s, 0.0)
+        moe = min(moe_layer_s, float(np.min(layer_s)))
+        return np.asarray(layer_s, dtype=float) - moe + np.maximum(moe * gpu_share, cpu)
 
     def _price(
         self,
@@ -371,6 +418,7 @@ class OffloadModel:
         tokens: int,
         lead_s: float,
         predicted: bool,
+        moe_layer_s: float = 0.0,
     ) -> Pipeline:
         """:meth:`price` with ``layer_s`` each layer's whole time (a float: every layer's)."""
         m = np.asarray(misses, dtype=float)
@@ -397,19 +445,13 @@ class OffloadModel:
         guided = self.prefetch == "draft_guided" and a > 0
         wrong = (1 - a) * m * copy if cancel else None
         if self.miss == "cpu":
-            u = np.asarray(union, dtype=float)
-            rows = np.divide(tokens * self.experts_per_token, u, out=np.zeros_like(u), where=u > 0)
-            one = np.maximum(
-                self.expert_bytes / self.host_bytes_per_s,
-                rows * self.expert_flops_per_token / self.cpu_flops_per_s,
-            )
             return pipeline(
                 layer_s,
                 np.zeros(len(m)),
                 ahead,
                 lead_s=lead_s,
                 draft_guided=guided,
-                cpu_s=late * one,
+                cpu_s=self.cpu_layer_s(layer_s, moe_layer_s, union, late, tokens),
                 wrong_s=wrong,
             )
         return pipeline(
@@ -508,14 +550,15 @@ class OffloadCostModel:
         when nothing predicts its experts, e.g. draft-guided prefetch without drafts)."""
         m = self.model
         layers = max(m.num_moe_layers, 1)
-        pipe = m.price(cost.total_s / layers, union, misses, tokens, lead_s, predicted)
+        misses, per_layer = m.on_host(misses), (cost.total_s / layers, cost.moe_s / layers)
+        pipe = m.price(per_layer[0], union, misses, tokens, lead_s, predicted, per_layer[1])
         loaded = dataclasses.replace(cost, moe_s=cost.moe_s + pipe.added_s)
         copied = m.copied(misses, predicted)
         if m.cancel_wrong_prefetch and m.miss == "copy" and m.copy_s > 0:
             copied = pipe.copy_s / m.copy_s  # what the link sent, cancelled guesses left out
-        return LoadedPass(
-            loaded, pipe, float(_add(union)), float(_add(misses)), copied, copied * m.expert_bytes
-        )
+        needed = float(_add(union if m.host_layers < 0 else union[: m.host_layers]))  # on host
+        moved = copied * m.expert_bytes * m.transfers_per_miss  # both ways when swapping
+        return LoadedPass(loaded, pipe, needed, float(_add(misses)), copied, moved)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """The drafter's step (its weights stay on the GPU) plus the runtime's host time."""

@@ -16,7 +16,10 @@ a preset (one TOML file under ``simspec/catalog/offload_frameworks``, scenario k
   its layers have no expert loop and no read-back, so this is not ``layer_host_s``);
 - ``copies_per_expert``: host-to-device copies one expert's load issues (a design fact: 1 when
   the runtime keeps each expert in one contiguous buffer, the number of its tensors otherwise),
-  each paying the GPU's ``host_copy_latency_s``.
+  each paying the GPU's ``host_copy_latency_s``;
+- ``swaps_evicted``: a miss into a full LRU/LFU cache swaps (a design fact): the runtime copies
+  the loaded expert in and the evicted one back out to pinned host memory, both on one stream,
+  so every miss (prefetched or on demand) takes two transfers of the link.
 
 The host time adds to each layer's own time, so copies of the next layer overlap it
 (:func:`simspec.costs.offload.pipeline`): a prefetcher hides copies behind host time too. The
@@ -57,6 +60,12 @@ class OffloadFramework:
         "too), s",
         ge=0,
         lt=0.1,
+    )
+    swaps_evicted: bool = param(
+        False,
+        "a miss into a full cache copies the evicted expert back to host memory on the same "
+        "stream as the loaded one's copy (two transfers per miss; Mixtral-offloading's "
+        "ExpertCache swaps); false: the evicted expert is dropped",
     )
     copies_per_expert: int = param(
         1,

@@ -237,6 +237,17 @@ HOST_MEMORY_BYTES_PER_S = 64e9
 #: fp32 lanes x 2 FLOP x ~4 GHz = 2 TFLOP/s fp32 peak; a GEMV of one token is memory-bound far
 #: below it, so the default only matters for many tokens per expert.
 HOST_CPU_FLOPS_PER_S = 2e12
+#: Fraction of the DRAM channels' peak a streaming read reaches: the default desktop's 64 of
+#: 89.6 GB/s (above), applied to a host described by its channels and transfer rate.
+HOST_STREAM_FRACTION = HOST_MEMORY_BYTES_PER_S / 89.6e9
+#: Bytes per DRAM transfer of one channel (a 64-bit DDR4/DDR5 channel).
+CHANNEL_BYTES_PER_TRANSFER = 8
+#: What one CPU thread streams from DRAM, bytes/s. Little's law: bandwidth = bytes in flight /
+#: latency; a core keeps ~10-12 64-byte line misses in flight (its L1 line fill buffers, Intel
+#: 64 and IA-32 Optimization Reference Manual) plus the L2 streamer's prefetches, over ~80-100
+#: ns of DRAM latency: ~10-15 GB/s; 12 GB/s. A GEMV on few threads is bound by this, not by
+#: the channels.
+CORE_STREAM_BYTES_PER_S = 12e9
 #: 128 GB of host RAM: enough for Mixtral-8x7B's experts in bf16 (~90 GB), as the offloading
 #: papers' machines have (Fiddler, SP-MoE: 128-256 GB).
 HOST_MEMORY_BYTES = 128e9
@@ -265,3 +276,43 @@ class HostSpec:
     memory_bytes: float = param(
         HOST_MEMORY_BYTES, "host RAM holding the offloaded experts, bytes", ge=1e6, le=1e15
     )
+    memory_channels: int = param(
+        0,
+        "populated DRAM channels the experts are spread over, all sockets (0 = not stated: "
+        "memory_bytes_per_s is the reached bandwidth)",
+        ge=0,
+        le=64,
+    )
+    memory_mt_per_s: float = param(
+        0.0,
+        "DRAM transfer rate, MT/s (DDR4-2666: 2666); with memory_channels it sets the reached "
+        "bandwidth: channels x 8 B x rate x the stream fraction (0 = not stated)",
+        ge=0,
+        le=20000,
+    )
+    cpu_threads: int = param(
+        0,
+        "threads computing CPU experts (0 = not stated: no per-thread bound); each streams at "
+        "most ~12 GB/s (Little's law), so few threads cannot reach the channels",
+        ge=0,
+        le=4096,
+    )
+
+    @property
+    def expert_bytes_per_s(self) -> float:
+        """Bandwidth a CPU-computed expert's GEMV reads its weights at, bytes/s: the channels'
+        peak x :data:`HOST_STREAM_FRACTION` when channels and rate are stated (else
+        ``memory_bytes_per_s``), at most ``cpu_threads`` x :data:`CORE_STREAM_BYTES_PER_S`.
+
+        >>> HostSpec(memory_channels=2, memory_mt_per_s=5600).expert_bytes_per_s / 1e9
+        64.0
+        >>> HostSpec(memory_channels=2, memory_mt_per_s=5600, cpu_threads=2).expert_bytes_per_s
+        24000000000.0
+        """
+        reached = self.memory_bytes_per_s
+        if self.memory_channels and self.memory_mt_per_s:
+            peak = self.memory_channels * CHANNEL_BYTES_PER_TRANSFER * self.memory_mt_per_s * 1e6
+            reached = peak * HOST_STREAM_FRACTION
+        if self.cpu_threads:
+            reached = min(reached, self.cpu_threads * CORE_STREAM_BYTES_PER_S)
+        return reached

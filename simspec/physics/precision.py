@@ -24,6 +24,22 @@ parameter are what the roofline needs (block scales included):
     of 4-bit attention and fp16 embeddings reproduces, 1.218x; group 64 would give 1.14x);
   * ``int4``: 4 + 16/64 + 0.5/64 = 4.2578125 bits (group 64; GPTQ/AWQ's 4 bits + an fp16 scale
     and zero per 128 is 4.25).
+- GGUF block formats (llama.cpp; the block layouts of ggml's ``block_q4_0`` ... ``block_q6_K``
+  and ``block_iq4_xs``, https://github.com/ggml-org/llama.cpp/blob/master/ggml/src/ggml-common.h),
+  bytes per block of weights:
+
+  * ``q4_0``: 32 4-bit values + an fp16 scale = 18 B / 32 = 4.5 bits;
+  * ``q8_0``: 32 int8 values + an fp16 scale = 34 B / 32 = 8.5 bits;
+  * ``q4_k``: a 256-weight super-block of 4-bit values, 8 sub-blocks with 6-bit scales and mins
+    (12 B) and an fp16 scale and min = 144 B / 256 = 4.5 bits;
+  * ``q5_k``: as q4_k plus one high bit per weight (32 B) = 176 B / 256 = 5.5 bits;
+  * ``q6_k``: 6-bit values (192 B), 16 int8 sub-block scales and an fp16 scale = 210 B / 256 =
+    6.5625 bits;
+  * ``iq4_xs``: 4-bit non-linear values (128 B), 6-bit sub-block scales (6 B) and an fp16 scale
+    = 136 B / 256 = 4.25 bits.
+
+  A mixed GGUF (Q4_K_M, Unsloth's UD-Q4_K_XL) keeps some tensors in a wider format: its bytes
+  per expert are best read from the file, or from a cache size the source states.
 
 A scenario's ``[model] precision`` sets the routed experts, the always-active FFN weights (shared
 experts and dense FFN layers) and the attention projections; ``expert_precision``,
@@ -50,6 +66,12 @@ BYTES_PER_PARAM: dict[str, float] = {
     "int2": (2 + 16 / 16 + 0.5 / 16) / 8,
     "int3": (3.2 + 16 / 32 + 0.5 / 32) / 8,
     "int4": (4 + 16 / 64 + 0.5 / 64) / 8,
+    "q4_0": 18 / 32,
+    "q8_0": 34 / 32,
+    "q4_k": 144 / 256,
+    "q5_k": 176 / 256,
+    "q6_k": 210 / 256,
+    "iq4_xs": 136 / 256,
 }
 
 #: ``[model] precision`` values: the catalog's numbers, or one of :data:`BYTES_PER_PARAM`.

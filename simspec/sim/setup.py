@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from simspec import rng
-from simspec.config._memory import cache_experts_per_layer
+from simspec.config._memory import cache_experts_per_layer, host_moe_layers
 from simspec.config.scenario import Scenario
 from simspec.config.speculation import DEFAULT_RANK_DECAY
 from simspec.costs.base import COST_MODELS, CostModel
@@ -156,13 +156,15 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
         prefetch=o.prefetch,
         prefetch_accuracy=o.prefetch_accuracy,
         miss=o.miss,
-        host_bytes_per_s=host.memory_bytes_per_s,
+        host_bytes_per_s=host.expert_bytes_per_s,
         cpu_flops_per_s=host.cpu_flops_per_s,
         inclusion=references.inclusion_probabilities,
         layer_host_s=layer_host_s,
         expert_host_s=expert_host_s,
         copies_per_expert=copies_per_expert,
         cancel_wrong_prefetch=o.cancel_wrong_prefetch,
+        host_layers=host_moe_layers(s),
+        transfers_per_miss=2 if swapping(s) else 1,
     )
     memo: dict[bytes, np.ndarray] = {}
 
@@ -178,6 +180,14 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
 
     draft_host_s = o.drafter_layer_host_s * drafter_layers(s)
     return OffloadCostModel(base, model, reuse, draft_host_s=draft_host_s)
+
+
+def swapping(s: Scenario) -> bool:
+    """A miss swaps (two transfers): the runtime copies evicted experts back to host memory and
+    the misses are copied into an LRU/LFU cache that is full (every miss evicts one)."""
+    o = s.offload
+    cache = o.cache_policy in ("lru", "lfu") and cache_experts_per_layer(s) > 0
+    return o.swaps_evicted and o.miss == "copy" and cache
 
 
 def drafter_layers(s: Scenario) -> int:

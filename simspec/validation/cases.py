@@ -123,6 +123,21 @@ class Case:
     host_memory_gb_per_s: float = param(
         0.0, "host DRAM bandwidth for CPU-computed experts, GB/s (0 = the default host)", ge=0
     )
+    host_memory_channels: int = param(
+        0, "populated DRAM channels of the host, all sockets (0 = not stated)", ge=0
+    )
+    host_memory_mt_per_s: float = param(
+        0.0, "the host's DRAM transfer rate, MT/s (0 = not stated)", ge=0
+    )
+    host_moe_layers: int = param(
+        0, "MoE layers whose experts live on the host (llama.cpp --n-cpu-moe; 0 = all)", ge=0
+    )
+    layer_split_gpus: int = param(
+        1,
+        "GPUs the layers are split over (llama.cpp --split-mode layer): at batch 1 they run "
+        "one after the other, so one GPU with their summed memory stands in",
+        ge=1,
+    )
     drafter: str = param("", "catalog drafter of a speculative offload row ('' = none)")
     configuration: str = param("", "the system's configuration within its series (a label)")
     framework: str = param(

@@ -10,7 +10,11 @@ A row becomes the default scenario with the row's model, precision, GPU and leng
 - the host link: ``host_link_gb_per_s`` when the source measured it, else, when the machine's
   PCIe generation is below the card's, the bandwidth derived for that generation (the card's
   lanes, :meth:`simspec.physics.hardware.GpuSpec.host_link_bytes_per_s`), else the card's own;
-- ``attention_precision`` and ``host_memory_gb_per_s`` (``[hardware.host]``) when stated;
+- ``attention_precision`` and the host (``[hardware.host]``: ``host_memory_gb_per_s``, or its
+  ``host_memory_channels`` and ``host_memory_mt_per_s``) when stated; ``host_moe_layers`` (the
+  layers whose experts live on the host); a row whose layers are split over
+  ``layer_split_gpus`` GPUs (run one after the other at batch 1) runs on one such GPU with their
+  summed memory;
 - a row that states its cache size ran that cache on that GPU: all its memory counts
   (``memory_utilization = 1``), so the scenario's memory check does not refuse the source's own
   configuration (Fiddler's 56 fp16 experts on a 24 GB card);
@@ -101,6 +105,8 @@ def offload_table(case: Case, layer_host_s: float | None = None) -> dict[str, An
         table["cache_gb"] = slots * shape.num_moe_layers * shape.expert_bytes / 1e9
     elif case.cache_gb:
         table["cache_gb"] = case.cache_gb
+    if case.host_moe_layers:
+        table["host_moe_layers"] = case.host_moe_layers
     link = link_gb_per_s(case)
     if link is not None:
         table["link_gb_per_s"] = link
@@ -115,8 +121,22 @@ def offload_scenario_data(case: Case, layer_host_s: float | None = None) -> dict
         data["hardware"]["memory_utilization"] = 1.0
     if case.attention_precision:
         data["model"]["attention_precision"] = case.attention_precision
+    host: dict[str, Any] = {}
     if case.host_memory_gb_per_s:
-        data["hardware"]["host"] = {"memory_bytes_per_s": case.host_memory_gb_per_s * 1e9}
+        host["memory_bytes_per_s"] = case.host_memory_gb_per_s * 1e9
+    if case.host_memory_channels and case.host_memory_mt_per_s:
+        host |= {
+            "memory_channels": case.host_memory_channels,
+            "memory_mt_per_s": case.host_memory_mt_per_s,
+        }
+    if host:
+        data["hardware"]["host"] = host
+    if case.layer_split_gpus > 1:  # one GPU of the split's summed memory stands in
+        gpu = catalog.get_gpu(case.gpu)
+        data["hardware"]["custom"] = {
+            **dataclasses.asdict(gpu),
+            "memory_bytes": gpu.memory_bytes * case.layer_split_gpus,
+        }
     if case.drafter:
         data["model"]["drafter"] = case.drafter
         data["policies"] = [{"name": "fixed", "draft_tokens": case.steps}]
@@ -206,6 +226,10 @@ def offload_summary(
             if hits
             else None
         ),
+        "hit_rate_max_abs_points_by_reporter": {
+            r: max(abs(o.predicted - o.measured) * 100 for o in hits if o.case.reporter == r)  # type: ignore[operator]
+            for r in sorted({o.case.reporter for o in hits})
+        },
         "order_right": order,
         "targets": {"held_out_median": 0.20, "hit_rate_points": 10.0},
     }
@@ -320,7 +344,9 @@ def offload_lines(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, A
         "eager Hugging Face transformers runtime (Mixtral-offloading and its re-implementations,",
         '`framework = "hf-eager"`) add that runtime\'s host time per decoder layer, one fitted',
         "term (`layer_host_s`, simspec/catalog/offload_frameworks/hf-eager.toml: fitted on",
-        "Mixtral-offloading's first-hand PCIe 4 rows, role fit). Second-hand rows and",
+        "Mixtral-offloading's first-hand PCIe 4 rows, role fit), and its swaps (a miss into its",
+        "full LRU cache also copies the evicted expert back out on the same stream: two",
+        "transfers; Mixtral-offloading's ExpertCache, a design fact). Second-hand rows and",
         "Mixtral-offloading's PCIe 3 machines (RTX 3060, T4) are held out (role test).",
         "",
     ]
@@ -360,7 +386,12 @@ def offload_lines(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, A
         "",
         "Hit-rate rows: largest |predicted − measured| "
         + ("—" if hits is None else f"{hits:.0f} points")
-        + " (target ≤ 10 points).",
+        + " (target ≤ 10 points); by reporter: "
+        + ", ".join(
+            f"{k} {v:.0f}"
+            for k, v in summary.get("hit_rate_max_abs_points_by_reporter", {}).items()
+        )
+        + " points.",
         "",
         "Mixtral-offloading's configurations in the measured order (full > no prefetch > no",
         "LRU > naive), per GPU and expert precision:",

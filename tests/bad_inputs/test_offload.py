@@ -42,6 +42,10 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
         scenario({**OFFLOAD, "hardware.gpu": "my-gpu", "hardware.custom": _no_link_gpu()}),
         ["offload.link_gb_per_s", "above 0 GB/s", "0 GB/s"],
     ),
+    "more host layers than MoE layers": (
+        scenario({**OFFLOAD, "offload.host_moe_layers": 49}),
+        ["offload.host_moe_layers", "48 MoE layers", "49"],
+    ),
     "prefetch accuracy above 1": (
         scenario({**OFFLOAD, "offload.prefetch_accuracy": 1.5}),
         ["offload.prefetch_accuracy", "<= 1", "1.5"],

@@ -98,13 +98,33 @@ def test_draft_guided_copies_overlap_the_draft_phase():
     assert pipe.total_s == 4.0  # the third copy ends at 3, its layer runs 3..4
 
 
-def test_cpu_misses_run_beside_the_gpu():
+def test_cpu_misses_run_beside_the_gpu_experts_after_the_attention():
+    """A layer: attention and router on the GPU, then its resident experts on the GPU beside
+    the CPU's (weights streamed from DRAM, hidden states sent and returned: two copies)."""
     m = _model(miss="cpu")
     union = np.full(4, 2.0)
-    pipe = m.price(1e-3, union, union, tokens=1)
+    misses = np.array([2.0, 1.0, 0.0, 1.0])
+    layer_s, moe_s = 1e-3, 0.6e-3
+    pipe = m.price(layer_s, union, misses, tokens=1, moe_layer_s=moe_s)
     cpu_one = max(50e6 / 64e9, 1 * 2 / 2 * 5e7 / 2e12)
+    expected = sum(
+        layer_s - moe_s + max(moe_s * (2 - c) / 2, c * cpu_one + 2 * 6e-6) if c else layer_s
+        for c in misses
+    )
     assert pipe.copy_s == 0.0
-    assert pipe.total_s == pytest.approx(4 * max(1e-3, 2 * cpu_one))
+    assert pipe.total_s == pytest.approx(expected, rel=1e-12)
+    # Every expert on the CPU: the layer is its attention, then the CPU's experts in series.
+    whole = m.price(layer_s, union, union, tokens=1, moe_layer_s=moe_s)
+    assert whole.total_s == pytest.approx(4 * (layer_s - moe_s + 2 * cpu_one + 12e-6))
+
+
+def test_layers_whose_experts_stay_on_the_gpu_never_miss():
+    """llama.cpp --n-cpu-moe N: the first N MoE layers' experts on the host, the rest resident."""
+    m = _model(host_layers=1)
+    union = np.array([3.0, 4.0, 2.0, 5.0])
+    pipe = m.price(1e-3, union, union, tokens=2)
+    assert pipe.copy_s == pytest.approx(3 * (50e6 / 25e9 + 6e-6), rel=1e-12)
+    assert m.on_host(union).tolist() == [3.0, 0.0, 0.0, 0.0]
 
 
 def test_wrong_prefetches_cost_copies():
@@ -292,3 +312,27 @@ def test_a_prefill_passes_through_the_cache():
     before = static.resident.copy()
     assert static.prefill(np.array([5.0, 2.0])).tolist() == [2.0, 0.0]
     assert (static.resident == before).all()
+
+
+def test_a_swapping_runtime_sends_each_miss_both_ways():
+    """Mixtral-offloading swaps: a miss copies the expert in and the evicted one back out on
+    the same stream, so the link carries two transfers per miss (bytes and copy latency)."""
+    one, two = _model(), _model(transfers_per_miss=2)
+    assert two.copy_s == pytest.approx(2 * (50e6 / 25e9 + 6e-6), rel=1e-12)
+    union = np.array([3.0, 4.0, 2.0, 5.0])
+    assert two.price(1e-3, union, union, 2).copy_s == pytest.approx(
+        2 * one.price(1e-3, union, union, 2).copy_s, rel=1e-12
+    )
+
+
+def test_only_a_full_cache_of_a_swapping_runtime_swaps():
+    """hf-eager swaps evicted experts back; no cache (a staging buffer) or CPU misses do not."""
+    from simspec.config.load import load_scenario
+    from simspec.sim.setup import swapping
+
+    base = ['offload.experts="host_pinned"', "hardware.gpu=rtx-4090"]
+    lru = [*base, 'offload.framework="hf-eager"', "offload.cache_experts_per_layer=8"]
+    assert swapping(load_scenario(overrides=lru))
+    assert not swapping(load_scenario(overrides=[*base, "offload.cache_experts_per_layer=8"]))
+    assert not swapping(load_scenario(overrides=[*lru[:-1], 'offload.cache_policy="none"']))
+    assert not swapping(load_scenario(overrides=[*lru, 'offload.miss="cpu"']))

@@ -74,16 +74,17 @@ def test_each_copy_of_an_expert_pays_the_copy_latency():
 
 
 def test_a_wait_on_the_cpu_is_exposed():
-    """Misses computed on the CPU: a layer takes the longer of the GPU's and the CPU's time,
-    and what the CPU takes beyond the GPU is the pass's wait (it reaches the pass's cost)."""
+    """Misses computed on the CPU: after the layer's attention, the CPU's experts (and the
+    hidden states' trip each way) take the place of the GPU's expert time; what they take
+    beyond it is the pass's wait (it reaches the pass's cost)."""
     m = _model(miss="cpu")
     union = np.full(LAYERS, 2.0)
-    gpu = 1e-4
-    cpu = 2 * max(50e6 / 64e9, 2 / 2 * 5e7 / 2e12)  # two experts from host DRAM
-    assert cpu > gpu
-    pipe = m.price(gpu, union, union, tokens=1)
-    assert pipe.total_s == pytest.approx(LAYERS * cpu, rel=1e-12)
-    assert pipe.exposed_s == pytest.approx(LAYERS * (cpu - gpu), rel=1e-12)
+    gpu, moe = 1e-4, 0.5e-4
+    cpu = 2 * max(50e6 / 64e9, 2 / 2 * 5e7 / 2e12) + 2 * 6e-6  # two experts from host DRAM
+    assert cpu > moe
+    pipe = m.price(gpu, union, union, tokens=1, moe_layer_s=moe)
+    assert pipe.total_s == pytest.approx(LAYERS * (gpu - moe + cpu), rel=1e-12)
+    assert pipe.exposed_s == pytest.approx(LAYERS * (cpu - moe), rel=1e-12)
 
 
 def test_the_loaded_pass_carries_the_host_time_in_its_moe_part():

@@ -190,3 +190,18 @@ def test_an_unmeasured_graph_floor_is_the_measured_one_at_this_gpus_clock(name):
     gpu, reference = catalog.get_gpu(name), catalog.get_gpu("h200")
     expected = reference.kernel_floor_graph_s * gpu.latency_scale
     assert gpu.kernel_floor_graph_s == pytest.approx(expected, rel=2e-3)
+
+
+def test_host_bandwidth_from_channels_and_threads():
+    """Channels x 8 B x MT/s at the default desktop's stream fraction (64 of 89.6 GB/s); a
+    GEMV on few threads is bound by what each streams (Little's law, 12 GB/s)."""
+    from simspec.physics.hardware import CORE_STREAM_BYTES_PER_S
+
+    server = HostSpec(memory_channels=8, memory_mt_per_s=3200)
+    assert server.expert_bytes_per_s == pytest.approx(8 * 8 * 3200e6 * 64 / 89.6)
+    assert HostSpec(memory_channels=2, memory_mt_per_s=2666).expert_bytes_per_s / 1e9 == (
+        pytest.approx(2 * 8 * 2.666 * 64 / 89.6)
+    )
+    few = HostSpec(memory_channels=8, memory_mt_per_s=3200, cpu_threads=4)
+    assert few.expert_bytes_per_s == 4 * CORE_STREAM_BYTES_PER_S
+    assert HostSpec().expert_bytes_per_s == HostSpec().memory_bytes_per_s

@@ -25,7 +25,20 @@ def test_bytes_per_parameter_of_each_format():
         "int2": (2 * 16 + 8 + 8 + 64 / 128) / 16 / 8,
         "int3": (32 / 10 * 32 + 8 + 8 + 64 / 128) / 32 / 8,  # ten 3-bit values per int32
         "int4": (4 * 64 + 8 + 8 + 64 / 128) / 64 / 8,
+        # GGUF blocks (ggml-common.h): values + scales in bytes per block of weights.
+        "q4_0": (32 * 4 / 8 + 2) / 32,  # 32 nibbles + fp16 d
+        "q8_0": (32 + 2) / 32,  # 32 int8 + fp16 d
+        "q4_k": (256 * 4 / 8 + 12 + 2 + 2) / 256,  # nibbles, 6-bit scales/mins, fp16 d/dmin
+        "q5_k": (256 * 4 / 8 + 256 / 8 + 12 + 2 + 2) / 256,  # + one high bit per weight
+        "q6_k": (256 * 4 / 8 + 256 * 2 / 8 + 16 + 2) / 256,  # low nibbles, high 2 bits, scales
+        "iq4_xs": (256 * 4 / 8 + 4 + 2 + 2) / 256,  # nibbles, 6-bit scales (4 + 2 B), fp16 d
     }
+
+
+def test_gguf_bits_per_weight():
+    """llama.cpp's documented bits per weight: Q4_K 4.5, Q5_K 5.5, Q6_K 6.5625, Q8_0 8.5."""
+    bits = {k: v * 8 for k, v in BYTES_PER_PARAM.items()}
+    assert (bits["q4_k"], bits["q5_k"], bits["q6_k"], bits["q8_0"]) == (4.5, 5.5, 6.5625, 8.5)
 
 
 def test_hqq_sizes_reproduce_mixtral_offloadings_two_model_sizes():

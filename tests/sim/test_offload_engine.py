@@ -141,3 +141,21 @@ def test_closed_form_price_is_the_pipeline():
         slow = pipeline_of(full, (1 - a) * misses * model.copy_s, misses * model.copy_s)
         assert fast.total_s == pytest.approx(slow.total_s, rel=1e-12)
         assert fast.copy_s == pytest.approx(slow.copy_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["analytic", "monte_carlo"])
+def test_host_moe_layers_offload_only_those_layers(mode):
+    """--n-cpu-moe N: N layers' experts in host memory, the rest resident. GPU memory holds the
+    others' experts; only the N layers miss, and the hit rate counts their experts alone."""
+    from simspec.config.load import load_scenario
+
+    base = [*OFFLOAD, "offload.cache_experts_per_layer=0", f'routing.mode="{mode}"']
+    some = [*base, "offload.host_moe_layers=40", "hardware.memory_utilization=1.0"]
+    every, part = load_scenario(overrides=base), load_scenario(overrides=some)
+    shape = every.target.shape
+    resident = (shape.num_moe_layers - 40) * shape.num_experts * shape.expert_bytes
+    assert part.weight_bytes - every.weight_bytes == pytest.approx(resident)
+    all_host, twelve = simspec.run(None, base), simspec.run(None, some)
+    for a, p in zip(all_host.policies, twelve.policies, strict=True):
+        assert p.expert_hit_rate == a.expert_hit_rate == 0.0  # no cache: every host use misses
+        assert p.link_gb == pytest.approx(a.link_gb * 40 / shape.num_moe_layers, rel=0.05)

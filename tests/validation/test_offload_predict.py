@@ -83,6 +83,26 @@ def test_a_slower_machine_link_is_derived_for_its_generation(rows):
     assert off.link_gb_per_s(measured) == 8.0
 
 
+def test_a_stated_host_layer_split_and_host_layers_reach_the_scenario(rows):
+    """A row's host (channels x transfer rate), its --n-cpu-moe layers and a layer split over
+    two GPUs (one GPU of their summed memory) become the scenario's."""
+    from simspec.config.load import scenario_from_dict
+    from simspec.physics.hardware import HOST_STREAM_FRACTION
+
+    row = dataclasses.replace(
+        rows[0],
+        miss="cpu",
+        host_memory_channels=2,
+        host_memory_mt_per_s=2666,
+        host_moe_layers=28,
+        layer_split_gpus=2,
+    )
+    s = scenario_from_dict(off.offload_scenario_data(row), "row")
+    assert s.host.expert_bytes_per_s == pytest.approx(2 * 8 * 2666e6 * HOST_STREAM_FRACTION)
+    assert s.offload.host_moe_layers == 28
+    assert s.gpu.memory_bytes == 2 * catalog.get_gpu("rtx-4090").memory_bytes
+
+
 def test_fractional_slots_become_the_same_bytes(rows):
     row = dataclasses.replace(rows[0], cache_experts_per_layer=1.5)
     shape = catalog.get_model("qwen3-30b-a3b").shape
