@@ -53,9 +53,14 @@ def _wait_for(condition, timeout: float = 60.0) -> None:  # type: ignore[no-unty
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user and system) the process ``pid`` has used so far."""
-    fields = (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user and system) the process ``pid`` and its live children have used so
+    far: a run may simulate in pool workers while its own process waits."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    except OSError:  # a child that ended between the listing and the read
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(_cpu_s(child) for child in _children(pid))
 
 
 #: CPU seconds after which a run is simulating: more than a whole small run takes (imports,
@@ -97,6 +102,7 @@ def test_run_stops_on_a_signal_with_one_line(tmp_path, name, code):
     path = write_scenario(tmp_path, scenario(), "s.toml")
     process = _start(["run", str(path), "--json", "out.json", *SLOW], tmp_path)
     _wait_for(lambda: _cpu_s(process.pid) >= SIMULATING_CPU_S)  # imported and simulating
+    assert process.poll() is None, "the run ended before it was signalled"
     process.send_signal(getattr(signal, name))
     _, err = process.communicate(timeout=60)
     assert process.returncode == code, err
