@@ -42,6 +42,8 @@ def _start(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as from a terminal: under nohup SIGHUP is ignored, and simspec keeps that choice
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 
