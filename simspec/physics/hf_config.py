@@ -27,13 +27,15 @@ glm4_moe            n_routed_experts, num_experts_per_tok, moe_intermediate_size
 Common to all: num_hidden_layers, hidden_size, vocab_size, num_attention_heads,
 num_key_value_heads (default: the heads), head_dim (default: hidden_size / heads),
 tie_word_embeddings, max_position_embeddings, intermediate_size (the dense-FFN width where the
-family has dense layers). Weights are taken as bf16 (2 bytes per parameter) apart from
-gpt-oss's MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale per 32, OCP MX spec
-v1.0), as the catalog does; a scenario's ``[model] precision`` changes them. Multi-token
-prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as in the
-catalog; their number is kept (``mtp_layers``) for an MTP drafter. The
-headline parameter counts are derived from the shapes (total, and active per token with
-``experts_per_token`` of the routed experts).
+family has dense layers). Per-head query/key normalisation (``qk_norm``) is the qwen3_moe
+architecture's own (its attention always carries ``q_norm`` / ``k_norm``) and glm4_moe's
+``use_qk_norm`` (true for GLM-4.5, false for GLM-4.5-Air). Weights are taken as bf16 (2 bytes
+per parameter) apart from gpt-oss's MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale
+per 32, OCP MX spec v1.0), as the catalog does; a scenario's ``[model] precision`` changes them.
+Multi-token prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as
+in the catalog; their number is kept (``mtp_layers``) for an MTP drafter. The headline parameter
+counts are derived from the shapes (total, and active per token with ``experts_per_token`` of
+the routed experts).
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ def _attention(f: _Fields, family: str, hidden: int, layers: int) -> AttentionSp
             v_head_dim=f.int("v_head_dim", minimum=1),
         )
     shape: dict[str, Any] = {
+        "qk_norm": family == "qwen3_moe" or bool(f.get("use_qk_norm", False)),
         "num_heads": heads,
         "num_kv_heads": f.int("num_key_value_heads", heads, minimum=1),
         "head_dim": f.int("head_dim", hidden // heads, minimum=1),

@@ -13,7 +13,11 @@ neither is counted here.
 Per layer:
 
 - **GQA / sliding attention** (6): add + RMSNorm, QKV GEMM, RoPE, KV-cache write, attention,
-  output GEMM;
+  output GEMM; a model with per-head query/key normalisation (``qk_norm``: Qwen3's ``q_norm``
+  and ``k_norm``, GLM-4.5's ``use_qk_norm``) adds its two RMSNorms (2), one over the query
+  heads and one over the key heads between the QKV GEMM and RoPE, as SGLang's and vLLM's
+  Qwen3 attention run them (``q_norm(q_by_head)``, ``k_norm(k_by_head)``: two kernels;
+  TensorRT-LLM's fused qk-norm + RoPE kernel is one engine's exception, not counted);
 - **MLA** (11): add + RMSNorm, fused q_a/kv_a GEMM, q_a norm, kv_a norm, q_b GEMM, absorbed
   key bmm (w_kc), RoPE, KV-cache write, attention, value bmm (w_vc), output GEMM;
 - **linear attention** (Gated DeltaNet, 8): add + RMSNorm, two input projections, causal conv
@@ -41,6 +45,9 @@ from __future__ import annotations
 
 #: Kernels of one attention block, by kind (module docstring).
 ATTENTION_KERNELS = {"gqa": 6, "sliding": 6, "mla": 11, "linear": 8}
+#: Kernels per-head query/key normalisation adds to a softmax-attention block (the query
+#: heads' RMSNorm and the key heads').
+QK_NORM_KERNELS = 2
 #: Kernels of a MoE FFN block without shared experts, and what shared experts add.
 MOE_KERNELS, SHARED_EXPERT_KERNELS = 3, 4
 #: Kernels of a dense FFN block.
@@ -56,17 +63,19 @@ DRAFT_STEP_KERNELS = 8
 VERIFY_KERNELS = 6
 
 
-def layer_kernels(attention: str, is_moe: bool, shared_experts: bool) -> int:
+def layer_kernels(attention: str, is_moe: bool, shared_experts: bool, qk_norm: bool = False) -> int:
     """Kernels one layer launches: its attention block (``gqa``, ``sliding``, ``mla`` or
-    ``linear``) and its FFN block (MoE, with or without shared experts, or dense).
+    ``linear``; with ``qk_norm`` a softmax-attention block adds :data:`QK_NORM_KERNELS`) and
+    its FFN block (MoE, with or without shared experts, or dense).
 
-    >>> layer_kernels("gqa", True, False)  # Qwen3-30B-A3B
-    9
+    >>> layer_kernels("gqa", True, False, qk_norm=True)  # Qwen3-30B-A3B
+    11
     >>> layer_kernels("mla", True, True)  # DeepSeek-V3's MoE layers
     18
     """
     ffn = MOE_KERNELS + (SHARED_EXPERT_KERNELS if shared_experts else 0) if is_moe else 0
-    return ATTENTION_KERNELS[attention] + (ffn if is_moe else DENSE_FFN_KERNELS)
+    norms = QK_NORM_KERNELS if qk_norm and attention in ("gqa", "sliding") else 0
+    return ATTENTION_KERNELS[attention] + norms + (ffn if is_moe else DENSE_FFN_KERNELS)
 
 
 #: Of those, the kernels a calibration profile's tables time (their floors are in the measured
@@ -81,7 +90,7 @@ def table_kernels(attention: str, is_moe: bool, shared_experts: bool) -> int:
     """Kernels of one layer that the calibration tables time (the rest are norms, residual
     adds, RoPE, KV-cache writes, activations, whose floors a calibrated pass adds).
 
-    >>> layer_kernels("gqa", True, False) - table_kernels("gqa", True, False)  # Qwen3-30B-A3B
+    >>> layer_kernels("gqa", True, False) - table_kernels("gqa", True, False)  # GQA + MoE
     4
     """
     if is_moe:

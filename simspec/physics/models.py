@@ -102,6 +102,11 @@ class AttentionSpec:
     linear_num_value_heads: int = param(0, "Gated DeltaNet value heads", ge=0, le=MAX_HEADS)
     linear_key_head_dim: int = param(0, "Gated DeltaNet key head dim", ge=0, le=WIDTH)
     linear_value_head_dim: int = param(0, "Gated DeltaNet value head dim", ge=0, le=WIDTH)
+    qk_norm: bool = param(
+        False,
+        "per-head RMSNorm of queries and keys before RoPE in the softmax-attention layers "
+        "(Qwen3's q_norm / k_norm; config.json use_qk_norm)",
+    )
 
     def __post_init__(self) -> None:
         if self.kind == "gqa" and self.num_heads % self.num_kv_heads:
@@ -300,7 +305,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
                 is_moe=moe,
                 kernels=layer_kernels(
-                    a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
+                    a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0, a.qk_norm
                 ),
                 table_kernels=table_kernels(
                     a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0

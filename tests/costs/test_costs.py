@@ -96,8 +96,9 @@ def test_overhead_and_num_gpus():
     shape = QWEN_MOE.shape
     args = (np.array([4]), np.array([512]), np.full(48, 20.0))
     one = target_pass_cost(shape, H100, RooflineParams(), *args)
-    # 48 layers of 6 attention + 3 MoE kernels and 5 per pass, each at the floor; no host time.
-    assert one.floors_s == pytest.approx((48 * 9 + 5) * H100.kernel_floor_graph_s)
+    # 48 layers of 6 attention + 2 query/key norms + 3 MoE kernels and 5 per pass, each at the
+    # floor; no host time.
+    assert one.floors_s == pytest.approx((48 * 11 + 5) * H100.kernel_floor_graph_s)
     assert one.overhead_s == 0.0
     p = RooflineParams(comm_s_per_layer=0.0)
     two = target_pass_cost(shape, H100, p, *args, num_gpus=2)

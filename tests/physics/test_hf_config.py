@@ -113,6 +113,7 @@ GLM_45 = {  # zai-org/GLM-4.5
     "max_position_embeddings": 131072,
     "num_nextn_predict_layers": 1,
     "tie_word_embeddings": False,
+    "use_qk_norm": True,
 }
 QWEN15_MOE = {  # Qwen/Qwen1.5-MoE-A2.7B-Chat
     "model_type": "qwen2_moe",
@@ -212,3 +213,20 @@ def test_unrepresentable_layer_pattern_is_refused():
     config = {**GPT_OSS_20B, "layer_types": ["full_attention"] * 2 + ["sliding_attention"] * 22}
     with pytest.raises(InputError, match="layer_types"):
         model_spec_from_hf(config, "g")
+
+
+@pytest.mark.parametrize(
+    ("config", "qk_norm"),
+    [
+        (QWEN3_30B_A3B, True),  # the qwen3_moe attention always carries q_norm / k_norm
+        (GLM_45, True),  # use_qk_norm: true
+        ({**GLM_45, "use_qk_norm": False}, False),  # GLM-4.5-Air's
+        (MIXTRAL_8X7B, False),
+        (GPT_OSS_20B, False),
+        (QWEN15_MOE, False),
+    ],
+)
+def test_query_key_norms_come_from_the_architecture_and_use_qk_norm(config, qk_norm):
+    """Per-head query/key RMSNorm is read from config.json: the qwen3_moe family's own,
+    glm4_moe's ``use_qk_norm``; absent elsewhere."""
+    assert model_spec_from_hf(config, "m").attention.qk_norm is qk_norm
