@@ -55,8 +55,16 @@ class CalibrationPlan:
 
 
 def bench_model(spec: ModelSpec, shapes: str) -> ModelSpec:
-    """The model whose shapes are benchmarked: ``spec`` in bf16, scaled down when ``tiny``."""
-    spec = dataclasses.replace(spec, weight_bytes=BF16_BYTES, expert_weight_bytes=BF16_BYTES)
+    """The model whose shapes are benchmarked: ``spec`` in bf16, scaled down when ``tiny``.
+
+    The benchmarked layer stack (:mod:`simspec.calibrate.stack`) runs no per-head query/key
+    norms, so the model it stands for has none (``qk_norm`` off): its passes count the kernels
+    the stack launches.
+    """
+    attention = dataclasses.replace(spec.attention, qk_norm=False)
+    spec = dataclasses.replace(
+        spec, weight_bytes=BF16_BYTES, expert_weight_bytes=BF16_BYTES, attention=attention
+    )
     return tiny_model(spec) if shapes == "tiny" else spec
 
 

@@ -37,9 +37,10 @@ def _model(gpus: int = 1, **params) -> RooflineCostModel:
 
 
 def _kernels(spec) -> int:
-    """Kernels of one pass from the config alone: attention block 6 (GQA) or 11 (MLA), MoE
-    block 3 (+4 with shared experts), dense FFN 4, and 5 per pass."""
-    attention = 11 if spec.attention.kind == "mla" else 6
+    """Kernels of one pass from the config alone: attention block 6 (GQA, + 2 with per-head
+    query/key norms) or 11 (MLA), MoE block 3 (+4 with shared experts), dense FFN 4, and 5 per
+    pass (every layer of these models has full attention)."""
+    attention = 11 if spec.attention.kind == "mla" else 6 + (2 if spec.attention.qk_norm else 0)
     moe = 3 + (4 if spec.moe.num_shared_experts else 0)
     moe_layers = 0 if not spec.moe.num_experts else spec.num_layers - spec.moe.first_dense_layers
     return spec.num_layers * attention + moe_layers * moe + (spec.num_layers - moe_layers) * 4 + 5
