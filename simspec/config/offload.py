@@ -16,7 +16,7 @@ prefetch_accuracy = 0.9        # fraction of a layer's missing experts the prefe
 cancel_wrong_prefetch = false  # drop wrong guesses still queued when the router has run
 miss = "copy"                  # copy (wait for it) | cpu (compute it on the host)
 host_moe_layers = -1           # MoE layers whose experts live on the host (-1 = all)
-framework = "none"             # the runtime's host time: none | hf-eager (catalog presets)
+framework = "none"             # the runtime's host time: a preset (none, hf-eager, ...)
 ```
 """
 
@@ -112,7 +112,8 @@ class OffloadConfig:
         "none",
         "the offloading runtime's host time per layer and per expert: an offload framework "
         "preset (simspec/catalog/offload_frameworks: none = physics only, hf-eager = Hugging "
-        "Face transformers in eager PyTorch with a Python expert cache, as Mixtral-offloading)",
+        "Face transformers in eager PyTorch with a Python expert cache, as Mixtral-offloading; "
+        "mixtral-offloading-release = the same with the released repository's swapping cache)",
     )
     layer_host_s: float | None = param(
         None,

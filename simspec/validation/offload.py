@@ -344,10 +344,12 @@ def offload_lines(outcomes: list[Outcome], cases: CaseFile, summary: dict[str, A
         "eager Hugging Face transformers runtime (Mixtral-offloading and its re-implementations,",
         '`framework = "hf-eager"`) add that runtime\'s host time per decoder layer, one fitted',
         "term (`layer_host_s`, simspec/catalog/offload_frameworks/hf-eager.toml: fitted on",
-        "Mixtral-offloading's first-hand PCIe 4 rows, role fit), and its swaps (a miss into its",
-        "full LRU cache also copies the evicted expert back out on the same stream: two",
-        "transfers; Mixtral-offloading's ExpertCache, a design fact). Second-hand rows and",
-        "Mixtral-offloading's PCIe 3 machines (RTX 3060, T4) are held out (role test).",
+        "Mixtral-offloading's first-hand PCIe 4 rows, role fit); a miss is one transfer. Rows",
+        "that ran Mixtral-offloading's released repository (SP-MoE's MO + SD baseline,",
+        '`framework = "mixtral-offloading-release"`: the same host time) also swap: a miss into',
+        "its full LRU cache copies the evicted expert back out on the same stream, two transfers",
+        "(its ExpertCache, a design fact). Second-hand rows and Mixtral-offloading's PCIe 3",
+        "machines (RTX 3060, T4) are held out (role test).",
         "",
     ]
     oos = summary.get("out_of_sample")

@@ -326,13 +326,17 @@ def test_a_swapping_runtime_sends_each_miss_both_ways():
 
 
 def test_only_a_full_cache_of_a_swapping_runtime_swaps():
-    """hf-eager swaps evicted experts back; no cache (a staging buffer) or CPU misses do not."""
+    """The released Mixtral-offloading cache swaps evicted experts back; no cache (a staging
+    buffer), CPU misses, and the eager runtime as Table 2 measured it (hf-eager) do not."""
     from simspec.config.load import load_scenario
     from simspec.sim.setup import swapping
 
     base = ['offload.experts="host_pinned"', "hardware.gpu=rtx-4090"]
-    lru = [*base, 'offload.framework="hf-eager"', "offload.cache_experts_per_layer=8"]
+    release = 'offload.framework="mixtral-offloading-release"'
+    lru = [*base, release, "offload.cache_experts_per_layer=8"]
     assert swapping(load_scenario(overrides=lru))
+    eager = [*base, 'offload.framework="hf-eager"', "offload.cache_experts_per_layer=8"]
+    assert not swapping(load_scenario(overrides=eager))
     assert not swapping(load_scenario(overrides=[*base, "offload.cache_experts_per_layer=8"]))
     assert not swapping(load_scenario(overrides=[*lru[:-1], 'offload.cache_policy="none"']))
     assert not swapping(load_scenario(overrides=[*lru, 'offload.miss="cpu"']))

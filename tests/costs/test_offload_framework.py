@@ -302,3 +302,36 @@ def test_a_cancelling_runtime_sends_fewer_experts():
     late = 2 * ONE * (1 - router / (4 * ONE))
     expected = 2 * ONE + 2 * ONE + (LAYERS - 1) * (router + late + 2 * ONE) + router
     assert b.total_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_released_repository_is_the_eager_runtime_with_a_swapping_cache():
+    """mixtral-offloading-release is hf-eager's runtime (one fitted host time, shared) whose
+    cache swaps; hf-eager (the paper's own implementation) sends one transfer per miss."""
+    eager = catalog.get_offload_framework("hf-eager")
+    release = catalog.get_offload_framework("mixtral-offloading-release")
+    same = ("layer_host_s", "expert_host_s", "draft_layer_host_s", "copies_per_expert")
+    assert {k: getattr(release, k) for k in same} == {k: getattr(eager, k) for k in same}
+    assert release.swaps_evicted and not eager.swaps_evicted
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.38, 0.45, 0.6])
+def test_a_cache_of_top_k_slots_hits_at_the_lag_1_overlap_and_a_swap_needs_it_above_half(rho):
+    """An LRU of k_e slots per layer holds the previous token's k_e experts: at batch 1 its hit
+    rate is the lag-1 overlap rho. A miss that swaps costs two transfers, so such a cache sends
+    2 k_e (1 − rho) experts per layer against k_e without a cache: it is faster than no cache
+    only for rho > 1/2, while a cache that drops the evicted expert is faster for any rho > 0
+    (Mixtral-offloading's RTX 3060 rows, k = 2: LRU 1.33x faster than no cache)."""
+    from simspec.costs.offload import hit_fractions
+
+    k, n = 2, 8
+    inclusion = np.full((LAYERS, n), k / n)
+    union = np.full(LAYERS, float(k))
+    hit = hit_fractions(inclusion, union, float(k), "lru", rho)
+    assert hit == pytest.approx(np.full(LAYERS, rho), rel=1e-9)
+    misses = union * (1 - hit)
+    gpu = 1e-3
+    none = _model(layer_host_s=2e-3).price(gpu, union, union, tokens=1).total_s
+    drop = _model(layer_host_s=2e-3).price(gpu, union, misses, tokens=1).total_s
+    swap = _model(layer_host_s=2e-3, transfers_per_miss=2).price(gpu, union, misses, 1).total_s
+    assert drop < none
+    assert (swap < none) == (rho > 0.5)
