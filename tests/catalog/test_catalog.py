@@ -98,6 +98,25 @@ def test_drafters_reference_known_models():
             assert 0.05e9 < d.head_weight_bytes() < 2e9
 
 
+def test_every_drafter_documents_its_acceptance_or_says_it_has_none():
+    """A default acceptance rests on two independent sources; a drafter without one says so,
+    that the table's assumed alpha applies, and what to enter instead."""
+    from simspec.text.acceptance import AcceptanceConfig
+
+    assumed = f"assumed alpha ({AcceptanceConfig().alpha:g})"
+    for name in catalog.drafter_names():
+        d = catalog.get_drafter(name)
+        if d.default_acceptance_length:
+            sources = [s for s in d.default_acceptance_source.split(";") if s.strip()]
+            assert len(sources) >= 2, name
+            assert len(d.default_acceptance_setting) == 3, name
+            continue
+        assert "No default acceptance" in d.notes, name
+        assert assumed in d.notes, name
+        for key in ("acceptance_length", "acceptance_setting", "position_acceptance"):
+            assert key in d.notes, (name, key)
+
+
 def test_unknown_name_raises_keyerror():
     with pytest.raises(KeyError):
         catalog.get_model("no-such-model")
