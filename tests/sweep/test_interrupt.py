@@ -23,9 +23,9 @@ alpha = 0.7
 [workload]
 loop = "closed"
 concurrency = 4
-num_requests = 8
+num_requests = 24
 prompt_tokens = 64
-output_tokens = 400
+output_tokens = 1000
 [[policies]]
 name = "fixed"
 draft_tokens = 3
