@@ -118,8 +118,9 @@ class HardwareConfig:
     expert_parallel: int = param(
         1,
         "expert-parallel degree of the MoE layers, dividing num_gpus (1 = no expert "
-        "parallelism): whole experts per rank, the busiest rank sets the time, dispatch and "
-        "combine all-to-alls",
+        "parallelism): whole experts per rank, the busiest rank sets the time; the MoE "
+        "output is summed by the tensor-parallel all-reduce, or dispatched and combined by "
+        "all-to-alls when expert_parallel exceeds tensor_parallel",
         ge=1,
         le=1024,
     )

@@ -17,9 +17,15 @@ arXiv:2006.16668):
   (src/graph/tuning.cc): alpha(r) = base + steps · per-step latency (the GPU's
   ``collective_latency_s`` and ``collective_step_latency_s``), so small-message collectives
   grow slower with the tensor-parallel degree, as nccl-tests measure (NCCL issue #1259).
-  Every layer has two: after attention and after the FFN (an all-reduce over t GPUs each),
-  except that with expert parallelism the MoE layer's all-reduce becomes a dispatch and a
-  combine all-to-all over the e ranks.
+  Every layer has two: after attention and after the FFN (an all-reduce over t GPUs each).
+  With expert parallelism inside the attention group (e ≤ t, every expert-parallel rank one
+  of the t GPUs) each GPU already holds every token: it runs its own experts on all of them
+  and the MoE layer's partial outputs are summed by the same all-reduce over t. Only experts
+  spread beyond the attention group (e > t: data-parallel attention) send tokens away, by a
+  dispatch and a combine all-to-all over the e ranks. The engines choose the same way:
+  vLLM's fused MoE uses its all-to-all kernels only with data parallelism
+  (``FusedMoEParallelConfig.use_all2all_kernels``: dp_size > 1 and use_ep), TensorRT-LLM's
+  only with attention data parallelism (``WideEPMoE.select_alltoall_method_type``).
 
 All functions are pure. Each takes its token (or expert) count as a float or as an array of
 them, one per pass, with the same arithmetic elementwise, so
@@ -72,6 +78,13 @@ class Parallelism:
     def is_split(self) -> bool:
         """True when the model runs on more than one GPU (collectives happen)."""
         return self.tensor > 1 or self.expert > 1
+
+    @property
+    def dispatches(self) -> bool:
+        """True when a MoE layer sends tokens to other GPUs' experts (dispatch and combine
+        all-to-alls): the experts are spread over more ranks than the attention group holds
+        (module docstring); within it every GPU already has every token."""
+        return self.expert > self.tensor
 
 
 def allreduce_s(
@@ -179,11 +192,12 @@ def layer_collectives_s(
 
     ``tokens`` is a float, or an array with one pass's token count per entry.
 
-    Attention ends in an all-reduce of the n × h activations over the t GPUs; a dense FFN (or
-    a MoE layer without expert parallelism) in another. With expert parallelism a MoE layer
-    instead dispatches each token's activations to its k_e experts' ranks and combines them
-    back (two all-to-alls of n·k_e·h/e elements per rank). ``overhead_s`` is the engine's
-    software time per layer on top (``RooflineParams.comm_s_per_layer``).
+    Attention ends in an all-reduce of the n × h activations over the t GPUs; a dense FFN or
+    a MoE layer in another. A MoE layer whose experts spread beyond the attention group
+    (:attr:`Parallelism.dispatches`) instead dispatches each token's activations to its k_e
+    experts' ranks and combines them back (two all-to-alls of n·k_e·h/e elements per rank).
+    ``overhead_s`` is the engine's software time per layer on top
+    (``RooflineParams.comm_s_per_layer``).
 
     >>> layer_collectives_s(1, 4096, 8, True, Parallelism(), 5e-6, 4.5e11)
     0.0
@@ -193,7 +207,7 @@ def layer_collectives_s(
     message = tokens * hidden_size * ACTIVATION_BYTES
     t = parallel.tensor
     total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
-    if is_moe and parallel.expert > 1:
+    if is_moe and parallel.dispatches:
         e = parallel.expert
         per_rank = message * experts_per_token / e
         total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s)

@@ -214,10 +214,11 @@ def kernel_floors_s(
     parallel: Parallelism | None = None,
 ) -> float:
     """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own (+
-    the dispatch kernels of every MoE layer under expert parallelism), times the GPU's floor
+    the dispatch kernels of every MoE layer that sends tokens to other GPUs' experts,
+    :attr:`~simspec.costs.parallel.Parallelism.dispatches`), times the GPU's floor
     per kernel (CUDA graph or eager, ``params.cuda_graphs``; :mod:`simspec.physics.launches`)."""
     kernels = sum(g.count * g.kernels for g in shape.groups) + shape.pass_kernels
-    if parallel is not None and parallel.expert > 1:
+    if parallel is not None and parallel.dispatches:
         kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
     return kernels * gpu.kernel_floor_s(params.cuda_graphs)
 

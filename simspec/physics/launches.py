@@ -28,9 +28,11 @@ Per layer:
 
 Per pass (5): embedding gather, final RMSNorm, LM head GEMM, logits processing, sampling.
 
-With expert parallelism each MoE layer adds the dispatch's own kernels around its two
-all-to-alls (4): counting tokens per rank, permuting them into per-rank order, unpermuting the
-returned rows and the weighted combine.
+When a MoE layer sends tokens to experts outside its attention group (expert parallelism
+over more ranks than the tensor-parallel group, :mod:`simspec.costs.parallel`) it adds the
+dispatch's own kernels around its two all-to-alls (4): counting tokens per rank, permuting
+them into per-rank order, unpermuting the returned rows and the weighted combine. Expert
+parallelism within the group adds none: each GPU runs its own experts on the tokens it holds.
 
 An EAGLE-3 draft step (one head layer) launches a GQA layer and a dense FFN (10), the fusion
 of the target's hidden states and the embedding (2), its final norm, LM head and top-k over the

@@ -179,14 +179,19 @@ def test_scenario_owned_keys_are_not_costs_keys():
             load_scenario(overrides={f"costs.{key}": 1})
 
 
-def test_expert_parallel_moe_layers_add_their_dispatch_kernels():
+def test_only_moe_layers_that_dispatch_add_their_dispatch_kernels():
     from simspec.costs.parallel import Parallelism
 
     shape, floor = QWEN.shape, H100.kernel_floor_graph_s
     tp = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 8, 1))
     ep = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 8, 8))
-    # Count tokens per rank, permute, unpermute, combine: 4 per MoE layer.
-    assert ep.floor_s - tp.floor_s == pytest.approx(shape.num_moe_layers * 4 * floor, rel=1e-12)
+    wide = pass_constants(shape, H100, RooflineParams(), 8, parallel=Parallelism.of(8, 1, 8))
+    single = pass_constants(shape, H100, RooflineParams(), 1, parallel=Parallelism.of(1, 1, 1))
+    # Experts inside the tensor-parallel group: every GPU holds every token, nothing to send.
+    assert ep.floor_s == tp.floor_s
+    # Experts beyond it: count tokens per rank, permute, unpermute, combine, 4 per MoE layer.
+    extra = shape.num_moe_layers * 4 * floor
+    assert wide.floor_s - single.floor_s == pytest.approx(extra, rel=1e-12)
 
 
 def test_overlap_scheduling_defaults_to_the_presets_design_and_the_scenario_wins():

@@ -35,6 +35,8 @@ def test_parallelism_from_scenario_keys():
     assert Parallelism.of(8, 8, 2).expert_shards == 4
     assert not Parallelism.of(1, 0, 1).is_split
     assert Parallelism.of(2, 1, 2).is_split
+    assert Parallelism.of(2, 1, 2).dispatches  # experts beyond the attention GPU
+    assert not Parallelism.of(8, 8, 8).dispatches and not Parallelism.of(8, 8, 4).dispatches
 
 
 def test_allreduce_and_all_to_all_closed_forms():
@@ -54,11 +56,17 @@ def test_layer_collectives_count_two_per_layer():
     assert layer_collectives_s(n, h, k, True, tp2, ALPHA, BETA, 3e-6) == pytest.approx(
         2 * ar + 3e-6
     )
+    # Experts within the tensor-parallel group: the MoE output is summed by the all-reduce,
+    # exactly as without expert parallelism.
     ep8 = Parallelism.of(8, 8, 8)
-    expected = allreduce_s(msg, 8, ALPHA, BETA) + 2 * all_to_all_s(msg * k / 8, 8, ALPHA, BETA)
-    assert layer_collectives_s(n, h, k, True, ep8, ALPHA, BETA) == pytest.approx(expected)
-    dense = 2 * allreduce_s(msg, 8, ALPHA, BETA)  # a dense layer keeps its all-reduce
-    assert layer_collectives_s(n, h, k, False, ep8, ALPHA, BETA) == pytest.approx(dense)
+    two = 2 * allreduce_s(msg, 8, ALPHA, BETA)
+    assert layer_collectives_s(n, h, k, True, ep8, ALPHA, BETA) == pytest.approx(two)
+    assert layer_collectives_s(n, h, k, False, ep8, ALPHA, BETA) == pytest.approx(two)
+    # Experts beyond it (one attention GPU, 8 expert ranks): dispatch and combine all-to-alls.
+    wide = Parallelism.of(8, 1, 8)
+    expected = 2 * all_to_all_s(msg * k / 8, 8, ALPHA, BETA)
+    assert layer_collectives_s(n, h, k, True, wide, ALPHA, BETA) == pytest.approx(expected)
+    assert layer_collectives_s(n, h, k, False, wide, ALPHA, BETA) == 0.0  # a dense layer: 1 GPU
     assert layer_collectives_s(n, h, k, True, Parallelism(), ALPHA, BETA, 1.0) == 0.0
 
 
