@@ -80,3 +80,24 @@ def draft_phase_by_depth(
     ctx = np.asarray(context_tokens)
     depth = int(ks.max(initial=0))
     return float(sum(cost_model.draft_step(ctx[ks >= j] + (j - 1)) for j in range(1, depth + 1)))
+
+
+def tree_draft_phase_by_depth(
+    cost_model: CostModel,
+    context_tokens: np.ndarray,
+    draft_tokens: np.ndarray,
+    topk: int | np.ndarray,
+) -> float:
+    """A tree step's draft phase from the cost model's draft steps, summed in depth order:
+    step 1 forwards one row per request with k_b ≥ 1, step j > 1 its ``topk`` rows (``topk``
+    (B,): each request's own), each at its context plus j − 1
+    (:func:`simspec.costs.batch.tree_draft_phase_s`)."""
+    ks = np.asarray(draft_tokens)
+    ctx = np.asarray(context_tokens)
+    rows = np.broadcast_to(np.asarray(topk), ks.shape)  # one topk, or each request's own
+    return float(
+        sum(
+            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else rows[ks >= j]))
+            for j in range(1, int(ks.max(initial=0)) + 1)
+        )
+    )

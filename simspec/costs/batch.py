@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simspec.costs.base import CostModel, draft_phase_by_depth
+from simspec.costs.base import CostModel, draft_phase_by_depth, tree_draft_phase_by_depth
 from simspec.costs.calibrated import CalibratedCostModel
 from simspec.costs.offload import OffloadCostModel
 from simspec.costs.roofline import RooflineCostModel
@@ -244,17 +244,14 @@ def tree_draft_phase_s(
     Step 1 forwards one row per request (its root; the top ``topk`` of that one distribution
     are the depth-1 candidates); each later step forwards the ``topk`` nodes each request
     expands, i.e. ``topk`` rows per request (``topk`` (B,): each request's own). ``topk = 1`` is
-    :func:`draft_phase_s`.
+    :func:`draft_phase_s`
+    (:func:`~simspec.costs.base.tree_draft_phase_by_depth`; the same number faster for a
+    roofline drafter, :meth:`~simspec.costs.roofline.RooflineCostModel.tree_draft_phase_s`).
     """
-    ks = np.asarray(draft_tokens)
-    ctx = np.asarray(context_tokens)
-    rows = np.broadcast_to(np.asarray(topk), ks.shape)  # one topk, or each request's own
-    return float(
-        sum(
-            cost_model.draft_step(np.repeat(ctx[ks >= j] + (j - 1), 1 if j == 1 else rows[ks >= j]))
-            for j in range(1, int(ks.max(initial=0)) + 1)
-        )
-    )
+    drafter = _drafter_roofline(cost_model)
+    if drafter is not None:
+        return drafter.tree_draft_phase_s(context_tokens, draft_tokens, topk)
+    return tree_draft_phase_by_depth(cost_model, context_tokens, draft_tokens, topk)
 
 
 def _drafter_roofline(cost_model: CostModel) -> RooflineCostModel | None:

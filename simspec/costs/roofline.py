@@ -23,7 +23,12 @@ from itertools import accumulate
 
 import numpy as np
 
-from simspec.costs.base import COST_MODELS, draft_phase_by_depth, prefill_unique_experts
+from simspec.costs.base import (
+    COST_MODELS,
+    draft_phase_by_depth,
+    prefill_unique_experts,
+    tree_draft_phase_by_depth,
+)
 from simspec.costs.kernels import _add, _batch_sum
 from simspec.costs.parallel import Parallelism, allreduce_s
 from simspec.costs.passes import (
@@ -245,6 +250,42 @@ class RooflineCostModel:
             self._head_pass(float(n), float(total + n * j))
             for j, (n, total) in enumerate(zip(drafting, context, strict=True), start=1)
         ]
+        return float(sum(steps))
+
+    def tree_draft_phase_s(
+        self, context_tokens: np.ndarray, draft_tokens: np.ndarray, topk: int | np.ndarray
+    ) -> float:
+        """One step's tree draft phase: :func:`simspec.costs.batch.tree_draft_phase_s`, the
+        same number from the head's two sums. Step 1 forwards one row per request with
+        k_b >= 1, step j > 1 its ``topk`` rows (``topk`` (B,): each request's own), each at
+        context c_b + j - 1: n_j = Σ w_b rows attending to Σ w_b c_b + j·n_j KV entries in
+        all, exact integers on integer contexts and topk, so each step is the float
+        :meth:`draft_step` returns for those rows. Anything else takes the general path."""
+        ks, ctx = np.asarray(draft_tokens), np.asarray(context_tokens)
+        rows = np.broadcast_to(np.asarray(topk), ks.shape)
+        kinds = (ctx.dtype.kind, ks.dtype.kind, rows.dtype.kind)
+        if self._draft is not None or any(k not in "iu" for k in kinds):
+            return tree_draft_phase_by_depth(self, ctx, ks, rows)
+        depth = int(ks.max(initial=0))
+        if depth <= 0:
+            return 0.0
+        if int(np.add.reduce(ctx)) * max(int(rows.max()), 1) + int(rows.sum()) * depth >= 2**53:
+            return tree_draft_phase_by_depth(self, ctx, ks, rows)
+        k = np.maximum(ks, 0)  # a negative depth drafts nothing
+        # Per depth d = 0..depth: requests, context sums, rows and row-weighted context sums of
+        # the requests that draft exactly d steps (exact integers as floats, below 2**53);
+        # suffix sums give those still drafting at each depth j.
+        per_depth = [
+            np.bincount(k, weights=w, minlength=depth + 1)[:0:-1].tolist()
+            for w in (None, ctx, rows, rows * ctx)
+        ]
+        requests, contexts, widths, weighted = (
+            [int(v) for v in accumulate(column)][::-1] for column in per_depth
+        )
+        steps = [self._head_pass(float(requests[0]), float(contexts[0] + requests[0]))]
+        for j in range(2, depth + 1):
+            n = widths[j - 1]
+            steps.append(self._head_pass(float(n), float(weighted[j - 1] + j * n)) if n else 0.0)
         return float(sum(steps))
 
     def draft_phase_totals(

@@ -180,19 +180,20 @@ class TreeSpeculation:
         """Verified drafts and accepted drafts per request, for (request id, state) pairs."""
         drafts = np.zeros(len(states), dtype=np.int64)
         accepted = np.zeros(len(states), dtype=np.int64)
-        for b, ((rid, state), depth) in enumerate(zip(states, depths, strict=True)):
-            k = int(depth)
+        shapes: list[tuple[int, int]] | None = None
+        if topks is not None and budgets is not None:
+            shapes = list(zip(topks.tolist(), budgets.tolist(), strict=True))
+        for b, ((rid, state), k) in enumerate(
+            zip(states, np.asarray(depths).tolist(), strict=True)
+        ):
             if k <= 0:
                 continue
-            if topks is None or budgets is None:
-                tree = self.tree(k)
-            else:
-                tree = self.tree(k, int(topks[b]), int(budgets[b]))
+            tree = self.tree(k) if shapes is None else self.tree(k, *shapes[b])
             seq = references.sequence(rid)
             room = max(seq.output_tokens - 1 - state, 0)  # the chain's match-length cap
             drafts[b] = tree.num_drafts
-            ranks = self.rank_paths(references, rid)[state, :k]
-            accepted[b] = min(tree.accepted_length([int(r) for r in ranks]), room)
+            ranks = self.rank_paths(references, rid)[state, :k].tolist()
+            accepted[b] = min(tree.accepted_length(ranks), room)
         return drafts, accepted
 
     def draft_phase_s(

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,13 +97,19 @@ class DraftTree:
         The longest prefix of ``ranks`` that is a root path of the tree (rank 0: the target's
         token is none of the drafter's candidates).
         """
+        nodes = self._nodes
         node: tuple[int, ...] = ROOT
         for rank in ranks[: self.depth]:
             child = (*node, int(rank))
-            if rank <= 0 or child not in self.graph:
+            if rank <= 0 or child not in nodes:
                 break
             node = child
         return len(node)
+
+    @cached_property
+    def _nodes(self) -> frozenset[tuple[int, ...]]:
+        """The tree's nodes, for membership tests."""
+        return frozenset(self.graph.nodes)
 
 
 def build_tree(

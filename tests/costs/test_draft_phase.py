@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simspec.costs.batch import draft_phase_s
+from simspec.costs.batch import draft_phase_s, tree_draft_phase_s
 from simspec.costs.roofline import RooflineCostModel
 from tests.helpers import DRAFTER_CASES, roofline_model
 
@@ -78,3 +78,42 @@ def test_each_depth_runs_for_the_requests_still_drafting():
     # Depths 1, 2 shared; depth 3 for two requests (12 + 32), depth 4 for one (13).
     assert draft_phase_s(SumCosts(), contexts, np.array([4, 2, 3])) == 60 + 63 + 44 + 13
     assert draft_phase_s(SumCosts(), contexts, np.array([0, 0, 0])) == 0
+
+
+def tree_by_depth(model, contexts: np.ndarray, ks: np.ndarray, topk) -> float:
+    """The definition: step 1 one row per request with k_b >= 1, step j > 1 its topk rows,
+    each at its context plus j - 1, summed in depth order."""
+    rows = np.broadcast_to(np.asarray(topk), ks.shape)
+    total = 0.0
+    for j in range(1, int(ks.max(initial=0)) + 1):
+        drafting = ks >= j
+        fed = contexts[drafting] + (j - 1)
+        total += model.draft_step(fed if j == 1 else np.repeat(fed, rows[drafting]))
+    return total
+
+
+@pytest.mark.parametrize("num_gpus", [1, 4])
+@pytest.mark.parametrize("target, drafter, draft_model", DRAFTER_CASES)  # a head, a dense model
+@pytest.mark.parametrize("drafts", DRAFTS, ids=lambda d: "-".join(map(str, d)))
+def test_the_tree_phase_is_the_sum_over_depths(num_gpus, target, drafter, draft_model, drafts):
+    """The tree phase equals the per-depth sum bit for bit, for one topk and per-request ones,
+    on integer and float contexts."""
+    model = roofline_model(target, drafter, draft_model, num_gpus)
+    ks = np.array(drafts)
+    rng = np.random.default_rng(len(drafts))
+    contexts = rng.integers(1, 9000, size=len(ks))
+    for topk in (1, 4, rng.integers(1, 9, size=len(ks))):
+        want = tree_by_depth(model, contexts, ks, topk)
+        assert tree_draft_phase_s(model, contexts, ks, topk) == want
+        assert tree_draft_phase_s(model, contexts.astype(float), ks, topk) == want
+    assert tree_draft_phase_s(model, contexts[:0], ks[:0], 4) == 0.0
+
+
+def test_an_overridden_draft_step_prices_the_tree_phase():
+    head = roofline_model(*DRAFTER_CASES[0])
+    slower = SlowerSteps(target=head.target, drafter=head.drafter, gpu=head.gpu)
+    contexts, ks = np.array([100, 200, 300]), np.array([2, 4, 3])
+    assert tree_draft_phase_s(slower, contexts, ks, 2) == tree_by_depth(slower, contexts, ks, 2)
+    assert tree_draft_phase_s(slower, contexts, ks, 2) == pytest.approx(
+        tree_draft_phase_s(head, contexts, ks, 2) + 4
+    )
