@@ -89,8 +89,28 @@ def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
 
 def check_mtp(target: ModelSpec, drafter: DrafterSpec, source: str) -> None:
     """An MTP drafter runs the target's own MTP modules: the target must have as many as the
-    drafter uses (``mtp_layers``, config.json ``num_nextn_predict_layers``)."""
-    if drafter.kind != "mtp" or drafter.num_layers <= target.mtp_layers:
+    drafter uses (``mtp_layers``, config.json ``num_nextn_predict_layers``), and the layer
+    kinds its modules borrow (a sliding-window layer, a dense FFN width)."""
+    if drafter.kind != "mtp":
+        return
+    if drafter.mtp_attention == "sliding" and target.attention.other_layers != "sliding":
+        raise ScenarioError(
+            source,
+            "model.drafter",
+            f"an MTP drafter whose modules' sliding-window attention the target has; "
+            f"{target.name!r} has no sliding-window layers (attention.other_layers = "
+            f"{target.attention.other_layers!r})",
+            f"the MTP drafter {drafter.name!r} (mtp_attention = 'sliding')",
+        )
+    if drafter.mtp_ffn == "dense" and target.ffn.dense_intermediate_size <= 0:
+        raise ScenarioError(
+            source,
+            "model.drafter",
+            f"an MTP drafter whose modules' dense FFN width the target states; {target.name!r} "
+            "has ffn.dense_intermediate_size = 0",
+            f"the MTP drafter {drafter.name!r} (mtp_ffn = 'dense')",
+        )
+    if drafter.num_layers <= target.mtp_layers:
         return
     raise ScenarioError(
         source,

@@ -180,7 +180,7 @@ def _resolve(
     if drafter.kind == "dense":
         draft_model = catalog.get_model(drafter.model)
     elif drafter.kind == "mtp":  # the target's own module, at the target's precision
-        draft_model = mtp_module(target)
+        draft_model = mtp_module(target, drafter.mtp_attention, drafter.mtp_ffn)
     return Resolved(
         target=target,
         drafter=drafter,

@@ -40,6 +40,18 @@ class DrafterSpec:
     max_draft_tokens: int = param(8, "longest chain the drafter proposes", ge=1, le=64)
     model: str = param("", "models-catalog name (kind = dense)")
     num_layers: int = param(0, "decoder layers of the head (kind = mtp: MTP modules)", ge=0)
+    mtp_attention: str = param(
+        "full",
+        "kind = mtp: the attention of a module's block, the target's full-attention layer "
+        "(full) or its sliding-window layer (sliding, MiMo-V2-Flash)",
+        choices=("full", "sliding"),
+    )
+    mtp_ffn: str = param(
+        "moe",
+        "kind = mtp: the FFN of a module's block, the target's MoE layer (moe) or a dense FFN "
+        "of the target's dense width (dense, MiMo-V2-Flash)",
+        choices=("moe", "dense"),
+    )
     hidden_size: int = param(0, "hidden size of the head", ge=0)
     intermediate_size: int = param(0, "MLP width of the head", ge=0)
     num_heads: int = param(0, "query heads", ge=0)

@@ -7,8 +7,10 @@ token, FLOPs per token, and the size of one routed expert. Formulas (bf16 unless
 the scenario's ``[model] precision`` says otherwise, :mod:`simspec.physics.precision`):
 
 - SwiGLU FFN of width i: 3·h·i parameters (gate, up, down); a routed expert is one such FFN.
-- GQA attention: h·(n_q·d) + 2·h·(n_kv·d) + (n_q·d)·h parameters; KV cache 2·n_kv·d values
-  per token. MLA (DeepSeek-V3 / Kimi K2) caches the compressed latent (kv_lora + rope) per token.
+- GQA attention: h·(n_q·d) + h·n_kv·(d + d_v) + (n_q·d_v)·h parameters; KV cache
+  n_kv·(d + d_v) values per token (d_v = d unless the values are narrower, as MiMo-V2-Flash's
+  128 against 192). MLA (DeepSeek-V3 / Kimi K2) caches the compressed latent (kv_lora + rope)
+  per token.
 - Gated DeltaNet (linear attention, Qwen3-Next) keeps a constant-size state per request.
 """
 
@@ -90,7 +92,13 @@ class AttentionSpec:
     kv_lora_rank: int = param(0, "MLA compressed KV width", ge=0, le=WIDTH)
     qk_nope_head_dim: int = param(0, "MLA non-rotary query/key dimension", ge=0, le=WIDTH)
     qk_rope_head_dim: int = param(0, "MLA rotary query/key dimension", ge=0, le=WIDTH)
-    v_head_dim: int = param(0, "MLA value head dimension", ge=0, le=WIDTH)
+    v_head_dim: int = param(
+        0,
+        "value head dimension: MLA's; for GQA the values' and the output projection's width "
+        "when it differs from head_dim (MiMo-V2-Flash: 192 / 128; 0 = head_dim)",
+        ge=0,
+        le=WIDTH,
+    )
     full_attention_interval: int = param(
         1, "layer l has full attention iff (l+1) % n == 0", ge=1, le=MAX_LAYERS
     )
@@ -248,9 +256,10 @@ def attention_params(spec: ModelSpec, layer_kind: str) -> float:
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim)
         kv += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
         return q + kv + a.num_heads * a.v_head_dim * h
+    dv = a.v_head_dim or a.head_dim  # values and output projection (module docstring)
     q = a.num_heads * a.head_dim
-    kv = a.num_kv_heads * a.head_dim
-    return h * q + 2 * h * kv + q * h
+    kv = a.num_kv_heads * (a.head_dim + dv)
+    return h * q + h * kv + a.num_heads * dv * h
 
 
 def _layer_kind(spec: ModelSpec, layer: int) -> str:
@@ -285,8 +294,9 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         # Absorbed MLA decode: scores over (kv_lora + rope) dims, values over kv_lora dims.
         pair_flops = 2.0 * a.num_heads * (a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank)
     else:
-        kv_values = 2 * a.num_kv_heads * a.head_dim
-        pair_flops = 4.0 * a.num_heads * a.head_dim  # QK^T and PV, 2 FLOPs per multiply-add
+        dv = a.v_head_dim or a.head_dim
+        kv_values = a.num_kv_heads * (a.head_dim + dv)
+        pair_flops = 2.0 * a.num_heads * (a.head_dim + dv)  # QK^T and PV, 2 FLOPs per MAC
     dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * sb
     groups = []
     for (kind, moe), count in sorted(counts.items()):

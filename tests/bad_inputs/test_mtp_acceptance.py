@@ -35,6 +35,21 @@ def test_mtp_drafter_on_a_model_without_mtp_layers(tmp_path, capsys):
     )
 
 
+def test_sliding_window_mtp_modules_on_a_target_without_sliding_layers(tmp_path, capsys):
+    """MiMo-V2-Flash's modules borrow the target's sliding-window layer: a full-attention
+    target with three MTP layers still cannot run them."""
+    model = _custom_moe_without_mtp()
+    model["mtp_layers"] = 3
+    edits = {"model.target": "my-moe", "model.custom": model, "model.drafter": "mtp-mimo-v2-flash"}
+    path = write_scenario(tmp_path, scenario(edits))
+    assert_rejected(
+        capsys,
+        ["validate", str(path)],
+        tmp_path,
+        [str(path), "model.drafter: expected", "no sliding-window layers", "mtp-mimo-v2-flash"],
+    )
+
+
 @pytest.mark.parametrize(
     ("edits", "fragments"),
     [

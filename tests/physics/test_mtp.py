@@ -142,3 +142,60 @@ def test_the_default_drafter_of_an_mtp_target_stays_its_eagle3_head():
     for target in ("deepseek-v3", "glm-4.5", "glm-4.7", "glm-4.7-flash", "qwen3-next-80b-a3b"):
         names = compatible_drafters(target)
         assert names[0].startswith("eagle3-") and f"mtp-{target}" in names
+
+
+# MiMo-V2-Flash config.json: hidden, dense FFN width, heads, query/key and value head dims.
+MIMO_H, MIMO_DENSE, MIMO_HEADS, MIMO_KV, MIMO_QK, MIMO_V = 4096, 16384, 64, 4, 192, 128
+
+
+def test_mimo_modules_are_a_sliding_layer_and_a_dense_ffn_of_the_published_size():
+    """MiMo-V2-Flash's MTP module (0.33B parameters on its model card): one sliding-window
+    attention layer with 128-wide values, a dense FFN of the target's width, the projection;
+    no routed expert, so a draft step loads none."""
+    target = catalog.get_model("mimo-v2-flash")
+    drafter = catalog.get_drafter("mtp-mimo-v2-flash")
+    assert (drafter.mtp_attention, drafter.mtp_ffn) == ("sliding", "dense")
+    module = mtp_module(target, drafter.mtp_attention, drafter.mtp_ffn)
+    (layer,) = module.shape.groups
+    assert not layer.is_moe and layer.window_tokens == 128
+    attention = (
+        MIMO_H * MIMO_HEADS * MIMO_QK  # q
+        + MIMO_H * MIMO_KV * (MIMO_QK + MIMO_V)  # k and v
+        + MIMO_HEADS * MIMO_V * MIMO_H  # o, from the 128-wide values
+    )
+    ffn = 3 * MIMO_H * MIMO_DENSE
+    assert layer.attention_weight_bytes == pytest.approx(2.0 * attention, rel=1e-12)
+    assert layer.ffn_weight_bytes == pytest.approx(2.0 * ffn, rel=1e-12)
+    assert layer.kv_bytes_per_token == pytest.approx(2.0 * MIMO_KV * (MIMO_QK + MIMO_V))
+    added = mtp_weight_bytes(target, 1, module) / 2.0  # bf16 parameters
+    assert added == pytest.approx(attention + ffn + 2 * MIMO_H * MIMO_H, rel=1e-9)
+    assert added == pytest.approx(0.33e9, rel=0.03)  # the card's figure
+    # The three modules' memory is what the drafter adds.
+    from simspec.physics.mtp import drafter_weight_bytes
+
+    assert drafter_weight_bytes(target, drafter, module) == pytest.approx(3 * 2.0 * added)
+
+
+def test_mimo_headline_parameters():
+    """309B total, 15B activated (the SGLang Day-0 blog), from the catalog's layer shapes."""
+    target = catalog.get_model("mimo-v2-flash")
+    assert target.shape.total_weight_bytes / 2.0 == pytest.approx(309e9, rel=0.01)
+
+
+def test_values_narrower_than_keys_shrink_the_gqa_layer_and_its_cache():
+    """v_head_dim = 0 means head_dim; a narrower value width cuts the V and output
+    projections and the values' half of the KV cache by exactly its share."""
+    target = catalog.get_model("mimo-v2-flash")
+    wide = dataclasses.replace(
+        target, attention=dataclasses.replace(target.attention, v_head_dim=0)
+    )
+    narrow_layer, wide_layer = target.shape.groups[0], wide.shape.groups[0]
+    saved = (MIMO_QK - MIMO_V) * (MIMO_KV + MIMO_HEADS) * MIMO_H * 2.0
+    assert wide_layer.attention_weight_bytes - narrow_layer.attention_weight_bytes == (
+        pytest.approx(saved, rel=1e-12)
+    )
+    per_token = MIMO_KV * (MIMO_QK - MIMO_V) * 2.0
+    assert wide_layer.kv_bytes_per_token - narrow_layer.kv_bytes_per_token == pytest.approx(
+        per_token
+    )
+    assert wide_layer.attention_flops_per_pair == pytest.approx(4.0 * MIMO_HEADS * MIMO_QK)
