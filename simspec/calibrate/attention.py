@@ -28,7 +28,7 @@ def attention_dims(spec: ModelSpec) -> tuple[int, int, int, int]:
     a = spec.attention
     if a.kind == "mla":
         return a.num_heads, 1, a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank
-    return a.num_heads, a.num_kv_heads, a.head_dim, a.head_dim
+    return a.num_heads, a.num_kv_heads, a.head_dim, a.v_head_dim or a.head_dim
 
 
 def causal_mask(q: int, keys: int, device: torch.device, bias: bool) -> torch.Tensor | None:

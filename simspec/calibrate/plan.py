@@ -101,6 +101,7 @@ def tiny_model(spec: ModelSpec) -> ModelSpec:
         v_head_dim=16 if a.kind == "mla" else 0,
         full_attention_interval=min(a.full_attention_interval, 4),
         sliding_window=min(a.sliding_window, 64),
+        sliding_num_kv_heads=min(a.sliding_num_kv_heads, 4),
         linear_num_key_heads=2 if a.linear_num_key_heads else 0,
         linear_num_value_heads=4 if a.linear_num_value_heads else 0,
         linear_key_head_dim=16 if a.linear_key_head_dim else 0,
@@ -144,8 +145,9 @@ def gemm_matrices(spec: ModelSpec) -> dict[str, list[tuple[int, int]]]:
                 (a.num_heads * a.v_head_dim, h),
             ]
         else:
-            q, kv = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim
-            tables["attention_projections"] = [(h, q), (h, kv), (h, kv), (q, h)]
+            dv = a.v_head_dim or a.head_dim  # values (and the output projection) may be narrower
+            q, k, v = a.num_heads * a.head_dim, a.num_kv_heads * a.head_dim, a.num_kv_heads * dv
+            tables["attention_projections"] = [(h, q), (h, k), (h, v), (a.num_heads * dv, h)]
     if "linear" in kinds:
         nk, nv = a.linear_num_key_heads, a.linear_num_value_heads
         dk, dv = a.linear_key_head_dim, a.linear_value_head_dim

@@ -106,6 +106,13 @@ class AttentionSpec:
         "full", "kind of the other layers", choices=("full", "sliding", "linear")
     )
     sliding_window: int = param(0, "window of sliding layers, tokens", ge=0, le=MAX_CONTEXT)
+    sliding_num_kv_heads: int = param(
+        0,
+        "key/value heads of the sliding-window layers when they differ from the full layers' "
+        "(MiMo-V2-Flash: 8 against 4; 0 = num_kv_heads)",
+        ge=0,
+        le=MAX_HEADS,
+    )
     linear_num_key_heads: int = param(0, "Gated DeltaNet key heads", ge=0, le=MAX_HEADS)
     linear_num_value_heads: int = param(0, "Gated DeltaNet value heads", ge=0, le=MAX_HEADS)
     linear_key_head_dim: int = param(0, "Gated DeltaNet key head dim", ge=0, le=WIDTH)
@@ -126,6 +133,12 @@ class AttentionSpec:
             )
         if self.kind == "mla" and self.kv_lora_rank <= 0:
             raise FieldError("kv_lora_rank", "> 0 for MLA attention", self.kv_lora_rank)
+        if self.sliding_num_kv_heads and self.num_heads % self.sliding_num_kv_heads:
+            raise FieldError(
+                "sliding_num_kv_heads",
+                f"a divisor of num_heads = {self.num_heads} (or 0: num_kv_heads)",
+                self.sliding_num_kv_heads,
+            )
         if self.other_layers == "sliding" and self.sliding_window <= 0:
             raise FieldError(
                 "sliding_window", "> 0 when other_layers = 'sliding'", self.sliding_window
@@ -258,8 +271,23 @@ def attention_params(spec: ModelSpec, layer_kind: str) -> float:
         return q + kv + a.num_heads * a.v_head_dim * h
     dv = a.v_head_dim or a.head_dim  # values and output projection (module docstring)
     q = a.num_heads * a.head_dim
-    kv = a.num_kv_heads * (a.head_dim + dv)
+    kv = kv_heads(a, layer_kind) * (a.head_dim + dv)
     return h * q + h * kv + a.num_heads * dv * h
+
+
+def kv_heads(a: AttentionSpec, layer_kind: str) -> int:
+    """Key/value heads of a softmax-attention layer of kind full or sliding."""
+    if layer_kind == "sliding" and a.sliding_num_kv_heads:
+        return a.sliding_num_kv_heads
+    return a.num_kv_heads
+
+
+def _kv_values(a: AttentionSpec, layer_kind: str, full: float) -> float:
+    """KV-cache values per token of a layer: ``full`` (the full layers') unless a sliding
+    layer has its own KV-head count (GQA only)."""
+    if a.kind != "gqa" or kv_heads(a, layer_kind) == a.num_kv_heads:
+        return full
+    return kv_heads(a, layer_kind) * (a.head_dim + (a.v_head_dim or a.head_dim))
 
 
 def _layer_kind(spec: ModelSpec, layer: int) -> str:
@@ -295,7 +323,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         pair_flops = 2.0 * a.num_heads * (a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank)
     else:
         dv = a.v_head_dim or a.head_dim
-        kv_values = a.num_kv_heads * (a.head_dim + dv)
+        kv_values = a.num_kv_heads * (a.head_dim + dv)  # a sliding layer's own below
         pair_flops = 2.0 * a.num_heads * (a.head_dim + dv)  # QK^T and PV, 2 FLOPs per MAC
     dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * sb
     groups = []
@@ -308,7 +336,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
             LayerGroup(
                 count=count,
                 attention_weight_bytes=attention_params(spec, kind) * ab,
-                kv_bytes_per_token=0.0 if linear else kv_values * wb,
+                kv_bytes_per_token=0.0 if linear else _kv_values(a, kind, kv_values) * wb,
                 window_tokens=float(a.sliding_window) if kind == "sliding" else float("inf"),
                 state_bytes=2.0 * state,  # fp32 state, read and written once per pass
                 attention_flops_per_pair=0.0 if linear else pair_flops,
@@ -377,4 +405,5 @@ __all__ = [
     "attention_params",
     "derive_shape",
     "kv_bytes_for_context",
+    "kv_heads",
 ]

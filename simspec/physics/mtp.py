@@ -52,11 +52,12 @@ def mtp_module(target: ModelSpec, attention: str = "full", ffn: str = "moe") -> 
     if target.is_moe:
         dense = 1 if ffn == "dense" else 0  # the module's one layer, dense or MoE
         moe = dataclasses.replace(moe, first_dense_layers=dense, moe_layer_interval=1)
-    if attention == "sliding":  # layer 0 is not full when the interval exceeds 1
-        pattern = {"full_attention_interval": 2, "other_layers": "sliding"}
-    else:
-        pattern = {"full_attention_interval": 1, "other_layers": "full"}
-    attention_spec = dataclasses.replace(target.attention, **pattern)
+    sliding = attention == "sliding"  # layer 0 is not full when the interval exceeds 1
+    attention_spec = dataclasses.replace(
+        target.attention,
+        full_attention_interval=2 if sliding else 1,
+        other_layers="sliding" if sliding else "full",
+    )
     return dataclasses.replace(
         target,
         name=f"{target.name}-mtp",

@@ -14,6 +14,7 @@ import pytest
 from simspec import catalog
 from simspec.config.checks import compatible_drafters
 from simspec.costs.roofline import RooflineCostModel
+from simspec.errors import FieldError
 from simspec.physics.mtp import mtp_module, mtp_weight_bytes, projection_bytes
 from simspec.physics.precision import with_precision
 
@@ -144,14 +145,16 @@ def test_the_default_drafter_of_an_mtp_target_stays_its_eagle3_head():
         assert names[0].startswith("eagle3-") and f"mtp-{target}" in names
 
 
-# MiMo-V2-Flash config.json: hidden, dense FFN width, heads, query/key and value head dims.
-MIMO_H, MIMO_DENSE, MIMO_HEADS, MIMO_KV, MIMO_QK, MIMO_V = 4096, 16384, 64, 4, 192, 128
+# MiMo-V2-Flash config.json: hidden, dense FFN width, heads, KV heads of the full and the
+# sliding-window layers, query/key and value head dims.
+MIMO_H, MIMO_DENSE, MIMO_HEADS, MIMO_KV, MIMO_SWA_KV = 4096, 16384, 64, 4, 8
+MIMO_QK, MIMO_V = 192, 128
 
 
 def test_mimo_modules_are_a_sliding_layer_and_a_dense_ffn_of_the_published_size():
-    """MiMo-V2-Flash's MTP module (0.33B parameters on its model card): one sliding-window
-    attention layer with 128-wide values, a dense FFN of the target's width, the projection;
-    no routed expert, so a draft step loads none."""
+    """MiMo-V2-Flash's MTP module (0.33B parameters on its model card, 329M in SGLang's
+    cookbook): one sliding-window attention layer with 128-wide values, a dense FFN of the
+    target's width, the projection; no routed expert, so a draft step loads none."""
     target = catalog.get_model("mimo-v2-flash")
     drafter = catalog.get_drafter("mtp-mimo-v2-flash")
     assert (drafter.mtp_attention, drafter.mtp_ffn) == ("sliding", "dense")
@@ -160,16 +163,16 @@ def test_mimo_modules_are_a_sliding_layer_and_a_dense_ffn_of_the_published_size(
     assert not layer.is_moe and layer.window_tokens == 128
     attention = (
         MIMO_H * MIMO_HEADS * MIMO_QK  # q
-        + MIMO_H * MIMO_KV * (MIMO_QK + MIMO_V)  # k and v
+        + MIMO_H * MIMO_SWA_KV * (MIMO_QK + MIMO_V)  # k and v of a sliding layer
         + MIMO_HEADS * MIMO_V * MIMO_H  # o, from the 128-wide values
     )
     ffn = 3 * MIMO_H * MIMO_DENSE
     assert layer.attention_weight_bytes == pytest.approx(2.0 * attention, rel=1e-12)
     assert layer.ffn_weight_bytes == pytest.approx(2.0 * ffn, rel=1e-12)
-    assert layer.kv_bytes_per_token == pytest.approx(2.0 * MIMO_KV * (MIMO_QK + MIMO_V))
+    assert layer.kv_bytes_per_token == pytest.approx(2.0 * MIMO_SWA_KV * (MIMO_QK + MIMO_V))
     added = mtp_weight_bytes(target, 1, module) / 2.0  # bf16 parameters
     assert added == pytest.approx(attention + ffn + 2 * MIMO_H * MIMO_H, rel=1e-9)
-    assert added == pytest.approx(0.33e9, rel=0.03)  # the card's figure
+    assert added == pytest.approx(329e6, rel=0.005)  # SGLang's cookbook: 329M
     # The three modules' memory is what the drafter adds.
     from simspec.physics.mtp import drafter_weight_bytes
 
@@ -199,3 +202,22 @@ def test_values_narrower_than_keys_shrink_the_gqa_layer_and_its_cache():
         per_token
     )
     assert wide_layer.attention_flops_per_pair == pytest.approx(4.0 * MIMO_HEADS * MIMO_QK)
+
+
+def test_sliding_layers_may_have_their_own_kv_heads():
+    """MiMo-V2-Flash's sliding-window layers have 8 KV heads, its full layers 4: each kind's
+    K/V projections and KV cache follow its own count; 0 means the full layers' count."""
+    target = catalog.get_model("mimo-v2-flash")
+    groups = {(g.window_tokens, g.is_moe): g for g in target.shape.groups}
+    full, sliding = groups[(float("inf"), True)], groups[(128.0, True)]
+    assert full.kv_bytes_per_token == pytest.approx(2.0 * MIMO_KV * (MIMO_QK + MIMO_V))
+    assert sliding.kv_bytes_per_token == pytest.approx(2.0 * MIMO_SWA_KV * (MIMO_QK + MIMO_V))
+    extra = MIMO_H * (MIMO_SWA_KV - MIMO_KV) * (MIMO_QK + MIMO_V) * 2.0
+    assert sliding.attention_weight_bytes - full.attention_weight_bytes == pytest.approx(extra)
+    same = dataclasses.replace(
+        target, attention=dataclasses.replace(target.attention, sliding_num_kv_heads=0)
+    )
+    alike = {(g.window_tokens, g.is_moe): g for g in same.shape.groups}
+    assert alike[(128.0, True)].kv_bytes_per_token == full.kv_bytes_per_token
+    with pytest.raises(FieldError, match="sliding_num_kv_heads"):
+        dataclasses.replace(target.attention, sliding_num_kv_heads=5)
