@@ -31,7 +31,8 @@ from simspec.text.workload import WorkloadConfig
 
 
 def compatible_drafters(target: str) -> list[str]:
-    """Catalog drafters that serve ``target``: its EAGLE-3 heads first, then dense drafts."""
+    """Catalog drafters that serve ``target``: its EAGLE-3 heads first, then its dense drafts
+    and MTP drafters, by name."""
     specs = [catalog.get_drafter(name) for name in catalog.drafter_names()]
     fitting = [d for d in specs if target in d.targets]
     return [d.name for d in sorted(fitting, key=lambda d: (d.kind != "eagle3", d.name))]
