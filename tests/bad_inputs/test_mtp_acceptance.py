@@ -20,33 +20,27 @@ def _custom_moe_without_mtp() -> dict:
     return model
 
 
-def test_mtp_drafter_on_a_model_without_mtp_layers(tmp_path, capsys):
-    edits = {
-        "model.target": "my-moe",
-        "model.custom": _custom_moe_without_mtp(),
-        "model.drafter": "mtp-deepseek-v3",
-    }
-    path = write_scenario(tmp_path, scenario(edits))
-    assert_rejected(
-        capsys,
-        ["validate", str(path)],
-        tmp_path,
-        [str(path), "model.drafter: expected", "'my-moe' has 0 (mtp_layers", "mtp-deepseek-v3"],
-    )
-
-
-def test_sliding_window_mtp_modules_on_a_target_without_sliding_layers(tmp_path, capsys):
-    """MiMo-V2-Flash's modules borrow the target's sliding-window layer: a full-attention
-    target with three MTP layers still cannot run them."""
+@pytest.mark.parametrize(
+    ("mtp_layers", "drafter", "fragment"),
+    [
+        (0, "mtp-deepseek-v3", "'my-moe' has 0 (mtp_layers"),
+        # MiMo-V2-Flash's modules borrow the target's sliding-window layer: a full-attention
+        # target with three MTP layers still cannot run them.
+        (3, "mtp-mimo-v2-flash", "no sliding-window layers"),
+    ],
+)
+def test_mtp_drafter_on_a_model_that_lacks_its_modules(
+    tmp_path, capsys, mtp_layers, drafter, fragment
+):
     model = _custom_moe_without_mtp()
-    model["mtp_layers"] = 3
-    edits = {"model.target": "my-moe", "model.custom": model, "model.drafter": "mtp-mimo-v2-flash"}
+    model["mtp_layers"] = mtp_layers
+    edits = {"model.target": "my-moe", "model.custom": model, "model.drafter": drafter}
     path = write_scenario(tmp_path, scenario(edits))
     assert_rejected(
         capsys,
         ["validate", str(path)],
         tmp_path,
-        [str(path), "model.drafter: expected", "no sliding-window layers", "mtp-mimo-v2-flash"],
+        [str(path), "model.drafter: expected", fragment, drafter],
     )
 
 

@@ -105,3 +105,27 @@ def test_an_absurd_engine_term_fails_the_check():
     values = catalog.get_engine("sglang").overrides() | {"pass_overhead_s": 0.5}
     assert values["pass_overhead_s"] > presets.BOUNDS["pass_overhead_s"][2]
     assert _median_error("sglang", values) > SANE
+
+
+#: The README's out-of-sample table, one row per category: (label, category).
+README_ROWS = (
+    ("kernel (one MoE layer vs M)", "kernel"),
+    ("decode (TPOT, throughput)", "decode"),
+    ("speculative (speedup)", "speculative"),
+)
+
+
+def test_the_readme_quotes_the_current_out_of_sample_errors():
+    """README's out-of-sample table (rows predicted, median, max, wrong signs) is the current
+    summary's, rounded as written: editing the summary without the README fails here."""
+    readme = (FOLDER.parent / "README.md").read_text(encoding="utf-8")
+    held = SUMMARY["out_of_sample"]
+    for label, category in README_ROWS:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {label} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        c = held[category]
+        assert cells[1] == f"{c['predicted_rows']} of {c['rows']}", row
+        assert cells[2].startswith(f"{100 * c['median_abs_relative_error']:.1f} %"), row
+        assert cells[3] == f"{100 * c['max_abs_relative_error']:.0f} %", row
+        if c["signs_checked"]:
+            assert cells[4] == f"{c['wrong_signs']} of {c['signs_checked']} checked", row
