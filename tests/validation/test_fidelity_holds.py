@@ -129,3 +129,49 @@ def test_the_readme_quotes_the_current_out_of_sample_errors():
         assert cells[3] == f"{100 * c['max_abs_relative_error']:.0f} %", row
         if c["signs_checked"]:
             assert cells[4] == f"{c['wrong_signs']} of {c['signs_checked']} checked", row
+
+
+#: The README's in-sample table, one row per category: (label, category).
+README_IN_SAMPLE_ROWS = (
+    ("kernel (one MoE layer vs M; default `launch` form)", "kernel"),
+    ("decode (TPOT, throughput)", "decode"),
+    ("speculative (speedup)", "speculative"),
+)
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.0f} %"
+
+
+def test_the_readme_quotes_the_current_in_sample_errors():
+    """README's in-sample table (rows, median with physics only in brackets, max, wrong signs
+    with physics only in brackets) and its per-series sentence are the current summary's,
+    rounded as written."""
+    readme = (FOLDER.parent / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("In sample (the shipped"))
+    table = lines[start:]
+    for label, category in README_IN_SAMPLE_ROWS:
+        row = next(line for line in table if line.startswith(f"| {label} |"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        c = SUMMARY[category]
+        median = _percent(c["median_abs_relative_error"])
+        ideal = _percent(c["ideal_median_abs_relative_error"])
+        assert cells[0] == label and cells[1] == str(c["rows"]), row
+        assert cells[2] == (median if median == ideal else f"{median} ({ideal})"), row
+        assert cells[3] == _percent(c["max_abs_relative_error"]), row
+        if c["signs_checked"]:
+            expected = (
+                f"{c['wrong_signs']} of {c['signs_checked']} checked ({c['ideal_wrong_signs']})"
+            )
+            assert cells[4] == expected, row
+        else:
+            assert cells[4] == "—", row
+    prose = " ".join(table).replace("  ", " ")
+    for series, label in (
+        ("Qwen3-30B-A3B TP2 SGLang decode, bs 1-64", "Qwen3-30B-A3B TP2 SGLang decode"),
+        ("gpt-oss-120b TP8 vLLM decode, conc 4-64", "gpt-oss-120b TP8 vLLM decode"),
+        ("GLM-4.7 TP8 EP8 TensorRT-LLM decode, conc 4-256", "GLM-4.7 TP8 EP8 TensorRT-LLM decode"),
+    ):
+        s = SUMMARY["targets"][series]
+        assert f"{label} {_percent(s['median_abs_relative_error'])}" in prose, series
