@@ -14,6 +14,12 @@ either in the numbers:
   (:func:`search_warnings`); for a recommendation in an engine's flags, the best draft shape's
   steps, topk or tree size is the largest searched (:func:`best_shape_at_edge`), with the flag
   that extends the range.
+* ``acceptance-extrapolated``: the best draft depth lies beyond the setting at which the
+  acceptance was measured, and that acceptance is the drafter's documented default, not a
+  number the scenario gave: one acceptance length fixes one alpha, and its i.i.d. extension
+  to deeper chains is an assumption (a module chained past its training depth, as MTP modules
+  are, accepts less per step: see the drafter's notes), so the depth of the answer rests on
+  it (:func:`acceptance_warning`).
 
 Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
 rows (same scenario, same warnings, in the same order); the results JSON lists them under
@@ -33,6 +39,7 @@ from simspec.params.ranges import FittedRange
 
 PRESET_RANGE = "preset-range"
 K_AT_EDGE = "k-at-edge"
+ACCEPTANCE_EXTRAPOLATED = "acceptance-extrapolated"
 
 
 def _span(low_high: Sequence[int]) -> str:
@@ -186,18 +193,43 @@ def search_warnings(
     return warnings
 
 
+def acceptance_warning(scenario: Scenario, steps: int) -> str | None:
+    """An ``acceptance-extrapolated`` warning when the best answer drafts ``steps`` deep,
+    deeper than the setting of the drafter's default acceptance the scenario runs on (module
+    docstring). None when the scenario states its own acceptance or the depth is measured."""
+    fit = scenario.acceptance_fit
+    if fit is None or not fit.default_of or steps <= fit.setting[0]:
+        return None
+    measured_steps, topk, drafts = fit.setting
+    return (
+        f"{ACCEPTANCE_EXTRAPOLATED}: the best depth, {steps} draft steps, lies beyond the "
+        f"acceptance measured: drafter {fit.default_of}'s default acceptance length "
+        f"{fit.given_length:g} at (steps {measured_steps}, topk {topk}, num_draft_tokens "
+        f"{drafts}), extended i.i.d. (alpha {fit.alphas[0]:.4f} per step), an assumption that "
+        "flatters deep chains; give [acceptance] acceptance_length (with acceptance_setting) "
+        "or position_acceptance as your engine reports them at a deeper setting"
+    )
+
+
 def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -> list[str]:
     """Every warning of one run (module docstring): ``rows`` its policies' results, ``batch``
     the largest batch any of them ran."""
     speculates = any(p.mean_k > 0 for p in rows)
     warnings = preset_range_warnings(scenario, batch, speculates)
     fixed = [p for p in rows if p.name == "fixed" and not p.is_oracle]
-    edge = best_k_at_edge(
-        [int(p.params["draft_tokens"]) for p in fixed],
-        [p.speedup_vs_no_spec for p in fixed],
-        scenario.drafter.max_draft_tokens,
-    )
-    return warnings + ([edge] if edge else [])
+    ks = [int(p.params["draft_tokens"]) for p in fixed]
+    speedups = [p.speedup_vs_no_spec for p in fixed]
+    edge = best_k_at_edge(ks, speedups, scenario.drafter.max_draft_tokens)
+    if edge:
+        warnings.append(edge)
+    if ks:
+        best = max(speedups)
+        extrapolated = acceptance_warning(
+            scenario, min(k for k, s in zip(ks, speedups, strict=True) if s == best)
+        )
+        if extrapolated:
+            warnings.append(extrapolated)
+    return warnings
 
 
 def print_warnings(warnings: Iterable[str], stream: TextIO | None = None) -> None:

@@ -20,13 +20,14 @@ replications (the one place here that simulates) and :mod:`simspec.commands.reco
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from simspec.analysis.experiment import Progress
-from simspec.analysis.guardrails import PRESET_RANGE, best_k_at_edge
+from simspec.analysis.guardrails import PRESET_RANGE, acceptance_warning, best_k_at_edge
 from simspec.analysis.replications import Interval, Replicated, replicate
 from simspec.config.load import with_overrides
 from simspec.config.scenario import Scenario
@@ -235,5 +236,9 @@ def recommend_batches(
                 progress(offset * total + done, len(scenarios) * total)
 
         replicated = replicate(scenario, replications, oracle=True, progress=step)
-        out.append(recommend(replicated, batch, scenario.drafter.max_draft_tokens))
+        rec = recommend(replicated, batch, scenario.drafter.max_draft_tokens)
+        extrapolated = acceptance_warning(scenario, rec.best_k)
+        if extrapolated:
+            rec = dataclasses.replace(rec, warnings=(*rec.warnings, extrapolated))
+        out.append(rec)
     return out

@@ -82,6 +82,8 @@ def fit_scenario_acceptance(
             key = f"model.drafter ({drafter.name}: default_acceptance_setting)"
         raise ScenarioError(source, key, err.expected, describe(err.found)) from None
     if fit is not None:
+        if length:
+            fit = dataclasses.replace(fit, default_of=drafter.name)
         return fitted, fit, ""
     if acceptance.process == TRACE_PROCESS:
         word = "replayed from acceptance.trace"

@@ -16,6 +16,7 @@ folder; one given as an override is relative to the working folder. Trace paths
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from typing import Any
 from simspec import catalog
 from simspec.config._acceptance import fit_scenario_acceptance, with_fit
 from simspec.config._memory import check_offload, check_weights_fit
+from simspec.config.aliases import expand_aliases
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
 from simspec.config.engine import EngineConfig
@@ -33,6 +35,7 @@ from simspec.config.offload import OffloadConfig
 from simspec.config.overrides import (  # noqa: F401 - re-exported: the loader's API
     Overrides,
     apply_overrides,
+    override_keys,
     parse_value,
     touches_profile,
 )
@@ -411,4 +414,25 @@ def with_overrides(scenario: Scenario, overrides: Overrides) -> Scenario:
     if touches_profile(overrides):
         base = ""
     data = apply_overrides(scenario.to_data(), overrides)
-    return scenario_from_dict(data, scenario.source or "<scenario>", base_dir=base)
+    changed = scenario_from_dict(data, scenario.source or "<scenario>", base_dir=base)
+    return _keep_default_acceptance(scenario, changed, overrides)
+
+
+#: Override sections after which a drafter's default acceptance no longer describes the run.
+ACCEPTANCE_INPUTS = ("acceptance", "model", "speculation")
+
+
+def _keep_default_acceptance(
+    scenario: Scenario, changed: Scenario, overrides: Overrides
+) -> Scenario:
+    """``changed`` still saying its acceptance is the drafter's documented default when
+    ``scenario``'s was and ``overrides`` leave the acceptance, drafter and tree alone (the
+    scenario's data states the fitted alpha, which would otherwise read as the user's)."""
+    old = scenario.resolved.acceptance_fit if scenario.resolved is not None else None
+    if old is None or not old.default_of or changed.resolved is None:
+        return changed
+    keys = [name for key in override_keys(overrides) for name, _ in expand_aliases([(key, 0)])]
+    if any(key.split(".")[0].split("[")[0] in ACCEPTANCE_INPUTS for key in keys):
+        return changed
+    resolved = dataclasses.replace(changed.resolved, acceptance_fit=old, acceptance_origin="")
+    return dataclasses.replace(changed, resolved=resolved)

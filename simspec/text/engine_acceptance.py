@@ -39,6 +39,9 @@ class AcceptanceFit:
     given_length: float  # the measured AL (0: rates alone)
     alphas: tuple[float, ...]  # the fitted per-slot alpha (one value: i.i.d.)
     fitted_length: float  # E[AL] of the fitted process at ``setting``
+    #: The drafter whose documented default this is ("" when the scenario gave the numbers);
+    #: a run drafting deeper than ``setting`` extrapolates it (a guardrail says so).
+    default_of: str = ""
 
     def describe(self) -> str:
         """One line for the run's output."""

@@ -179,3 +179,63 @@ def test_warnings_print_once_each_on_one_line(capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == "simspec: warning: a: x\nsimspec: warning: b: y\n"
+
+
+def _on_default_acceptance(*policies: int, stated: dict | None = None):
+    """gpt-oss-120b with its EAGLE-3 head, whose catalog entry documents an acceptance length
+    at (3, 1, 4); ``stated``: an [acceptance] table of the scenario's own instead."""
+    from simspec.config.load import scenario_from_dict
+
+    data = {
+        "name": "default-acceptance",
+        "seed": 1,
+        "model": {"target": "gpt-oss-120b", "drafter": "eagle3-gpt-oss-120b"},
+        "hardware": {"gpu": "h200"},
+        "routing": {"overlap": 0.38},
+        "workload": {"concurrency": 1, "num_requests": 2, "output_tokens": 48},
+        "policies": [{"name": "fixed", "draft_tokens": k} for k in policies],
+    }
+    if stated is not None:
+        data["acceptance"] = stated
+    return scenario_from_dict(data, "default-acceptance.toml")
+
+
+def test_a_depth_beyond_the_drafters_measured_default_warns():
+    scenario = _on_default_acceptance(0, 3)
+    drafter = scenario.drafter
+    measured = drafter.default_acceptance_setting[0]
+    assert drafter.default_acceptance_length and measured == 3  # premise: a documented default
+    assert guardrails.acceptance_warning(scenario, measured) is None
+    warning = guardrails.acceptance_warning(scenario, measured + 1)
+    assert warning is not None
+    assert warning.startswith(f"{guardrails.ACCEPTANCE_EXTRAPOLATED}: ")
+    assert drafter.name in warning and "acceptance_length" in warning
+    assert f"{drafter.default_acceptance_length:g}" in warning
+
+
+def test_an_acceptance_the_scenario_states_never_counts_as_extrapolated():
+    for stated in (
+        {"acceptance_length": 2.6, "acceptance_setting": [3, 1, 4]},
+        {"process": "iid", "alpha": 0.7},
+    ):
+        assert guardrails.acceptance_warning(_on_default_acceptance(0, 3, stated=stated), 8) is None
+
+
+def test_a_run_whose_best_k_lies_beyond_the_measured_default_says_so():
+    result = run_experiment(_on_default_acceptance(0, 5))
+    assert result.get("fixed-5").speedup_vs_no_spec > 1  # premise: k = 5 is the best of the two
+    assert guardrails.ACCEPTANCE_EXTRAPOLATED in _codes(result.warnings)
+    inside = run_experiment(_on_default_acceptance(0, 2))
+    assert guardrails.ACCEPTANCE_EXTRAPOLATED not in _codes(inside.warnings)
+
+
+def test_a_changed_copy_keeps_its_default_acceptance_unless_the_acceptance_changes():
+    from simspec.config.load import with_overrides
+
+    scenario = _on_default_acceptance(0, 3)
+    name = scenario.drafter.name
+    batch = with_overrides(scenario, {"workload.concurrency": 2, "policies[1].draft_tokens": 5})
+    assert batch.acceptance_fit is not None and batch.acceptance_fit.default_of == name
+    assert guardrails.acceptance_warning(batch, 5) is not None
+    for changed in ({"acceptance.alpha": 0.5}, ["acceptance.alpha=0.5"], {"speculation.topk": 2}):
+        assert with_overrides(scenario, changed).acceptance_fit is None, changed
