@@ -198,16 +198,27 @@ def acceptance_warning(scenario: Scenario, steps: int) -> str | None:
     deeper than the setting of the drafter's default acceptance the scenario runs on (module
     docstring). None when the scenario states its own acceptance or the depth is measured."""
     fit = scenario.acceptance_fit
-    if fit is None or not fit.default_of or steps <= fit.setting[0]:
+    if fit is None or not fit.default_of:
         return None
-    measured_steps, topk, drafts = fit.setting
+    deepest: tuple[int, ...] = fit.setting
+    length = fit.given_length
+    if fit.deep_setting:
+        deepest, length = fit.deep_setting, fit.deep_length
+    if steps <= deepest[0]:
+        return None
+    measured_steps, topk, drafts = deepest
+    extension = (
+        f"extended with its fitted decay (alpha_j = {fit.alphas[0]:.4f} x {fit.decay:.4f}^j)"
+        if fit.deep_setting
+        else f"extended i.i.d. (alpha {fit.alphas[0]:.4f} per step), an assumption that "
+        "flatters deep chains"
+    )
     return (
         f"{ACCEPTANCE_EXTRAPOLATED}: the best depth, {steps} draft steps, lies beyond the "
         f"acceptance measured: drafter {fit.default_of}'s default acceptance length "
-        f"{fit.given_length:g} at (steps {measured_steps}, topk {topk}, num_draft_tokens "
-        f"{drafts}), extended i.i.d. (alpha {fit.alphas[0]:.4f} per step), an assumption that "
-        "flatters deep chains; give [acceptance] acceptance_length (with acceptance_setting) "
-        "or position_acceptance as your engine reports them at a deeper setting"
+        f"{length:g} at (steps {measured_steps}, topk {topk}, num_draft_tokens {drafts}), "
+        f"{extension}; give [acceptance] acceptance_length (with acceptance_setting) or "
+        "position_acceptance as your engine reports them at a deeper setting"
     )
 
 

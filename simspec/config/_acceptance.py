@@ -60,6 +60,7 @@ def fit_scenario_acceptance(
     drafter = resolved.drafter
     stated = any(key in written for key in STATING_KEYS)
     length, origin = 0.0, ""
+    deep: tuple[tuple[int, int, int], float] | None = None
     setting = scenario_setting(speculation, policies, drafter.max_draft_tokens)
     if acceptance.acceptance_setting:
         s = acceptance.acceptance_setting
@@ -72,14 +73,28 @@ def fit_scenario_acceptance(
             f"drafter {drafter.name}'s default_acceptance_length "
             f"({drafter.default_acceptance_source or drafter.source})"
         )
+        if drafter.deep_acceptance_length:
+            d = drafter.deep_acceptance_setting
+            deep = ((d[0], d[1], d[2]), drafter.deep_acceptance_length)
+            origin = (
+                f"drafter {drafter.name}'s default_acceptance_length and deep_acceptance_length "
+                f"({drafter.default_acceptance_source}; {drafter.deep_acceptance_source})"
+            )
     try:
         fitted, fit = fit_engine_acceptance(
-            acceptance, setting, speculation.rank_decay, origin=origin, length=length
+            acceptance,
+            setting,
+            speculation.rank_decay,
+            origin=origin,
+            length=length,
+            deep=deep,
+            slots=drafter.max_draft_tokens,
         )
     except FieldError as err:
         key = f"acceptance.{err.key}"
-        if err.key == "acceptance_setting" and length:
-            key = f"model.drafter ({drafter.name}: default_acceptance_setting)"
+        if length and err.key in ("acceptance_setting", "deep_acceptance_length"):
+            entry = "default_acceptance_setting" if err.key == "acceptance_setting" else err.key
+            key = f"model.drafter ({drafter.name}: {entry})"
         raise ScenarioError(source, key, err.expected, describe(err.found)) from None
     if fit is not None:
         if length:

@@ -12,7 +12,10 @@ drafter's weights once for all requests that are still drafting.
 An entry may state the acceptance its drafter was measured at
 (``default_acceptance_length``, with ``default_acceptance_setting`` and
 ``default_acceptance_source``): a scenario that sets no acceptance rate gets the chain
-acceptance rate that reproduces it (:mod:`simspec.text.engine_acceptance`).
+acceptance rate that reproduces it (:mod:`simspec.text.engine_acceptance`). A second length
+measured deeper (``deep_acceptance_length``, ``deep_acceptance_setting``,
+``deep_acceptance_source``) makes that rate decay with depth, as a module chained past its
+training depth does.
 """
 
 from __future__ import annotations
@@ -71,6 +74,17 @@ class DrafterSpec:
         (), "(steps, topk, num_draft_tokens) it was measured at"
     )
     default_acceptance_source: str = param("", "where that acceptance length was measured")
+    deep_acceptance_length: float = param(
+        0.0,
+        "a second measured mean acceptance length at a deeper setting (0 = none): with the "
+        "first, the per-step acceptance decays geometrically with depth",
+        ge=0,
+        le=65,
+    )
+    deep_acceptance_setting: tuple[int, ...] = param(
+        (), "(steps, topk, num_draft_tokens) it was measured at, more steps than the first"
+    )
+    deep_acceptance_source: str = param("", "where that deeper acceptance length was measured")
 
     def __post_init__(self) -> None:
         if self.kind == "dense" and not self.model:
@@ -85,6 +99,21 @@ class DrafterSpec:
                 "(steps, topk, num_draft_tokens) of default_acceptance_length",
                 list(self.default_acceptance_setting),
             )
+        if self.deep_acceptance_length:
+            if not self.default_acceptance_length:
+                raise FieldError(
+                    "deep_acceptance_length",
+                    "a default_acceptance_length to go with it (0 without one)",
+                    self.deep_acceptance_length,
+                )
+            setting = self.deep_acceptance_setting
+            if len(setting) != 3 or setting[0] <= self.default_acceptance_setting[0]:
+                raise FieldError(
+                    "deep_acceptance_setting",
+                    "(steps, topk, num_draft_tokens) with more steps than "
+                    "default_acceptance_setting",
+                    list(setting),
+                )
 
     def head_weight_bytes(self) -> float:
         """Weight bytes one step of an EAGLE-3 head reads (0 for a dense drafter)."""

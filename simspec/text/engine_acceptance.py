@@ -18,16 +18,29 @@ into the ``per_position`` process with those alpha_j. It says how well: the AL t
 process gives at the measured setting beside the given one (equal to the root finder's
 tolerance for an AL alone; a real check when both are given, the rates then deciding the
 process).
+
+Two ALs at two depths (a drafter entry's ``default_acceptance_length`` and
+``deep_acceptance_length``) fix a per-step acceptance that decays with depth,
+alpha_j = a·d^j (:func:`decaying_alphas`): a at the first setting, then the decay d that the
+deeper AL asks for. One AL cannot say whether a drafter chained past what it was trained for
+keeps its per-step acceptance; a second, deeper one can (a module trained to predict one token
+ahead, chained three deep, accepts less per step: DeepSeek's MTP module).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simspec.errors import FieldError
 from simspec.text.acceptance import AcceptanceConfig
-from simspec.text.tree import expected_acceptance_length, fit_alpha, verified_drafts
+from simspec.text.tree import (
+    FIT_TOLERANCE,
+    expected_acceptance_length,
+    fit_alpha,
+    verified_drafts,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,12 @@ class AcceptanceFit:
     given_length: float  # the measured AL (0: rates alone)
     alphas: tuple[float, ...]  # the fitted per-slot alpha (one value: i.i.d.)
     fitted_length: float  # E[AL] of the fitted process at ``setting``
+    #: A second, deeper measurement: its setting, AL and the fitted process's AL there
+    #: (``deep_setting`` empty: one measurement); ``decay``: d of alpha_j = a·d^j.
+    deep_setting: tuple[int, ...] = ()
+    deep_length: float = 0.0
+    deep_fitted_length: float = 0.0
+    decay: float = 1.0
     #: The drafter whose documented default this is ("" when the scenario gave the numbers);
     #: a run drafting deeper than ``setting`` extrapolates it (a guardrail says so).
     default_of: str = ""
@@ -48,21 +67,35 @@ class AcceptanceFit:
         steps, topk, drafts = self.setting
         shown = ", ".join(f"{a:.4f}" for a in self.alphas)
         given = f"given AL {self.given_length:.3f}, " if self.given_length else ""
+        if not self.deep_setting:
+            return (
+                f"acceptance fitted to {self.origin} at (steps {steps}, topk {topk}, "
+                f"num_draft_tokens {drafts}): {given}fitted AL {self.fitted_length:.3f}, "
+                f"alpha {shown}"
+            )
+        deep = ", ".join(map(str, self.deep_setting))
         return (
-            f"acceptance fitted to {self.origin} at (steps {steps}, topk {topk}, "
-            f"num_draft_tokens {drafts}): {given}fitted AL {self.fitted_length:.3f}, "
-            f"alpha {shown}"
+            f"acceptance fitted to {self.origin} at ({steps}, {topk}, {drafts}) and ({deep}): "
+            f"{given}fitted AL {self.fitted_length:.3f}; given AL {self.deep_length:.3f}, "
+            f"fitted AL {self.deep_fitted_length:.3f}; alpha_j = {self.alphas[0]:.4f} x "
+            f"{self.decay:.4f}^j"
         )
 
     def to_data(self) -> dict[str, object]:
         """The fit as JSON-ready values."""
-        return {
+        data: dict[str, object] = {
             "origin": self.origin,
             "setting": list(self.setting),
             "given_acceptance_length": self.given_length or None,
             "fitted_acceptance_length": self.fitted_length,
             "alphas": list(self.alphas),
         }
+        if self.deep_setting:
+            data["deep_setting"] = list(self.deep_setting)
+            data["deep_acceptance_length"] = self.deep_length
+            data["deep_fitted_acceptance_length"] = self.deep_fitted_length
+            data["decay"] = self.decay
+        return data
 
 
 def conditional_rates(position_rates: tuple[float, ...]) -> tuple[float, ...]:
@@ -93,6 +126,62 @@ def _length(alphas: tuple[float, ...], setting: tuple[int, int, int], rho: float
     return expected_acceptance_length(per_depth, steps, topk, drafts, rho)
 
 
+def decaying_alphas(
+    first: tuple[tuple[int, int, int], float],
+    deep: tuple[tuple[int, int, int], float],
+    rank_decay: float,
+    slots: int,
+) -> tuple[tuple[float, ...], float]:
+    """alpha_j = a·d^j for ``slots`` draft slots, and d, such that the tree at each of the two
+    (setting, AL) measurements has that E[AL] (module docstring): for each d the a that fits
+    ``first`` (a root find), and the d in (0, 1] whose a fits ``deep`` too. ``deep`` must be
+    measured more steps deep. Raises ValueError when no d in (0, 1] fits: the deeper AL above
+    what ``first``'s per-step acceptance held at every depth gives, or below what it gives
+    with nothing accepted past ``first``'s depth.
+
+    a = 0.8, d = 0.5: a chain accepts 1 + a at one step, 1 + a + a·ad + a·ad·ad² at three.
+
+    >>> deep_al = 1 + 0.8 + 0.8 * 0.4 + 0.8 * 0.4 * 0.2
+    >>> alphas, d = decaying_alphas(((1, 1, 2), 1.8), ((3, 1, 4), deep_al), 0.0, 4)
+    >>> round(d, 6), [round(a, 6) for a in alphas]
+    (0.5, [0.8, 0.4, 0.2, 0.1])
+    """
+    from scipy.optimize import brentq
+
+    def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+        return float(brentq(lambda x: f(x) - target, lo, hi, xtol=FIT_TOLERANCE))
+
+    (setting, length), (deep_setting, deep_length) = first, deep
+    if deep_setting[0] <= setting[0]:
+        raise ValueError(f"the deeper setting {deep_setting} has no more steps than {setting}")
+
+    def per_slot(a: float, d: float) -> tuple[float, ...]:
+        return tuple(a * d**j for j in range(max(slots, deep_setting[0])))
+
+    def first_fit(d: float) -> float:
+        return _solve(lambda a: _length(per_slot(a, d), setting, rank_decay), length, 0.0, 1.0)
+
+    def deep_al(d: float) -> float:
+        return _length(per_slot(first_fit(d), d), deep_setting, rank_decay)
+
+    # The strongest decay the first measurement allows: below it even a = 1 falls short.
+    floor = 1e-9
+    if _length(per_slot(1.0, floor), setting, rank_decay) < length:
+        floor = _solve(lambda d: _length(per_slot(1.0, d), setting, rank_decay), length, floor, 1.0)
+    low, high = deep_al(floor), deep_al(1.0)
+    if not low - FIT_TOLERANCE <= deep_length <= high + FIT_TOLERANCE:
+        raise ValueError(
+            f"acceptance length {deep_length} at {deep_setting} outside [{low:.4g}, {high:.4g}]"
+        )
+    if deep_length >= high - FIT_TOLERANCE:  # the first's acceptance at every depth
+        d = 1.0
+    elif deep_length <= low + FIT_TOLERANCE:
+        d = floor
+    else:
+        d = _solve(deep_al, deep_length, floor, 1.0)
+    return per_slot(first_fit(d), d)[:slots], d
+
+
 def fit_engine_acceptance(
     config: AcceptanceConfig,
     setting: tuple[int, int, int],
@@ -100,14 +189,18 @@ def fit_engine_acceptance(
     *,
     origin: str = "",
     length: float = 0.0,
+    deep: tuple[tuple[int, int, int], float] | None = None,
+    slots: int = 1,
 ) -> tuple[AcceptanceConfig, AcceptanceFit | None]:
     """``config`` with its process fitted to the engine's numbers (module docstring), and the
     fit; ``config`` unchanged and None when it gives neither.
 
     ``setting`` is (steps, topk, num_draft_tokens) the numbers were measured at
     (``num_draft_tokens`` 0: every node the tree grows); ``length`` and ``origin`` stand in for
-    ``config.acceptance_length`` (a drafter's documented default). Raises FieldError naming the
-    key for an AL impossible at that setting or rates that are not non-increasing.
+    ``config.acceptance_length`` (a drafter's documented default); ``deep``, a second (setting,
+    AL) measured deeper, makes the per-step acceptance decay with depth (:func:`decaying_alphas`,
+    ``slots`` alphas). Raises FieldError naming the key for an AL impossible at that setting
+    or rates that are not non-increasing.
     """
     al = config.acceptance_length or length
     rates = config.position_acceptance
@@ -130,9 +223,27 @@ def fit_engine_acceptance(
                 f"{steps}, topk {topk}, num_draft_tokens {drafts})",
                 al,
             )
+        origin = origin or "acceptance.acceptance_length"
+        if deep is not None:
+            try:
+                alphas, decay = decaying_alphas((setting, al), deep, rank_decay, slots)
+            except ValueError as err:
+                raise FieldError("deep_acceptance_length", str(err), deep[1]) from None
+            fitted = dataclasses.replace(config, process="per_position", alphas=alphas)
+            fit = AcceptanceFit(
+                origin=origin,
+                setting=setting,
+                given_length=al,
+                alphas=alphas,
+                fitted_length=_length(alphas, setting, rank_decay),
+                deep_setting=deep[0],
+                deep_length=deep[1],
+                deep_fitted_length=_length(alphas, deep[0], rank_decay),
+                decay=decay,
+            )
+            return fitted, fit
         alphas = (fit_alpha(al, steps, topk, drafts, rank_decay),)
         fitted = dataclasses.replace(config, process="iid", alpha=alphas[0])
-        origin = origin or "acceptance.acceptance_length"
     fit = AcceptanceFit(
         origin=origin,
         setting=setting,
@@ -143,4 +254,4 @@ def fit_engine_acceptance(
     return fitted, fit
 
 
-__all__ = ["AcceptanceFit", "conditional_rates", "fit_engine_acceptance"]
+__all__ = ["AcceptanceFit", "conditional_rates", "decaying_alphas", "fit_engine_acceptance"]

@@ -110,6 +110,10 @@ def test_every_drafter_documents_its_acceptance_or_says_it_has_none():
             sources = [s for s in d.default_acceptance_source.split(";") if s.strip()]
             assert len(sources) >= 2, name
             assert len(d.default_acceptance_setting) == 3, name
+            if d.deep_acceptance_length:  # a deeper measurement rests on two sources too
+                deep = [s for s in d.deep_acceptance_source.split(";") if s.strip()]
+                assert len(deep) >= 2, name
+                assert d.deep_acceptance_setting[0] > d.default_acceptance_setting[0], name
             continue
         assert "No default acceptance" in d.notes, name
         assert assumed in d.notes, name

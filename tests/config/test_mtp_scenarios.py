@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from simspec import catalog
@@ -27,7 +29,7 @@ def test_an_unset_acceptance_is_the_drafters_documented_default():
     s = scenario_from_dict(_data())
     d = catalog.get_drafter("mtp-deepseek-v3")
     steps, _, _ = d.default_acceptance_setting
-    alpha = s.acceptance.alpha  # a one-step chain: AL = 1 + alpha
+    alpha = s.acceptance.alphas[0]  # a one-step chain: AL = 1 + alpha (then it decays)
     assert steps == 1 and alpha == pytest.approx(d.default_acceptance_length - 1, abs=1e-9)
     assert s.acceptance_fit is not None and "default_acceptance_length" in s.acceptance_note
     assert s.to_dict()["acceptance_fit"]["given_acceptance_length"] == d.default_acceptance_length
@@ -102,6 +104,9 @@ def test_every_documented_default_reproduces_its_acceptance_length_at_its_settin
             data["hardware"] = {"gpu": "h200", "num_gpus": 8}
         if target == "gpt-oss-120b":
             data["model"]["expert_precision"] = "mxfp4"
-        a = scenario_from_dict(data).acceptance.alpha
-        closed_form = sum(a**i for i in range(steps + 1))
+        acceptance = scenario_from_dict(data).acceptance
+        per_step = (
+            acceptance.alphas if acceptance.process == "per_position" else [acceptance.alpha] * 8
+        )
+        closed_form = sum(math.prod(per_step[:i]) for i in range(steps + 1))
         assert closed_form == pytest.approx(d.default_acceptance_length, rel=1e-6), d.name

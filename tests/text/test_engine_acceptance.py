@@ -8,7 +8,11 @@ import pytest
 
 from simspec.errors import FieldError
 from simspec.text.acceptance import AcceptanceConfig
-from simspec.text.engine_acceptance import conditional_rates, fit_engine_acceptance
+from simspec.text.engine_acceptance import (
+    conditional_rates,
+    decaying_alphas,
+    fit_engine_acceptance,
+)
 from simspec.text.tree import expected_acceptance_length
 
 
@@ -95,3 +99,55 @@ def test_bad_keys_are_refused_by_the_table(kwargs, key):
 
 def test_conditional_rates_after_a_zero():
     assert conditional_rates((0.5, 0.0, 0.0)) == (0.5, 0.0, 0.0)
+
+
+def _decayed_chain_length(a: float, d: float, steps: int) -> float:
+    """A chain whose draft j (from 0) is accepted with a·d^j after all before it: 1 + the sum
+    over depths of the product of the per-step rates (closed form, written out)."""
+    total, reach = 1.0, 1.0
+    for j in range(steps):
+        reach *= a * d**j
+        total += reach
+    return total
+
+
+@pytest.mark.parametrize(("a", "d"), [(0.85, 0.6), (0.7, 0.9), (0.95, 0.3)])
+def test_two_chain_lengths_give_back_a_decaying_acceptance(a, d):
+    first = ((1, 1, 2), _decayed_chain_length(a, d, 1))
+    deep = ((4, 1, 5), _decayed_chain_length(a, d, 4))
+    alphas, decay = decaying_alphas(first, deep, 0.65, 6)
+    assert decay == pytest.approx(d, abs=1e-7)
+    assert alphas == pytest.approx([a * d**j for j in range(6)], abs=1e-7)
+    config = AcceptanceConfig(acceptance_length=first[1])
+    fitted, fit = fit_engine_acceptance(config, first[0], 0.65, deep=deep, slots=6)
+    assert fitted.process == "per_position" and len(fitted.alphas) == 6
+    assert fit is not None and fit.deep_setting == deep[0]
+    assert fit.deep_fitted_length == pytest.approx(deep[1], abs=1e-7)
+    assert fit.fitted_length == pytest.approx(first[1], abs=1e-7)
+
+
+def test_a_deep_length_on_the_iid_extension_keeps_the_acceptance_flat():
+    alpha = 0.75
+    first, deep = ((2, 1, 3), _chain_length(alpha, 2)), ((5, 1, 6), _chain_length(alpha, 5))
+    alphas, decay = decaying_alphas(first, deep, 0.65, 5)
+    assert decay == pytest.approx(1.0, abs=1e-7)
+    assert max(alphas) - min(alphas) == pytest.approx(0.0, abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("deep", "why"),
+    [
+        (((3, 1, 4), _chain_length(0.8, 3) + 0.01), "above the i.i.d. extension"),
+        (((3, 1, 4), 1.79), "below nothing accepted past the first depth"),
+        (((1, 1, 2), 1.9), "not deeper"),
+    ],
+)
+def test_an_impossible_deep_length_is_refused(deep, why):
+    first = ((1, 1, 2), 1.8)
+    with pytest.raises(ValueError):
+        decaying_alphas(first, deep, 0.65, 4)
+    if deep[0][0] > 1:
+        config = AcceptanceConfig(acceptance_length=first[1])
+        with pytest.raises(FieldError) as err:
+            fit_engine_acceptance(config, first[0], 0.65, deep=deep, slots=4)
+        assert err.value.key == "deep_acceptance_length", why
