@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's simspec, whichever one is installed
 
 from simspec.cli import main as simspec_main  # noqa: E402
+from simspec.validation import CATEGORIES  # noqa: E402
 
 
 def table(summary: dict) -> str:
@@ -32,7 +33,7 @@ def table(summary: dict) -> str:
         f"{'category':<12} {'out of sample':>14} {'target':>7} {'max':>6} {'wrong signs':>12} "
         f"{'rows':>9} {'in sample':>10}",
     ]
-    for category in ("kernel", "decode", "speculative"):
+    for category in CATEGORIES:
         o, i = oos[category], summary[category]
         med = o["median_abs_relative_error"]
         mx = o["max_abs_relative_error"]

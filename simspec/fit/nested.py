@@ -40,7 +40,7 @@ import numpy as np
 import simspec
 from simspec.params import RooflineParams
 from simspec.text.tree import fit_alpha, fit_rank_decay
-from simspec.validation.cases import Case, CaseFile, engine_preset
+from simspec.validation.cases import RATIO_CATEGORIES, Case, CaseFile, engine_preset
 from simspec.validation.consistency import fold_key, inconsistent, is_test_row, source_reporters
 from simspec.validation.predictions import is_tree_row, predict_kernel_us, quantity
 
@@ -99,7 +99,7 @@ def rank_decay(rows: Sequence[Case]) -> tuple[float | None, list[float]]:
 
 def _variant(case: Case, rho: float, jitter: float | None) -> tuple[Case, float | None, str]:
     """The row as a fold runs it, the rank decay it needs (None: not a tree) and its key."""
-    tree = case.category == "speculative" and is_tree_row(case)
+    tree = case.category in RATIO_CATEGORIES and is_tree_row(case)
     if jitter is not None and _variant_jitter(case):
         case = dataclasses.replace(case, length_jitter=jitter)
         key = f"{case.id}|j{jitter:g}"
@@ -157,7 +157,7 @@ class Probes:
 
 
 def _measured(case: Case) -> float:
-    return case.measured_speedup if case.category == "speculative" else case.value
+    return case.measured
 
 
 def _fit_engines(

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from simspec.fit.ranges import fitted_ranges, range_toml
-from simspec.validation.cases import Case, engine_preset, for_fitting
+from simspec.validation.cases import RATIO_CATEGORIES, Case, engine_preset, for_fitting
 from simspec.validation.consistency import inconsistent
 from simspec.validation.predictions import TIMES, quantity, run_times
 
@@ -105,7 +105,7 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
     """(label, [costs]) of the runs one row needs: all overheads zero, then one unit each."""
     engine = engine_preset(case)
     keys = fitted_keys(engine, without)
-    if case.category != "speculative":
+    if case.category not in RATIO_CATEGORIES:
         keys = tuple(k for k in keys if k in DECODE_KEYS)
     if case.tp == 1 and case.ep <= 1:  # one GPU, no collectives: the slope is exactly 0
         keys = tuple(k for k in keys if k != "comm_s_per_layer")
@@ -149,8 +149,7 @@ class AffineRow:
 
     @property
     def measured(self) -> float:
-        c = self.case
-        return c.measured_speedup if c.category == "speculative" else c.value
+        return self.case.measured
 
     def predict(self, theta: np.ndarray) -> float:
         times = self.base + self.slopes @ theta

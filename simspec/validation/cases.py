@@ -29,8 +29,14 @@ CASES_PATH = Path("validation") / "cases.toml"
 #: The expert-offloading rows (category "offload"), next to the cases file.
 OFFLOAD_CASES_PATH = Path("validation") / "offload.toml"
 
-#: Categories of validation/cases.toml (the GPU-resident report's sections).
-CATEGORIES = ("kernel", "decode", "speculative")
+#: Categories of validation/cases.toml (the GPU-resident report's sections). An "overlap" row
+#: is one speculative setting measured twice, with the engine's overlap scheduler for
+#: speculative decoding and without it (SGLang's spec v2 against v1): its ratio measures the
+#: host time a speculative iteration exposes without the overlap (``verify_overhead_s``).
+CATEGORIES = ("kernel", "decode", "speculative", "overlap")
+#: Categories whose measurement is the ratio of two runs of one row (``value`` over
+#: ``baseline_value``): speculative over plain decoding, overlap scheduling on over off.
+RATIO_CATEGORIES = ("speculative", "overlap")
 #: Experts offloaded to host memory (validation/offload.toml, :mod:`.offload`).
 OFFLOAD = "offload"
 #: Where offloaded experts live, the expert cache's policies, prefetch and misses (the keys of
@@ -50,9 +56,9 @@ _REPORTER = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 #: Measured quantities, their units and the category that may use them.
 QUANTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "moe_layer_us": ("us", ("kernel",)),
-    "tpot_ms": ("ms", ("decode", "speculative")),
-    "tokens_per_s": ("tok/s", ("decode", "speculative", OFFLOAD)),
-    "tokens_per_s_per_user": ("tok/s", ("decode", "speculative")),
+    "tpot_ms": ("ms", ("decode", "speculative", "overlap")),
+    "tokens_per_s": ("tok/s", ("decode", "speculative", "overlap", OFFLOAD)),
+    "tokens_per_s_per_user": ("tok/s", ("decode", "speculative", "overlap")),
     "e2e_latency_s": ("s", ("decode",)),
     "hit_rate": ("fraction", (OFFLOAD,)),
 }
@@ -87,7 +93,12 @@ class Case:
     draft_tokens: int = param(0, "tokens verified", ge=0)
     acceptance_length: float = param(0.0, "measured AL", gt=0)
     per_position: tuple[float, ...] = param((), "acceptance per draft position", ge=0, le=1)
-    baseline_value: float = param(0.0, "the quantity without speculation", gt=0)
+    baseline_value: float = param(
+        0.0,
+        "the quantity without speculation (overlap rows: the same speculative run without the "
+        "overlap scheduler)",
+        gt=0,
+    )
     num_requests: int = param(0, "the benchmark's finite number of requests", ge=0)
     length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
     notes: str = param("", "notes")
@@ -146,10 +157,31 @@ class Case:
 
     @property
     def measured_speedup(self) -> float:
-        """Speculative rows: the published speedup over plain decoding (ratio of the two)."""
+        """Speculative rows: the published speedup over plain decoding (ratio of the two);
+        overlap rows: the speedup the overlap scheduler gives the speculative run."""
         if self.quantity == "tpot_ms":
             return self.baseline_value / self.value
         return self.value / self.baseline_value
+
+    @property
+    def measured(self) -> float:
+        """The number a prediction of the row is compared with: the ratio of a speculative or
+        overlap row (:attr:`measured_speedup`), any other row's value."""
+        return self.measured_speedup if self.category in RATIO_CATEGORIES else self.value
+
+    @property
+    def exposed_host_ms(self) -> float:
+        """Overlap rows: the host time per speculative iteration that the overlap scheduler
+        hid, ms, from the two published numbers: an iteration commits AL tokens per request,
+        so it lasts AL·B / throughput (whole batch), AL / throughput per user, AL · TPOT; the
+        difference of the two runs' iterations at the row's AL."""
+        if self.category != "overlap":
+            raise ValueError(f"{self.id} is not an overlap row")
+        al = self.acceptance_length
+        if self.quantity == "tpot_ms":
+            return al * (self.baseline_value - self.value)
+        per_iteration = al * (self.batch if self.quantity == "tokens_per_s" else 1)
+        return per_iteration * (1.0 / self.baseline_value - 1.0 / self.value) * 1000.0
 
 
 #: Engine presets (simspec/catalog/engines) by the start of a row's ``engine`` text; rows of
@@ -299,10 +331,14 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
             "a text saying what stands in (assumed_keys given)",
             "nothing",
         )
-    if case.category == "speculative":
+    if case.category == "overlap" and "overlap_scheduling" in given:
+        expected = "no overlap_scheduling on an overlap row (it runs both settings)"
+        raise InputError(source, f"{path}.overlap_scheduling", expected, case.overlap_scheduling)
+    if case.category in RATIO_CATEGORIES:
         for key in _SPECULATIVE:
             if key not in given:
-                raise InputError(source, f"{path}.{key}", "a value (speculative row)", "nothing")
+                expected = f"a value ({case.category} row)"
+                raise InputError(source, f"{path}.{key}", expected, "nothing")
         if case.method in MTP_METHODS and not mtp_drafters(case.model):
             raise InputError(
                 source,

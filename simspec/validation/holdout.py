@@ -23,8 +23,10 @@ from typing import Any
 from .cases import CATEGORIES
 from .predictions import SIGN_NOISE, speedup_sign_right
 
-#: Issue 27's targets: out-of-sample median |relative error| per category.
-TARGETS = {"kernel": 0.10, "decode": 0.15, "speculative": 0.15}
+#: Issue 27's targets: out-of-sample median |relative error| per category. An overlap row's
+#: ratio lies near 1 (the overlap hides a few ms of an iteration of 10-20 ms), so its target
+#: is tighter: 5 % on the ratio is already ~40 % on the host time it measures.
+TARGETS = {"kernel": 0.10, "decode": 0.15, "speculative": 0.15, "overlap": 0.05}
 #: Parts of the package that cannot change a prediction or a fit (everything else is hashed:
 #: code and data that price, simulate, fit or report a row).
 NOT_HASHED = (

@@ -27,6 +27,11 @@ How a row is predicted:
   tree has the measured AL. A row whose ``method`` is an MTP one (``mtp``, ``nextn``, ...)
   drafts with its model's MTP drafter (:mod:`simspec.physics.mtp`), any other with the
   model's default drafter.
+- **overlap** (one speculative setting run with the engine's overlap scheduler for speculative
+  decoding and without it, e.g. SGLang's spec v2 against v1): the speculative run above twice,
+  ``[engine] overlap_scheduling`` on and off; the prediction is the ratio of the published
+  quantity, on over off. The engine preset's ``verify_overhead_s`` is the host time the
+  overlap hides per iteration, so the row tests it against the iteration's own physics.
 
 Every decode and speculative row is predicted twice (:func:`predict`): with the engine preset
 of the row's engine (:func:`~simspec.validation.cases.engine_preset`: sglang, vllm, trtllm;
@@ -52,7 +57,7 @@ from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.text.tree import expected_acceptance_length, fit_alpha
 
-from .cases import MTP_METHODS, Case, engine_preset, mtp_drafters
+from .cases import MTP_METHODS, RATIO_CATEGORIES, Case, engine_preset, mtp_drafters
 
 #: TPOT rows simulate at most this many output tokens (module docstring).
 TPOT_OUTPUT_CAP = 256
@@ -128,7 +133,7 @@ def scenario_data(
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}
-    if case.category == "speculative" and case.method in MTP_METHODS:  # the model's own MTP
+    if case.category in RATIO_CATEGORIES and case.method in MTP_METHODS:  # the model's own MTP
         data["model"]["drafter"] = mtp_drafters(case.model)[0]
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
@@ -157,7 +162,7 @@ def scenario_data(
         "output_tokens": output,
         "length_jitter": jitter,
     }
-    k = case.steps if case.category == "speculative" else 0
+    k = case.steps if case.category in RATIO_CATEGORIES else 0
     data["policies"] = [{"name": "fixed", "draft_tokens": k}]
     rho = RANK_DECAY if rank_decay is None else rank_decay
     if k and is_tree_row(case):
@@ -183,10 +188,27 @@ def run_times(
     *,
     rank_decay: float | None = None,
 ) -> dict[str, float]:
-    """One simulated run of a decode or speculative row: the times of :data:`TIMES`."""
-    data = scenario_data(case, preset, costs, engine, rank_decay=rank_decay)
-    scenario = scenario_from_dict(data, f"validation case {case.id}")
-    rows = simspec.run(scenario).policies
+    """One simulated run of a decode or speculative row: the times of :data:`TIMES`.
+
+    An overlap row runs its speculative setting twice, the overlap scheduler on and off; the
+    run without it is the row's baseline (``baseline_tpot_ms``, ``baseline_s_per_token``).
+    """
+    if case.category == "overlap":
+        on = _policies(
+            case, preset, costs, {**(engine or {}), "overlap_scheduling": True}, rank_decay
+        )
+        off = _policies(
+            case, preset, costs, {**(engine or {}), "overlap_scheduling": False}, rank_decay
+        )
+        row, slow = on[-1], off[-1]
+        return {
+            "tpot_ms": float(row.tpot_ms),
+            "baseline_tpot_ms": float(slow.tpot_ms),
+            "ttft_ms": float(row.ttft_ms),
+            "s_per_token": 1.0 / float(row.tokens_per_s),
+            "baseline_s_per_token": 1.0 / float(slow.tokens_per_s),
+        }
+    rows = _policies(case, preset, costs, engine, rank_decay)
     row, baseline = rows[-1], rows[0]
     tpot = float(row.tpot_ms)
     return {
@@ -198,11 +220,24 @@ def run_times(
     }
 
 
+def _policies(
+    case: Case,
+    preset: str | None,
+    costs: dict[str, float] | None,
+    engine: dict[str, Any] | None,
+    rank_decay: float | None,
+) -> list[Any]:
+    """The policy rows of one simulated run of ``case`` (the k = 0 baseline first)."""
+    data = scenario_data(case, preset, costs, engine, rank_decay=rank_decay)
+    scenario = scenario_from_dict(data, f"validation case {case.id}")
+    return list(simspec.run(scenario).policies)
+
+
 def quantity(case: Case, times: dict[str, float]) -> float:
     """The row's published quantity from a run's :data:`TIMES` (module docstring)."""
-    if case.category == "speculative" and case.quantity == "tokens_per_s":
+    if case.category in RATIO_CATEGORIES and case.quantity == "tokens_per_s":
         return times["baseline_s_per_token"] / times["s_per_token"]
-    if case.category == "speculative":
+    if case.category in RATIO_CATEGORIES:
         return times["baseline_tpot_ms"] / times["tpot_ms"]
     if case.quantity == "tpot_ms":
         return times["tpot_ms"]
@@ -268,7 +303,7 @@ class Outcome:
 
 def predict(case: Case) -> Outcome:
     """Predict one row; a scenario the row cannot build is an outcome with its reason."""
-    measured = case.measured_speedup if case.category == "speculative" else case.value
+    measured = case.measured
     try:
         if case.category == "kernel":
             value = predict_kernel_us(case, simspec.load_scenario())
