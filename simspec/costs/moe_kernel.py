@@ -178,8 +178,19 @@ def launch_s(
     )
 
 
-#: GPU generation of a catalog GPU, by its name's prefix.
-ARCHITECTURES = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "b200": "blackwell"}
+#: GPU generation of a catalog GPU, by its name's prefix (the export variants H20 / H800 /
+#: A800 and the GB200 / B300 share their generation's die and kernels).
+ARCHITECTURES = {
+    "a100": "ampere",
+    "a800": "ampere",
+    "h100": "hopper",
+    "h200": "hopper",
+    "h20": "hopper",
+    "h800": "hopper",
+    "b200": "blackwell",
+    "gb200": "blackwell",
+    "b300": "blackwell",
+}
 #: Expert weight format by bytes per parameter (:data:`simspec.physics.precision.BYTES_PER_PARAM`).
 _FORMATS = {2.0: "bf16", 1.0: "fp8", 4.25 / 8: "mxfp4", 4.5 / 8: "nvfp4"}
 

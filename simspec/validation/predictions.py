@@ -157,6 +157,9 @@ def scenario_data(
     data["workload"] = {
         "loop": "closed",
         "concurrency": case.batch,
+        # The published concurrency is the batch the engine decoded (its recipe sizes
+        # max_num_seqs / max_batch_size to it), so the scheduler's default cap must not bind.
+        "max_batch_size": case.batch,
         "num_requests": requests,
         "prompt_tokens": prompt,
         "output_tokens": output,

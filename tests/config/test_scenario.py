@@ -309,7 +309,7 @@ BAD = {
         "model.drafter",
         "found 'medusa'",
     ),
-    "unknown gpu": ([('gpu = "h100-sxm"', 'gpu = "b300"')], "hardware.gpu", "h200"),
+    "unknown gpu": ([('gpu = "h100-sxm"', 'gpu = "b400"')], "hardware.gpu", "h200"),
     "unknown policy": (
         [('name = "fixed"\ndraft_tokens = 2', 'name = "magic"')],
         "policies[1].name",

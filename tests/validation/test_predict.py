@@ -68,6 +68,18 @@ def test_rows_without_a_request_count_keep_the_steady_closed_loop(tmp_path):
     assert (w["num_requests"], w["output_tokens"], w["length_jitter"]) == (8, 2180, 0.0)
 
 
+def test_a_published_concurrency_above_the_default_cap_is_the_decoded_batch(tmp_path):
+    from simspec.config.load import scenario_from_dict
+
+    text = ROW.replace("batch = [1, 8, 32]", "batch = [1, 8, 512]").replace(
+        "num_requests = 20\n", ""
+    )
+    row = _rows(tmp_path, text)[2]
+    w = scenario_from_dict(predict.scenario_data(row), "x").workload
+    # A closed loop decodes min(concurrency, max_batch_size) requests: all 512 published.
+    assert w.concurrency == 512 and min(w.concurrency, w.max_batch_size) == 512
+
+
 @pytest.mark.parametrize("bad", ["1.0", "-0.1", '"a"'])
 def test_a_jitter_outside_zero_one_names_the_key(tmp_path, bad):
     with pytest.raises(InputError, match=r"cases\[0\]\.length_jitter"):
