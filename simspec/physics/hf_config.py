@@ -22,16 +22,23 @@ gpt_oss             num_local_experts, num_experts_per_tok, intermediate_size (e
                     MXFP4 experts when quantization_config.quant_method = "mxfp4"
 glm4_moe            n_routed_experts, num_experts_per_tok, moe_intermediate_size,
                     n_shared_experts, first_k_dense_replace, head_dim
+phimoe              as mixtral (Phi-3.5-MoE)
+minimax_m2          as mixtral, with head_dim; attn_type_list must be all 1 (softmax
+                    attention; MiniMax's lightning linear attention, 0, is not described)
 ==================  =================================================================
 
 Common to all: num_hidden_layers, hidden_size, vocab_size, num_attention_heads,
 num_key_value_heads (default: the heads), head_dim (default: hidden_size / heads),
 tie_word_embeddings, max_position_embeddings, intermediate_size (the dense-FFN width where the
-family has dense layers). Per-head query/key normalisation (``qk_norm``) is the qwen3_moe
-architecture's own (its attention always carries ``q_norm`` / ``k_norm``) and glm4_moe's
-``use_qk_norm`` (true for GLM-4.5, false for GLM-4.5-Air). Weights are taken as bf16 (2 bytes
-per parameter) apart from gpt-oss's MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale
-per 32, OCP MX spec v1.0), as the catalog does; a scenario's ``[model] precision`` changes them.
+family has dense layers). A sliding window at least as long as the context
+(``max_position_embeddings``; Phi-3.5-MoE's 131072) never slides: such layers are full.
+Per-head query/key normalisation (``qk_norm``) is the qwen3_moe architecture's own (its
+attention always carries ``q_norm`` / ``k_norm``) and the ``use_qk_norm`` of glm4_moe (true
+for GLM-4.5, false for GLM-4.5-Air) and minimax_m2 (whose norm spans all heads together: the
+same two norm kernels). Weights are taken as bf16 (2 bytes per parameter) apart from gpt-oss's
+MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale per 32, OCP MX spec v1.0), as the
+catalog does; a scenario's ``[model] precision`` changes them. MiniMax-M2's config.json declares
+MTP modules (``num_mtp_modules``) whose weights are not released: they are not read.
 Multi-token prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as
 in the catalog; their number is kept (``mtp_layers``) for an MTP drafter. The headline parameter
 counts are derived from the shapes (total, and active per token with ``experts_per_token`` of
@@ -57,6 +64,8 @@ FAMILIES = (
     "deepseek_v3",
     "gpt_oss",
     "glm4_moe",
+    "phimoe",
+    "minimax_m2",
 )
 #: Bytes per parameter of MXFP4 weights: a 4-bit value plus an 8-bit scale per 32 values.
 MXFP4_BYTES = (4 + 8 / 32) / 8
@@ -110,11 +119,31 @@ def _attention(f: _Fields, family: str, hidden: int, layers: int) -> AttentionSp
         shape.update(_layer_pattern(f, layer_types, layers))
         if shape.get("other_layers") == "sliding":
             shape["sliding_window"] = f.int("sliding_window", minimum=1)
-    elif window and family == "mixtral":  # Mixtral's sliding window applies to every layer
+    elif window and family in ("mixtral", "phimoe") and not _spans_context(f, window):
+        # a sliding window of these families applies to every layer
         shape.update(
             full_attention_interval=layers + 1, other_layers="sliding", sliding_window=window
         )
     return AttentionSpec(**shape)
+
+
+def _spans_context(f: _Fields, window: Any) -> bool:
+    """A window at least as long as the context: every layer sees its whole context."""
+    context = f.get("max_position_embeddings", 0)
+    return isinstance(window, int) and isinstance(context, int) and 0 < context <= window
+
+
+def _softmax_only(f: _Fields, layers: int) -> None:
+    """MiniMax's ``attn_type_list``: 1 marks a softmax-attention layer, 0 a lightning
+    (linear) attention layer, which simspec's AttentionSpec does not describe."""
+    kinds = f.get("attn_type_list")
+    if kinds is not None and kinds != [1] * layers:
+        raise InputError(
+            f.source,
+            "attn_type_list",
+            f"{layers} entries of 1 (softmax attention in every layer)",
+            describe(kinds),
+        )
 
 
 def _layer_pattern(f: _Fields, layer_types: Any, layers: int) -> dict[str, Any]:
@@ -161,7 +190,7 @@ def _dense_prefix(f: _Fields, key: str, layers: int) -> int:
 
 def _moe(f: _Fields, family: str, layers: int) -> tuple[MoeSpec, int]:
     """The experts and the dense-FFN width as config.json declares it (used by dense layers)."""
-    if family in ("mixtral", "olmoe", "gpt_oss"):
+    if family in ("mixtral", "olmoe", "gpt_oss", "phimoe", "minimax_m2"):
         experts = f.int("num_local_experts" if family != "olmoe" else "num_experts", minimum=1)
         per_token = f.int("num_experts_per_tok", f.get("experts_per_token"), minimum=1)
         width = f.int("intermediate_size", minimum=1)
@@ -296,6 +325,8 @@ def _check_bounds(spec: ModelSpec, source: str) -> None:
 
 def _spec(f: _Fields, family: str, name: str, source: str) -> ModelSpec:
     layers, hidden = f.int("num_hidden_layers", minimum=1), f.int("hidden_size", minimum=1)
+    if family == "minimax_m2":
+        _softmax_only(f, layers)
     moe, dense_width = _moe(f, family, layers)
     quant = f.get("quantization_config", {})
     mxfp4 = isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4"

@@ -25,6 +25,13 @@ MOE_MODELS = [
     "olmoe-1b-7b-0924",
     "qwen2-57b-a14b",
     "qwen1.5-moe-a2.7b",
+    "glm-4.6",
+    "minimax-m2",
+    "deepseek-v2-lite",
+    "phi-3.5-moe",
+    "qwen3.5-35b-a3b",
+    "qwen3.5-122b-a10b",
+    "qwen3.5-397b-a17b",
 ]
 
 
@@ -52,6 +59,65 @@ def test_parameter_count_matches_headline(name):
                 + s.num_experts * s.expert_params
             )
     assert params / 1e9 == pytest.approx(m.total_params_b, rel=0.03)
+
+
+# Published headline counts (billions) from the model cards and reports each entry cites, and
+# whether the vendor's activated count includes the input embedding table (Qwen's does: its
+# Qwen3-30B-A3B "3.3B activated" is 3.35B with the embedding, 3.04B without). The active
+# tolerance covers headlines rounded to the unit (Qwen3.5-35B-A3B's "3B" is 3.37B counted
+# with the embedding, as the vendor counts) and the parts the catalog leaves out (biases, the
+# gated attention's wider query projection).
+PUBLISHED = {
+    # name: (total_b, active_b, active counts the embedding, active rel. tolerance)
+    "glm-4.6": (355.0, 32.0, False, 0.05),  # zai-org/GLM-4.6 card (GLM-4.5's 355B-A32B)
+    "minimax-m2": (230.0, 10.0, False, 0.05),  # MiniMax-M2 card, transformers docs
+    "deepseek-v2-lite": (15.7, 2.4, False, 0.05),  # DeepSeek-V2-Lite card, arXiv 2405.04434
+    "phi-3.5-moe": (42.0, 6.6, False, 0.05),  # Phi-3.5-MoE card, arXiv 2404.14219
+    "qwen3.5-35b-a3b": (35.0, 3.0, True, 0.15),  # Qwen3.5-35B-A3B card ("3B", rounded)
+    "qwen3.5-122b-a10b": (122.0, 10.0, True, 0.06),  # Qwen3.5-122B-A10B card
+    "qwen3.5-397b-a17b": (397.0, 17.0, True, 0.05),  # Qwen3.5-397B-A17B card
+}
+
+
+def _counted_params_b(name: str) -> tuple[float, float, float]:
+    """(total, active, embedding) parameters in billions, counted from the entry's shapes: the
+    active ones leave out the routed experts a token does not use."""
+    m = catalog.get_model(name)
+    s = m.shape
+    per_param = m.weight_bytes
+    total = s.embedding_bytes / per_param
+    if not m.tie_word_embeddings:
+        total += s.lm_head_bytes / per_param
+    idle = 0.0
+    for g in s.groups:
+        total += g.count * (g.attention_weight_bytes + g.ffn_weight_bytes) / per_param
+        if g.is_moe:
+            always = (s.shared_expert_bytes + s.router_bytes) / per_param
+            total += g.count * (always + s.num_experts * s.expert_params)
+            idle += g.count * (s.num_experts - s.experts_per_token) * s.expert_params
+    return total / 1e9, (total - idle) / 1e9, s.embedding_bytes / per_param / 1e9
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_counts_from_the_shapes_match_the_published_totals_and_active(name):
+    """Total within 3 % and activated within the stated tolerance of the published headline,
+    counted from the transcribed shapes (not from the entry's own headline fields)."""
+    total_b, active_b, with_embedding, tolerance = PUBLISHED[name]
+    total, active, embedding = _counted_params_b(name)
+    if not with_embedding:
+        active -= embedding
+    assert total == pytest.approx(total_b, rel=0.03)
+    assert active == pytest.approx(active_b, rel=tolerance)
+    m = catalog.get_model(name)  # the entry states the same headline
+    assert (m.total_params_b, m.active_params_b) == (total_b, active_b)
+
+
+def test_qwens_activated_count_includes_the_embedding():
+    """The convention PUBLISHED takes for Qwen, on a Qwen model already checked: Qwen3-30B-A3B's
+    published 3.3B activated is met with the embedding counted (3.35B), not without (3.04B)."""
+    _, active, embedding = _counted_params_b("qwen3-30b-a3b")
+    assert active == pytest.approx(3.3, rel=0.03)
+    assert active - embedding != pytest.approx(3.3, rel=0.05)
 
 
 def test_qwen3_30b_derived_numbers_match_hand_arithmetic():

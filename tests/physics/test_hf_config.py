@@ -115,6 +115,68 @@ GLM_45 = {  # zai-org/GLM-4.5
     "tie_word_embeddings": False,
     "use_qk_norm": True,
 }
+GLM_46 = {  # zai-org/GLM-4.6: GLM-4.5's fields, a longer context
+    **GLM_45,
+    "max_position_embeddings": 202752,
+}
+DEEPSEEK_V2_LITE = {  # deepseek-ai/DeepSeek-V2-Lite
+    "model_type": "deepseek_v2",
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "moe_layer_freq": 1,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 102400,
+    "max_position_embeddings": 163840,
+    "tie_word_embeddings": False,
+}
+MINIMAX_M2 = {  # MiniMaxAI/MiniMax-M2
+    "model_type": "minimax_m2",
+    "hidden_size": 3072,
+    "intermediate_size": 1536,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 62,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "attn_type_list": [1] * 62,
+    "vocab_size": 200064,
+    "max_position_embeddings": 196608,
+    "tie_word_embeddings": False,
+    "use_qk_norm": True,
+    "qk_norm_type": "per_layer",
+    "use_mtp": True,
+    "num_mtp_modules": 3,  # declared, but no MTP weights are released
+    "shared_intermediate_size": 0,
+}
+PHI_35_MOE = {  # microsoft/Phi-3.5-MoE-instruct
+    "model_type": "phimoe",
+    "hidden_size": 4096,
+    "intermediate_size": 6400,
+    "num_local_experts": 16,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 32064,
+    "max_position_embeddings": 131072,
+    "sliding_window": 131072,
+    "attention_bias": True,
+    "lm_head_bias": True,
+    "tie_word_embeddings": False,
+}
 QWEN15_MOE = {  # Qwen/Qwen1.5-MoE-A2.7B-Chat
     "model_type": "qwen2_moe",
     "hidden_size": 2048,
@@ -141,6 +203,10 @@ CASES = [
     ("gpt-oss-20b", GPT_OSS_20B),
     ("glm-4.5", GLM_45),
     ("qwen1.5-moe-a2.7b", QWEN15_MOE),
+    ("glm-4.6", GLM_46),
+    ("deepseek-v2-lite", DEEPSEEK_V2_LITE),
+    ("minimax-m2", MINIMAX_M2),
+    ("phi-3.5-moe", PHI_35_MOE),
 ]
 
 
@@ -164,7 +230,13 @@ def test_config_json_gives_the_catalog_shape(name, config):
 
 @pytest.mark.parametrize(
     ("config", "total_b", "active_b"),
-    [(QWEN3_30B_A3B, 30.5, 3.3), (MIXTRAL_8X7B, 46.7, 12.9), (DEEPSEEK_V3, 671.0, 37.0)],
+    [
+        (QWEN3_30B_A3B, 30.5, 3.3),
+        (MIXTRAL_8X7B, 46.7, 12.9),
+        (DEEPSEEK_V3, 671.0, 37.0),
+        (GLM_46, 355.0, 32.0),
+        (PHI_35_MOE, 42.0, 6.6),
+    ],
 )
 def test_derived_parameter_counts_match_the_headlines(config, total_b, active_b):
     """Counted from the shapes, within 3 % of the published totals and active counts."""
@@ -209,6 +281,22 @@ def test_bad_configs_name_the_field(change, key):
     assert "my/config.json" in str(err.value)
 
 
+def test_a_window_spanning_the_context_is_full_attention_and_a_shorter_one_slides():
+    """Phi-3.5-MoE's sliding_window equals its context: every layer sees all of it."""
+    assert model_spec_from_hf(PHI_35_MOE, "p").attention.other_layers == "full"
+    short = model_spec_from_hf({**PHI_35_MOE, "sliding_window": 4096}, "p").attention
+    assert (short.other_layers, short.sliding_window) == ("sliding", 4096)
+    assert short.full_attention_interval > PHI_35_MOE["num_hidden_layers"]
+
+
+def test_minimax_lightning_attention_layers_are_refused():
+    """attn_type_list 0 marks MiniMax's lightning (linear) attention, which is not described."""
+    config = {**MINIMAX_M2, "attn_type_list": [0] + [1] * 61}
+    with pytest.raises(InputError) as err:
+        model_spec_from_hf(config, "m")
+    assert err.value.key_path == "attn_type_list"
+
+
 def test_unrepresentable_layer_pattern_is_refused():
     config = {**GPT_OSS_20B, "layer_types": ["full_attention"] * 2 + ["sliding_attention"] * 22}
     with pytest.raises(InputError, match="layer_types"):
@@ -224,6 +312,8 @@ def test_unrepresentable_layer_pattern_is_refused():
         (MIXTRAL_8X7B, False),
         (GPT_OSS_20B, False),
         (QWEN15_MOE, False),
+        (MINIMAX_M2, True),  # use_qk_norm, over all heads together (per_layer)
+        (PHI_35_MOE, False),
     ],
 )
 def test_query_key_norms_come_from_the_architecture_and_use_qk_norm(config, qk_norm):
