@@ -357,7 +357,7 @@ def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
             raise InputError(
                 source, f"{path}.drafter", "a drafter from `simspec models`", repr(case.drafter)
             )
-        if case.model not in catalog.get_drafter(case.drafter).targets:
+        if not catalog.get_drafter(case.drafter).serves(case.model):
             expected = f"a drafter whose targets include {case.model}"
             raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
 
