@@ -11,13 +11,15 @@ how deep engines chain them (``max_draft_tokens``). Either way one draft step re
 drafter's weights once for all requests that are still drafting.
 
 An n-gram drafter (``kind = "ngram"``) has no weights, no KV cache and no GPU kernels: the
-engine proposes the k tokens that followed the latest earlier occurrence of the request's last
-n tokens (prompt and output so far), a host-side search run once per iteration for every
-running request, whatever k (vLLM ``method = "ngram"``: a KMP scan of each request's whole
-context on the CPU, numba-parallel over requests,
+engine proposes the up to k tokens that followed an earlier occurrence of the request's
+longest matching suffix (n tokens, ``prompt_lookup_min`` ≤ n ≤ ``prompt_lookup_max``, prompt
+and output so far), a search run once per iteration for every running request, whatever k
+(vLLM ``method = "ngram"``: a KMP scan of each request's whole context on the CPU,
+numba-parallel over requests,
 https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/ngram_proposer.py;
-TensorRT-LLM's NGram pool; SGLang's ``NGRAM`` trie). It serves every target
-(:meth:`DrafterSpec.serves`) and its lookup costs :meth:`DrafterSpec.lookup_s`.
+SGLang's ``NGRAM``: a C++ trie on the host; TensorRT-LLM's NGram: now a GPU suffix-automaton
+kernel). It serves every target (:meth:`DrafterSpec.serves`) and its lookup costs
+:meth:`DrafterSpec.lookup_s`.
 
 An entry may state the acceptance its drafter was measured at
 (``default_acceptance_length``, with ``default_acceptance_setting`` and

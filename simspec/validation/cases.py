@@ -204,9 +204,12 @@ class CaseFile:
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
 #: ``method`` values that draft with the target's own MTP (NextN) module, as SGLang
 #: (``NEXTN``) and vLLM (``mtp``, ``deepseek_mtp``, ``qwen3_next_mtp``) name it: such a row
-#: runs the catalog's MTP drafter of its model (:func:`mtp_drafters`), any other method the
-#: model's default drafter.
+#: runs the catalog's MTP drafter of its model (:func:`mtp_drafters`), an :data:`NGRAM_METHODS`
+#: row the n-gram drafter, any other method the model's default drafter.
 MTP_METHODS = ("mtp", "nextn", "deepseek_mtp", "qwen3_next_mtp")
+#: ``method`` values that draft by prompt lookup (vLLM ``ngram``, SGLang ``NGRAM``,
+#: TensorRT-LLM NGram): such a row runs the catalog's ``ngram`` drafter.
+NGRAM_METHODS = ("ngram",)
 
 
 def mtp_drafters(model: str) -> list[str]:
