@@ -77,7 +77,10 @@ class ShapeGrid:
 
     def shapes(self, scenario: Scenario) -> list[DraftShape]:
         """The grid's shapes for ``scenario``: every SGLang shape, or vLLM's chains and, when
-        the scenario configures a tree, that tree's family at each depth."""
+        the scenario configures a tree, that tree's family at each depth; an n-gram drafter's
+        chains alone (:func:`~simspec.analysis.shapes.ngram_flags`)."""
+        if scenario.drafter.kind == "ngram":
+            return [chain(s) for s in range(1, self.max_steps + 1)]
         if self.engine == "sglang":
             return grid(self.max_steps, self.topks, self.sizes)
         shapes = [chain(s) for s in range(1, self.max_steps + 1)]
@@ -258,7 +261,7 @@ def search(
     finalists = tuple(
         Finalist(
             s,
-            flags(shape_grid.engine, s, tree_of),
+            flags(shape_grid.engine, s, tree_of, scenario.drafter),
             Candidate(s.text, Interval.of(values[s]), Interval.of(values[s] - values[best])),
         )
         for s in order

@@ -9,6 +9,13 @@ steps + 1. vLLM runs a chain of ``num_speculative_tokens`` drafts, or a tree giv
 is then their number). Sources: docs.sglang.ai/advanced_features/server_arguments.html,
 docs.vllm.ai/en/latest/api/vllm/config/speculative/.
 
+An n-gram drafter (:mod:`simspec.physics.drafters`) drafts chains only, spelled as each engine
+names prompt lookup: vLLM ``{"method": "ngram", "num_speculative_tokens": k,
+"prompt_lookup_min": .., "prompt_lookup_max": ..}`` (the drafter's windows), SGLang
+``--speculative-algorithm NGRAM --speculative-num-draft-tokens k + 1`` with a trie walk one
+node wide (``--speculative-ngram-max-bfs-breadth 1``; SGLang's NGRAM takes no step count:
+its tree's depth is the draft tokens it verifies), python/sglang/srt/server_args.py.
+
 **The grid** (:func:`grid`): steps 1..S (the drafter's ``max_draft_tokens`` unless limited),
 topk in T (default 1, 2, 4, 8); a chain verifies steps + 1 tokens, a tree (topk > 1) each size
 of N (default :data:`TREE_SIZES`) from steps + 1 to the tree's capacity + 1,
@@ -32,6 +39,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from simspec.physics.drafters import DrafterSpec
 from simspec.text.tree import ROOT, build_tree, tree_capacity
 
 #: topk searched by default (SGLang's --speculative-eagle-topk choices).
@@ -164,8 +172,29 @@ def vllm_flags(shape: DraftShape, tree_of: TreeOf) -> str:
     return "--speculative-config " + shlex.quote(json.dumps(vllm_config(shape, tree_of)))
 
 
-def flags(engine: str, shape: DraftShape, tree_of: TreeOf) -> str:
-    """The flags ``engine`` (one of :data:`ENGINES`) runs ``shape`` with."""
+def ngram_flags(engine: str, shape: DraftShape, drafter: DrafterSpec) -> str:
+    """The flags ``engine`` runs the n-gram chain ``shape`` with (module docstring)."""
+    if not shape.is_chain:
+        raise ValueError(f"an n-gram drafter drafts chains, not {shape.text}")
+    if engine == "sglang":
+        return (
+            f"--speculative-algorithm NGRAM --speculative-num-draft-tokens {shape.steps + 1} "
+            "--speculative-ngram-max-bfs-breadth 1"
+        )
+    config: dict[str, object] = {"method": "ngram", "num_speculative_tokens": shape.steps}
+    if drafter.prompt_lookup_max:
+        config["prompt_lookup_min"] = drafter.prompt_lookup_min or drafter.prompt_lookup_max
+        config["prompt_lookup_max"] = drafter.prompt_lookup_max
+    return "--speculative-config " + shlex.quote(json.dumps(config))
+
+
+def flags(
+    engine: str, shape: DraftShape, tree_of: TreeOf, drafter: DrafterSpec | None = None
+) -> str:
+    """The flags ``engine`` (one of :data:`ENGINES`) runs ``shape`` with; an n-gram
+    ``drafter``'s in its engine's spelling (:func:`ngram_flags`)."""
+    if engine in ENGINES and drafter is not None and drafter.kind == "ngram":
+        return ngram_flags(engine, shape, drafter)
     if engine == "sglang":
         return sglang_flags(shape)
     if engine == "vllm":

@@ -100,6 +100,15 @@ def execute_flags(
                     "--engine-flags sglang (vLLM's tree is the scenario's [speculation] table)",
                     f"{flag} with --engine-flags vllm",
                 )
+    if scenario.drafter.kind == "ngram":
+        for flag, value in (("--topk", args.topk), ("--num-draft-tokens", args.num_draft_tokens)):
+            if value is not None:
+                raise InputError(
+                    "command line",
+                    flag,
+                    "no tree flags with an n-gram drafter (it drafts chains: steps only)",
+                    f"{flag} with model.drafter = {scenario.drafter.name!r}",
+                )
     cap = scenario.drafter.max_draft_tokens
     max_k = cap if args.max_k is None else args.max_k
     check_range("--max-k", max_k, 1, cap, "the drafter's max_draft_tokens")
@@ -151,7 +160,7 @@ def execute_flags(
         + (
             f", topk {', '.join(map(str, shape_grid.topks))}, tree sizes "
             f"{', '.join(map(str, shape_grid.sizes))}"
-            if engine == "sglang"
+            if engine == "sglang" and scenario.drafter.kind != "ngram"
             else ""
         )
         + f"; {args.replications} replications per batch size, speedups over no speculation "

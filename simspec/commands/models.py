@@ -57,6 +57,7 @@ def execute(args: argparse.Namespace) -> int:
     drows = []
     for name in catalog.drafter_names():
         d = catalog.get_drafter(name)
-        drows.append((name, d.kind, d.max_draft_tokens, ", ".join(d.targets)))
+        targets = "every target" if d.kind == "ngram" else ", ".join(d.targets)
+        drows.append((name, d.kind, d.max_draft_tokens, targets))
     print(table(("drafter", "kind", "max draft", "targets"), drows))
     return 0

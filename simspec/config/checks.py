@@ -32,10 +32,12 @@ from simspec.text.workload import WorkloadConfig
 
 def compatible_drafters(target: str) -> list[str]:
     """Catalog drafters that serve ``target``: its EAGLE-3 heads first, then its dense drafts
-    and MTP drafters, by name."""
+    and MTP drafters, by name, and last the n-gram drafters every target has (never a
+    target's default: a lookup's acceptance is the text's, not the model's)."""
     specs = [catalog.get_drafter(name) for name in catalog.drafter_names()]
-    fitting = [d for d in specs if target in d.targets]
-    return [d.name for d in sorted(fitting, key=lambda d: (d.kind != "eagle3", d.name))]
+    fitting = [d for d in specs if d.serves(target)]
+    order = sorted(fitting, key=lambda d: (d.kind == "ngram", d.kind != "eagle3", d.name))
+    return [d.name for d in order]
 
 
 def _none_serves(target: str) -> str:
@@ -48,7 +50,7 @@ def _none_serves(target: str) -> str:
 def default_drafter(target: str, source: str) -> str:
     """The drafter a ``[model]`` table without ``drafter`` gets: the target's own."""
     names = compatible_drafters(target)
-    if not names:
+    if not names or catalog.get_drafter(names[0]).kind == "ngram":
         raise ScenarioError(source, "model.drafter", _none_serves(target), "nothing")
     return names[0]
 
@@ -76,7 +78,7 @@ def _mismatch(target: str, drafter: DrafterSpec) -> tuple[str, str]:
 
 def check_drafter(target: str, drafter: DrafterSpec, source: str) -> None:
     """Raise ScenarioError when ``drafter`` does not serve ``target`` (module docstring)."""
-    if target in drafter.targets:
+    if drafter.serves(target):
         return
     expected, built_for = _mismatch(target, drafter)
     raise ScenarioError(

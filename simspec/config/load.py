@@ -258,6 +258,7 @@ def scenario_from_dict(
     check_offload(scenario, source)
     _check_fits(scenario, source)
     _check_tree(scenario, source)
+    _check_ngram_chain(scenario, source)
     check_routing(
         scenario.routing,
         scenario.target.shape,
@@ -379,6 +380,31 @@ def _check_tree(s: Scenario, source: str) -> None:
             f"in {steps} draft step{'s' if steps > 1 else ''} (the deepest the policies draft)",
             str(spec.num_draft_tokens),
         )
+
+
+def _check_ngram_chain(s: Scenario, source: str) -> None:
+    """An n-gram drafter drafts a chain: ``[speculation] topk`` and every tree policy's width 1.
+
+    vLLM and TensorRT-LLM propose one continuation of the matched n-gram; SGLang's ``NGRAM``
+    tree is a breadth-first walk of its trie whose shape the text decides (no depth flag), not
+    the ranked-sibling tree of ``steps`` x ``topk`` simspec builds (:mod:`simspec.text.tree`),
+    so a wider setting would price and accept a tree no engine drafts for n-grams.
+    """
+    if s.drafter.kind != "ngram":
+        return
+    why = (
+        f"topk = 1 with the n-gram drafter {s.drafter.name!r}: vLLM and TensorRT-LLM draft one "
+        "n-gram continuation (a chain), and SGLang's NGRAM trie tree is not simspec's "
+        "ranked-sibling tree"
+    )
+    if s.speculation.topk > 1:
+        raise ScenarioError(source, "speculation.topk", why, str(s.speculation.topk))
+    for i, p in enumerate(s.policies):
+        widest = max((shape.topk for shape in p.policy.tree_family() or ()), default=1)
+        if widest > 1:
+            key = f"policies[{i}].topks" if hasattr(p.policy, "topks") else f"policies[{i}].topk"
+            found = f"a {p.name} policy whose trees are {widest} wide"
+            raise ScenarioError(source, key, why, found)
 
 
 # -- public entry points -------------------------------------------------------------------------

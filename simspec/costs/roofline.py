@@ -12,7 +12,11 @@ its weights, KV reads and collectives, and its sampling over the draft vocabular
 (:func:`draft_sampling_wave_s`). An MTP drafter's step (:mod:`simspec.physics.mtp`) is one
 pass of the target's own MTP module, split over the GPUs as the target is: its attention, its
 MoE layer loading the union of the drafting tokens' experts, the full-vocabulary LM head, the
-2h -> h projection and the kernels of both.
+2h -> h projection and the kernels of both. An n-gram drafter (``kind = "ngram"``,
+:mod:`simspec.physics.drafters`) runs nothing on the GPU: its draft steps and extend passes
+cost 0, and its host lookup, once per speculative iteration over every running request
+(:meth:`~simspec.physics.drafters.DrafterSpec.lookup_s`), is part of the iteration's
+speculation overhead.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ class RooflineCostModel:
     _head_kv: float = field(init=False, repr=False, compare=False)  # its KV bytes per token
     _head_fixed_s: float = field(init=False, repr=False, compare=False)  # floors + host time
     _sampling_wave_s: float = field(init=False, repr=False, compare=False)  # draft_sampling_wave_s
+    _weightless: bool = field(init=False, repr=False, compare=False)  # an n-gram drafter
 
     def __post_init__(self) -> None:
         split = Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel)
@@ -155,6 +160,7 @@ class RooflineCostModel:
         object.__setattr__(self, "_head_fixed_s", floors + self.params.draft_step_overhead_s)
         vocab = self.drafter.draft_vocab_size or self.target.shape.vocab_size
         object.__setattr__(self, "_sampling_wave_s", draft_sampling_wave_s(vocab, self.gpu))
+        object.__setattr__(self, "_weightless", self.drafter.kind == "ngram")
 
     @property
     def target_constants(self) -> PassConstants:
@@ -325,6 +331,8 @@ class RooflineCostModel:
         p = self.params
         tokens = np.asarray(accepted_tokens, dtype=float)
         verify = self._verify_fixed_s()
+        if self._weightless:  # no extend pass; the lookup over every running request
+            return verify + np.asarray(self.drafter.lookup_s(context_tokens), dtype=float)
         if not (p.draft_extend_passes and tokens.shape[-1]):
             return np.full(len(tokens), verify + 0.0)
         ctx = np.asarray(context_tokens, dtype=float)
@@ -368,9 +376,13 @@ class RooflineCostModel:
         scheduling (``params.overlap_scheduling``), and ``params.draft_extend_passes`` drafter
         passes over each request's committed tokens (``accepted_tokens``: a_b + 1), each
         priced like a draft step over those tokens. The top-p renormalisation of a sampled
-        verify is part of the verify pass (:func:`~simspec.costs.passes.pass_terms`).
+        verify is part of the verify pass (:func:`~simspec.costs.passes.pass_terms`). An
+        n-gram drafter has no extend; its host lookup over every running request (contexts
+        ``context_tokens``) takes the extend's place.
         """
         p = self.params
+        if self._weightless:
+            return self._verify_fixed_s() + float(self.drafter.lookup_s(context_tokens))
         extend = 0.0
         if p.draft_extend_passes and len(accepted_tokens):
             tokens = np.asarray(accepted_tokens, dtype=float)
@@ -435,7 +447,10 @@ class RooflineCostModel:
         """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in
         all (both Python floats, or arrays of one value per pass): it reads the batch through
         these two sums alone. It samples ``rows`` rows (default ``fed``: a draft step's one
-        row per drafted token; a draft extend samples one per request)."""
+        row per drafted token; a draft extend samples one per request). An n-gram drafter's
+        pass is nothing: 0 (shaped as ``fed``)."""
+        if self._weightless:
+            return fed * 0.0
         overhead = self._head_fixed_s + self.draft_sampling_s(fed if rows is None else rows)
         d, t = self.drafter, self._split.tensor
         wbytes = self._head_bytes

@@ -1,4 +1,5 @@
-"""Draft models: EAGLE-3-style heads, small dense draft models and a target's MTP modules.
+"""Draft models: EAGLE-3-style heads, small dense draft models, a target's MTP modules, and
+the weightless n-gram (prompt-lookup) drafter.
 
 An EAGLE-3 head (Li et al., arXiv 2503.01840) is one decoder layer fed by a fully connected
 fusion of three target hidden states (3·h -> h), with its own LM head over a reduced draft
@@ -8,6 +9,17 @@ drafter is the target's own multi-token-prediction modules (:mod:`simspec.physic
 shapes are the target's, so its entry states only how many modules it has (``num_layers``) and
 how deep engines chain them (``max_draft_tokens``). Either way one draft step reads the
 drafter's weights once for all requests that are still drafting.
+
+An n-gram drafter (``kind = "ngram"``) has no weights, no KV cache and no GPU kernels: the
+engine proposes the up to k tokens that followed an earlier occurrence of the request's
+longest matching suffix (n tokens, ``prompt_lookup_min`` ≤ n ≤ ``prompt_lookup_max``, prompt
+and output so far), a search run once per iteration for every running request, whatever k
+(vLLM ``method = "ngram"``: a KMP scan of each request's whole context on the CPU,
+numba-parallel over requests,
+https://github.com/vllm-project/vllm/blob/main/vllm/v1/spec_decode/ngram_proposer.py;
+SGLang's ``NGRAM``: a C++ trie on the host; TensorRT-LLM's NGram: now a GPU suffix-automaton
+kernel). It serves every target (:meth:`DrafterSpec.serves`) and its lookup costs
+:meth:`DrafterSpec.lookup_s`.
 
 An entry may state the acceptance its drafter was measured at
 (``default_acceptance_length``, with ``default_acceptance_setting`` and
@@ -22,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simspec.errors import FieldError
 from simspec.schema import param
 
@@ -34,10 +48,13 @@ class DrafterSpec:
     display_name: str = param("", "human-readable name")
     kind: str = param(
         "eagle3",
-        "eagle3 head, dense draft model, or mtp (the target's own MTP modules)",
-        choices=("eagle3", "dense", "mtp"),
+        "eagle3 head, dense draft model, mtp (the target's own MTP modules), or ngram (prompt "
+        "lookup on the host: no weights)",
+        choices=("eagle3", "dense", "mtp", "ngram"),
     )
-    targets: tuple[str, ...] = param((), "target models it drafts for")
+    targets: tuple[str, ...] = param(
+        (), "target models it drafts for (kind = ngram: every target, none listed)"
+    )
     source: str = param("", "where the numbers come from")
     notes: str = param("", "assumptions")
     max_draft_tokens: int = param(8, "longest chain the drafter proposes", ge=1, le=64)
@@ -85,6 +102,21 @@ class DrafterSpec:
         (), "(steps, topk, num_draft_tokens) it was measured at, more steps than the first"
     )
     deep_acceptance_source: str = param("", "where that deeper acceptance length was measured")
+    lookup_s_per_token: float = param(
+        0.0,
+        "kind = ngram: host time of the lookup per context token scanned, one thread, s",
+        ge=0,
+        lt=1e-3,
+    )
+    lookup_threads: int = param(
+        1, "kind = ngram: host threads the lookup splits the requests over", ge=1, le=1024
+    )
+    prompt_lookup_min: int = param(
+        0, "kind = ngram: shortest n-gram matched (vLLM prompt_lookup_min; 0 = not stated)", ge=0
+    )
+    prompt_lookup_max: int = param(
+        0, "kind = ngram: longest n-gram matched (vLLM prompt_lookup_max; 0 = not stated)", ge=0
+    )
 
     def __post_init__(self) -> None:
         if self.kind == "dense" and not self.model:
@@ -93,6 +125,18 @@ class DrafterSpec:
             raise FieldError("hidden_size", "> 0 for an eagle3 head", self.hidden_size)
         if self.kind == "mtp" and self.num_layers <= 0:
             raise FieldError("num_layers", ">= 1 MTP module for an mtp drafter", self.num_layers)
+        if self.kind == "ngram" and (self.model or self.num_layers or self.hidden_size):
+            raise FieldError(
+                "kind",
+                "a drafter with no model, layers or hidden size for kind = ngram (no weights)",
+                self.kind,
+            )
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise FieldError(
+                "prompt_lookup_min",
+                f"at most prompt_lookup_max = {self.prompt_lookup_max}",
+                self.prompt_lookup_min,
+            )
         if self.default_acceptance_length and len(self.default_acceptance_setting) != 3:
             raise FieldError(
                 "default_acceptance_setting",
@@ -114,6 +158,27 @@ class DrafterSpec:
                     "default_acceptance_setting",
                     list(setting),
                 )
+
+    def serves(self, target: str) -> bool:
+        """Whether this drafter drafts for ``target``: one it lists, any for an n-gram drafter
+        (it reads only the token ids)."""
+        return self.kind == "ngram" or target in self.targets
+
+    def lookup_s(self, context_tokens: np.ndarray) -> float | np.ndarray:
+        """Host time of one iteration's n-gram lookup over requests at ``context_tokens``
+        (B,), or N iterations at once ((N, B): one time per row); 0 for any other kind.
+
+        vLLM's proposer scans each request's whole context once (KMP over the reversed
+        tokens), the requests split over up to ``lookup_threads`` numba threads, so
+        t = ``lookup_s_per_token`` · Σ_b c_b / min(threads, B).
+        """
+        ctx = np.asarray(context_tokens, dtype=float)
+        requests = ctx.shape[-1]
+        if self.kind != "ngram" or requests == 0:
+            return 0.0 if ctx.ndim < 2 else np.zeros(ctx.shape[:-1])
+        scanned = np.sum(ctx, axis=-1)
+        time = self.lookup_s_per_token * scanned / min(self.lookup_threads, requests)
+        return float(time) if np.ndim(time) == 0 else time
 
     def head_weight_bytes(self) -> float:
         """Weight bytes one step of an EAGLE-3 head reads (0 for a dense drafter)."""

@@ -236,9 +236,12 @@ class CaseFile:
 _SPECULATIVE = ("method", "steps", "draft_tokens", "acceptance_length", "baseline_value")
 #: ``method`` values that draft with the target's own MTP (NextN) module, as SGLang
 #: (``NEXTN``) and vLLM (``mtp``, ``deepseek_mtp``, ``qwen3_next_mtp``) name it: such a row
-#: runs the catalog's MTP drafter of its model (:func:`mtp_drafters`), any other method the
-#: model's default drafter.
+#: runs the catalog's MTP drafter of its model (:func:`mtp_drafters`), an :data:`NGRAM_METHODS`
+#: row the n-gram drafter, any other method the model's default drafter.
 MTP_METHODS = ("mtp", "nextn", "deepseek_mtp", "qwen3_next_mtp")
+#: ``method`` values that draft by prompt lookup (vLLM ``ngram``, SGLang ``NGRAM``,
+#: TensorRT-LLM NGram): such a row runs the catalog's ``ngram`` drafter.
+NGRAM_METHODS = ("ngram",)
 
 
 def mtp_drafters(model: str) -> list[str]:
@@ -393,7 +396,7 @@ def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
             raise InputError(
                 source, f"{path}.drafter", "a drafter from `simspec models`", repr(case.drafter)
             )
-        if case.model not in catalog.get_drafter(case.drafter).targets:
+        if not catalog.get_drafter(case.drafter).serves(case.model):
             expected = f"a drafter whose targets include {case.model}"
             raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
 

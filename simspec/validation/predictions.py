@@ -57,7 +57,14 @@ from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.text.tree import expected_acceptance_length, fit_alpha
 
-from .cases import MTP_METHODS, RATIO_CATEGORIES, Case, engine_preset, mtp_drafters
+from .cases import (
+    MTP_METHODS,
+    NGRAM_METHODS,
+    RATIO_CATEGORIES,
+    Case,
+    engine_preset,
+    mtp_drafters,
+)
 
 #: TPOT rows simulate at most this many output tokens (module docstring).
 TPOT_OUTPUT_CAP = 256
@@ -135,6 +142,8 @@ def scenario_data(
     data["model"] = {"target": case.model, "precision": case.precision}
     if case.category in RATIO_CATEGORIES and case.method in MTP_METHODS:  # the model's own MTP
         data["model"]["drafter"] = mtp_drafters(case.model)[0]
+    elif case.category == "speculative" and case.method in NGRAM_METHODS:
+        data["model"]["drafter"] = "ngram"
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
     data["hardware"] = {

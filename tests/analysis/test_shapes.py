@@ -117,3 +117,31 @@ def test_shape_text_and_speculation_keys():
     assert DraftShape(3, 4, 16).text == "(3, 4, 16)"
     assert chain(3).speculation() == {"speculation.topk": 1, "speculation.num_draft_tokens": 0}
     assert DraftShape(3, 4, 16).speculation()["speculation.num_draft_tokens"] == 16
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_an_ngram_chain_in_each_engines_prompt_lookup_flags(k):
+    import json
+
+    from simspec import catalog
+    from simspec.analysis.shapes import flags
+
+    drafter = catalog.get_drafter("ngram")
+    text = flags("vllm", chain(k), TREE_OF, drafter)
+    assert parse_vllm(text) == (k, None)
+    config = json.loads(shlex.split(text)[1])
+    assert config == {
+        "method": "ngram",
+        "num_speculative_tokens": k,
+        "prompt_lookup_min": drafter.prompt_lookup_min,
+        "prompt_lookup_max": drafter.prompt_lookup_max,
+    }
+    words = shlex.split(flags("sglang", chain(k), TREE_OF, drafter))
+    assert words[words.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert int(words[words.index("--speculative-num-draft-tokens") + 1]) == k + 1  # root too
+    assert words[words.index("--speculative-ngram-max-bfs-breadth") + 1] == "1"
+    with pytest.raises(ValueError, match="chains"):
+        flags("sglang", DraftShape(3, 2, 6), TREE_OF, drafter)
+    # Any other drafter keeps the EAGLE spelling.
+    head = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+    assert flags("vllm", chain(k), TREE_OF, head) == vllm_flags(chain(k), TREE_OF)

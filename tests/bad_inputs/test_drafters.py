@@ -104,3 +104,42 @@ def test_set_target_with_an_incompatible_drafter_named_in_the_file_is_an_error(t
     assert "--set model.drafter=" in err and "Traceback" not in err
     fixed = ["--set", 'model.target="qwen3-8b"', "--set", 'model.drafter="eagle3-qwen3-8b"']
     assert main(["validate", str(path), *fixed]) == 0
+
+
+NGRAM_TREES = {
+    "a tree speculation table": (
+        {"model.drafter": "ngram", "speculation.topk": 2},
+        ["speculation.topk: expected", "topk = 1 with the n-gram drafter 'ngram'", "found 2"],
+    ),
+    "a fixed tree policy": (
+        {"model.drafter": "ngram", "policies": [{"name": "fixed_tree", "preset": "sglang_eagle"}]},
+        ["policies[0].topk: expected", "n-gram drafter", "4 wide"],
+    ),
+    "a tree cost-aware policy": (
+        {"model.drafter": "ngram", "policies": [{"name": "tree_cost_aware"}]},
+        ["policies[0].topks: expected", "n-gram drafter", "4 wide"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NGRAM_TREES), ids=sorted(NGRAM_TREES))
+def test_an_ngram_drafter_drafts_chains_only(tmp_path, capsys, case):
+    edits, fragments = NGRAM_TREES[case]
+    path = write_scenario(tmp_path, scenario(edits))
+    for argv in (["validate", str(path)], ["run", str(path)]):
+        assert_rejected(capsys, argv, tmp_path, [str(path), *fragments])
+
+
+def test_an_ngram_drafter_serves_a_target_no_other_drafter_lists(tmp_path):
+    path = write_scenario(
+        tmp_path, scenario({"model.target": "llama-3.1-8b", "model.drafter": "ngram"})
+    )
+    s = load_scenario(path)
+    assert s.drafter.kind == "ngram" and "llama-3.1-8b" not in s.drafter.targets
+
+
+@pytest.mark.parametrize("flag", ["--topk", "--num-draft-tokens"])
+def test_recommend_takes_no_tree_flags_for_an_ngram_drafter(tmp_path, capsys, flag):
+    path = write_scenario(tmp_path, scenario({"model.drafter": "ngram"}))
+    argv = ["recommend", str(path), "--engine-flags", "sglang", flag, "4"]
+    assert_rejected(capsys, argv, tmp_path, [flag, "n-gram drafter", "'ngram'"])

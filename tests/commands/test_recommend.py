@@ -216,3 +216,27 @@ def test_the_vllm_preset_answers_in_vllm_flags_by_default(tmp_path):
     data = json.loads(out_json.read_text())
     assert data["engine_flags"] == "vllm"
     assert data["batches"][0]["flags"].startswith("--speculative-config ")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_an_ngram_drafter_is_recommended_as_prompt_lookup_chains(engine):
+    import csv
+
+    code, out, err = run_cli(
+        "recommend",
+        "--batch",
+        "1",
+        *FLAGS_SMALL[:-6],
+        "--set",
+        'model.drafter="ngram"',
+        "--engine-flags",
+        engine,
+        "--format",
+        "csv",
+    )
+    assert code == 0, err
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    assert row["topk"] == "1" and int(row["num_draft_tokens"]) == int(row["steps"]) + 1
+    assert ('"method": "ngram"' if engine == "vllm" else "--speculative-algorithm NGRAM") in row[
+        "flags"
+    ]

@@ -1,4 +1,4 @@
-"""Speculative rows drafted by the model's own MTP module (issue 28, item 3)."""
+"""Speculative rows drafted by the model's own MTP module (issue 28, item 3) or by prompt lookup."""
 
 from __future__ import annotations
 
@@ -65,3 +65,11 @@ def test_an_mtp_row_on_a_model_without_an_mtp_drafter_is_refused(tmp_path):
     with pytest.raises(InputError) as err:
         _case(tmp_path, "qwen3-235b-a22b", "mtp")
     assert err.value.key_path.endswith(".method")
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "llama-4-scout-17b-16e"])
+def test_an_ngram_row_drafts_by_prompt_lookup_on_any_model(tmp_path, model):
+    case = _case(tmp_path, model, "ngram")
+    s = scenario_from_dict(scenario_data(case))
+    assert s.drafter.name == "ngram" and s.draft_model is None
+    assert s.weight_bytes == s.target.shape.total_weight_bytes  # no drafter weights
