@@ -29,10 +29,20 @@ DEFAULT_MODEL = "qwen3-30b-a3b"
 DEFAULT_MOE_KERNEL = RooflineParams().moe_kernel
 
 #: Device names (torch.cuda.get_device_name) -> catalog GPUs whose spec sheet is the peak.
+#: First match wins: "H20" is a substring of "H200" and "B200" of "GB200", so the longer names
+#: come first or are excluded.
 _DETECT = (
     (("H200",), (), "h200"),
+    (("H20",), ("H200",), "h20"),
+    (("H800",), ("PCIE",), "h800"),
     (("H100",), ("PCIE", "NVL"), "h100-sxm"),
+    (("H100", "PCIE"), (), "h100-pcie"),
+    (("A800", "80GB"), ("PCIE",), "a800-sxm-80gb"),
     (("A100", "80GB"), ("PCIE",), "a100-sxm-80gb"),
+    (("A100", "PCIE", "40GB"), (), "a100-pcie-40gb"),
+    (("GB200",), (), "gb200"),
+    (("B200",), ("GB200",), "b200"),
+    (("B300",), (), "b300"),
 )
 
 
@@ -128,8 +138,12 @@ def _command(args: argparse.Namespace) -> str:
 def detect_gpu(device_name: str) -> str:
     """The catalog GPU a CUDA device name stands for, or "" (see ``--gpu``).
 
-    >>> detect_gpu("NVIDIA H100 80GB HBM3"), detect_gpu("NVIDIA H100 PCIe"), detect_gpu("L4")
+    >>> detect_gpu("NVIDIA H100 80GB HBM3"), detect_gpu("NVIDIA H100 NVL"), detect_gpu("L4")
     ('h100-sxm', '', '')
+    >>> detect_gpu("NVIDIA H20"), detect_gpu("NVIDIA H200"), detect_gpu("NVIDIA GB200")
+    ('h20', 'h200', 'gb200')
+    >>> detect_gpu("NVIDIA A800-SXM4-80GB"), detect_gpu("NVIDIA H100 PCIe")
+    ('a800-sxm-80gb', 'h100-pcie')
     """
     upper = device_name.upper()
     for needed, excluded, name in _DETECT:
