@@ -97,15 +97,19 @@ def calibrated_pass_cost(
         """A table value as part of a whole pass: less its isolated graph launch."""
         return np.maximum(value - latency, 0.5 * np.asarray(value))
 
-    def gemm(name: str, nbytes: float, bpp: float = wb) -> float:
+    def gemm(name: str, nbytes: float, bpp: float = wb, whole: float = 0.0) -> float:
+        """The GEMM of ``nbytes`` split over the ranks: a measured table's time (one GPU, the
+        whole weight) over the ranks, else the roofline; ``whole``: the bytes the tensor
+        ranks read together when some are replicated (0: ``nbytes`` split evenly)."""
         nonlocal fallbacks
-        roof = float(weights_s(nbytes, n, bpp, w_bw, flops_per_s)) + cell_floors[name]
+        read = whole or nbytes
+        roof = float(weights_s(read, n, bpp, w_bw, flops_per_s)) + cell_floors[name]
         table = profile.gemm.get(name)
         if table is None:
             fallbacks += 1
             return roof
         value, inside = table.grid.value_at(n)
-        value = float(cell(value))
+        value = float(cell(value)) * (read / nbytes if nbytes else 1.0)
         if inside:
             return value / num_gpus
         fallbacks += 1
@@ -144,7 +148,12 @@ def calibrated_pass_cost(
     for g in shape.groups:
         linear = is_linear_attention(g)
         name = "linear_attention_projections" if linear else "attention_projections"
-        proj = gemm(name, g.attention_weight_bytes, shape.attention_bytes_per_param)
+        proj = gemm(
+            name,
+            g.attention_weight_bytes,
+            shape.attention_bytes_per_param,
+            whole=g.attention_bytes_read(num_gpus),
+        )
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
             core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))

@@ -389,7 +389,11 @@ def _token_terms(c: PassConstants, n):
     for g in shape.groups:
         projections.append(
             _weights(
-                g.attention_weight_bytes, n, shape.attention_bytes_per_param, w_bw, flops_per_s
+                g.attention_bytes_read(c.parallel.tensor),
+                n,
+                shape.attention_bytes_per_param,
+                w_bw,
+                flops_per_s,
             )
         )
         if g.ffn_weight_bytes:

@@ -220,6 +220,32 @@ class LayerGroup:
     is_moe: bool
     kernels: int = 0  # kernels the layer launches (simspec.physics.launches), collectives aside
     table_kernels: int = 0  # of those, the kernels calibration tables time (launches.table_kernels)
+    #: Of ``attention_weight_bytes``, those every tensor-parallel rank reads whole
+    #: (:func:`replicated_attention_params`).
+    replicated_attention_bytes: float = 0.0
+
+    def attention_bytes_read(self, tensor: int) -> float:
+        """Attention weight bytes the ``tensor`` ranks of one layer read together: the split
+        weights once, the replicated ones on every rank (a rank reads (A − R)/t + R)."""
+        return self.attention_weight_bytes + (tensor - 1) * self.replicated_attention_bytes
+
+
+def replicated_attention_params(spec: ModelSpec, layer_kind: str) -> float:
+    """Attention weight parameters of one layer that engines do not split over tensor-parallel
+    ranks: MLA's down-projections to the query and KV latents (and the shared RoPE key), which
+    SGLang and vLLM hold as one ``ReplicatedLinear`` on every rank
+    (``fused_qkv_a_proj_with_mqa``: hidden -> q_lora_rank + kv_lora_rank + qk_rope_head_dim;
+    ``kv_a_proj_with_mqa`` alone without a query latent), sglang/srt/models/deepseek_v2.py and
+    vllm/model_executor/models/deepseek_v2.py. 0 for other attention.
+
+    >>> from simspec import catalog
+    >>> replicated_attention_params(catalog.get_model("deepseek-v3"), "full")  # 7168 x 2112
+    15138816.0
+    """
+    a, h = spec.attention, spec.hidden_size
+    if a.kind != "mla" or layer_kind == "linear":
+        return 0.0
+    return float(h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim))
 
 
 def is_linear_attention(group: LayerGroup) -> bool:
@@ -348,6 +374,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 table_kernels=table_kernels(
                     a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
                 ),
+                replicated_attention_bytes=replicated_attention_params(spec, kind) * ab,
             )
         )
     num_moe = sum(g.count for g in groups if g.is_moe)

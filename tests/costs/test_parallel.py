@@ -213,3 +213,37 @@ def test_the_custom_allreduce_is_the_cheaper_of_its_closed_form_and_the_ring():
     assert allreduce_s(4096, 8, ALPHA, BETA, STEP, (0.0, 0.0, 0.0)) == allreduce_s(
         4096, 8, ALPHA, BETA, STEP
     )
+
+
+def test_mla_latent_projections_are_read_whole_on_every_tensor_rank():
+    """MLA's down-projections to the latents are one replicated weight on every rank (SGLang's
+    and vLLM's ``fused_qkv_a_proj_with_mqa``): at TP t a rank reads (A − R)/t + R of a layer's
+    attention weights, R = hidden x (q_lora + kv_lora + rope); the rest of the pass as before."""
+    model = catalog.get_model("deepseek-v3")
+    a, h = model.attention, model.hidden_size
+    shape = model.shape
+    replicated = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) * model.weight_bytes
+    assert all(g.replicated_attention_bytes == replicated for g in shape.groups)
+    tokens, ctx = np.array([1]), np.array([512])
+    unique = np.full(shape.num_moe_layers, 8.0)
+    params, gpu = RooflineParams(), catalog.get_gpu("h200")
+    one = target_pass_cost(shape, gpu, params, tokens, ctx, unique, hidden_size=h)
+    for t in (2, 8):
+        split = target_pass_cost(shape, gpu, params, tokens, ctx, unique, num_gpus=t, hidden_size=h)
+        bandwidth = gpu.hbm_bytes_per_s * params.weight_efficiency
+        weights = sum(
+            g.count * ((g.attention_weight_bytes - replicated) / t + replicated) / bandwidth
+            for g in shape.groups
+        )
+        cores = one.attention_s - sum(
+            g.count * g.attention_weight_bytes / bandwidth for g in shape.groups
+        )  # KV reads at one token are memory-bound as well: they split t ways
+        assert split.attention_s == pytest.approx(weights + cores / t, rel=1e-12)
+        assert split.attention_s > one.attention_s / t  # more than an even split
+
+
+def test_attention_without_a_latent_splits_evenly_bit_for_bit():
+    for name in ("qwen3-30b-a3b", "gpt-oss-120b", "qwen3-next-80b-a3b"):
+        shape = catalog.get_model(name).shape
+        assert all(g.replicated_attention_bytes == 0.0 for g in shape.groups), name
+        assert all(g.attention_bytes_read(8) == g.attention_weight_bytes for g in shape.groups)
