@@ -233,10 +233,11 @@ class LayerGroup:
 def replicated_attention_params(spec: ModelSpec, layer_kind: str) -> float:
     """Attention weight parameters of one layer that engines do not split over tensor-parallel
     ranks: MLA's down-projections to the query and KV latents (and the shared RoPE key), which
-    SGLang and vLLM hold as one ``ReplicatedLinear`` on every rank
-    (``fused_qkv_a_proj_with_mqa``: hidden -> q_lora_rank + kv_lora_rank + qk_rope_head_dim;
-    ``kv_a_proj_with_mqa`` alone without a query latent), sglang/srt/models/deepseek_v2.py and
-    vllm/model_executor/models/deepseek_v2.py. 0 for other attention.
+    SGLang and vLLM hold whole on every rank (hidden -> q_lora_rank + kv_lora_rank +
+    qk_rope_head_dim; ``kv_a_proj_with_mqa`` alone without a query latent): SGLang's
+    ``fused_qkv_a_proj_with_mqa`` ``ReplicatedLinear`` (sglang/srt/models/deepseek_v2.py),
+    vLLM's ``fused_qkv_a_proj`` ``MergedReplicatedLinear``
+    (vllm/model_executor/models/deepseek_v2.py). 0 for other attention.
 
     >>> from simspec import catalog
     >>> replicated_attention_params(catalog.get_model("deepseek-v3"), "full")  # 7168 x 2112
