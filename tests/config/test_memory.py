@@ -58,12 +58,16 @@ def test_bf16_whole_model_on_one_of_eight_gpus_names_the_split_and_fp8():
 
 @pytest.mark.parametrize(("tp", "ep"), [(1, 1), (8, 1), (8, 8), (2, 8), (4, 2)])
 def test_each_gpu_holds_its_share(tp, ep):
-    # t-way split dense weights, routed experts over max(t, e) GPUs (e ranks x t/e shards)
+    # t-way split dense weights, routed experts over max(t, e) GPUs (e ranks x t/e shards);
+    # MLA's latent down-projections (hidden x (q_lora + kv_lora + rope) per layer) whole on each
     s = load_scenario(None, [*DSV3, 'model.precision="fp8"'])
-    shape = s.target.shape
+    shape, a = s.target.shape, s.target.attention
     routed = shape.num_moe_layers * shape.num_experts * shape.expert_bytes
     rest = s.weight_bytes - routed
+    latent = s.target.num_layers * s.target.hidden_size * (a.q_lora_rank + a.kv_lora_rank + 64)
+    assert a.qk_rope_head_dim == 64  # DeepSeek-V3's config.json
     hardware = dataclasses.replace(s.hardware, tensor_parallel=tp, expert_parallel=ep)
     split = dataclasses.replace(s, hardware=hardware)
-    expected = rest / tp + routed / max(tp, ep)
+    fp8 = 1.0  # byte per attention parameter
+    expected = rest / tp + latent * fp8 * (tp - 1) / tp + routed / max(tp, ep)
     assert weight_bytes_per_gpu(split) == pytest.approx(expected, rel=1e-12)
