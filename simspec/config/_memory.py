@@ -3,9 +3,9 @@
 Each GPU of the serving group holds 1/t of the attention, dense and embedding weights and
 1/(e · s) of the routed experts (t the tensor-parallel degree, e the expert-parallel degree,
 s = max(t / e, 1) the shards of each expert inside its rank: :class:`~simspec.costs.parallel.
-Parallelism`); the drafter is split like the dense weights. Attention weights that engines
-replicate (MLA's latent down-projections, :func:`~simspec.physics.models.
-replicated_attention_params`) sit whole on every GPU of the group. ``num_gpus = 8,
+Parallelism`); the drafter is split like the dense weights. Weights that engines replicate
+(MLA's latent down-projections, :func:`~simspec.physics.models.replicated_attention_params`,
+and each MoE layer's router) sit whole on every GPU of the group. ``num_gpus = 8,
 tensor_parallel = 1`` therefore puts the whole model on one GPU, however much memory the other
 seven have.
 """
@@ -41,6 +41,7 @@ def weight_bytes_per_gpu(s: Scenario, target: ModelSpec | None = None) -> float:
     drafter = drafter_weight_bytes(target or s.target, s.drafter, s.draft_model)
     rest = shape.total_weight_bytes - routed + drafter
     replicated = sum(g.count * g.replicated_attention_bytes for g in shape.groups)
+    replicated += shape.num_moe_layers * shape.router_bytes  # the router, on every rank
     t = split.tensor
     return rest / t + replicated * (t - 1) / t + routed / (split.expert * split.expert_shards)
 

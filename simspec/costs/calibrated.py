@@ -133,7 +133,8 @@ def calibrated_pass_cost(
             roof = routed_experts_s(
                 shape, params, u, rows, bw, flops_per_s, latency_scale=gpu.latency_scale
             )
-            roof = roof + float(weights_s(shape.router_bytes, n, wb, w_bw, flops_per_s))
+            router = shape.router_bytes * num_gpus  # replicated on every rank (passes.py)
+            roof = roof + float(weights_s(router, n, wb, w_bw, flops_per_s))
             roof = roof + cell_floors["moe"]
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
         moe = float(per_layer.sum())

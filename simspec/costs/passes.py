@@ -98,11 +98,15 @@ def pass_constants(
     split = parallel or Parallelism.of(num_gpus, 0, 1)
     bw = gpu.hbm_bytes_per_s * split.tensor
     wb = shape.weight_bytes_per_param
-    fixed_bytes = shape.shared_expert_bytes + shape.router_bytes
+    # The router is one replicated weight on every tensor-parallel rank (vLLM's and SGLang's
+    # MoE blocks: ``self.gate = ReplicatedLinear(hidden, num_experts)``): the t ranks read it t
+    # times between them, the shared experts once.
+    router = shape.router_bytes * split.tensor
+    fixed_bytes = shape.shared_expert_bytes + router
     fixed_bpp = wb
     if shape.num_moe_layers and shape.ffn_bytes_per_param != wb:  # shared experts quantised
         params_count = shape.shared_expert_bytes / shape.ffn_bytes_per_param
-        fixed_bpp = fixed_bytes / (params_count + shape.router_bytes / wb)
+        fixed_bpp = fixed_bytes / (params_count + router / wb)
     return PassConstants(
         shape=shape,
         params=params,

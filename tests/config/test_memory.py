@@ -59,7 +59,8 @@ def test_bf16_whole_model_on_one_of_eight_gpus_names_the_split_and_fp8():
 @pytest.mark.parametrize(("tp", "ep"), [(1, 1), (8, 1), (8, 8), (2, 8), (4, 2)])
 def test_each_gpu_holds_its_share(tp, ep):
     # t-way split dense weights, routed experts over max(t, e) GPUs (e ranks x t/e shards);
-    # MLA's latent down-projections (hidden x (q_lora + kv_lora + rope) per layer) whole on each
+    # MLA's latent down-projections (hidden x (q_lora + kv_lora + rope) per layer) and each MoE
+    # layer's router (hidden x experts) whole on each
     s = load_scenario(None, [*DSV3, 'model.precision="fp8"'])
     shape, a = s.target.shape, s.target.attention
     routed = shape.num_moe_layers * shape.num_experts * shape.expert_bytes
@@ -69,5 +70,7 @@ def test_each_gpu_holds_its_share(tp, ep):
     hardware = dataclasses.replace(s.hardware, tensor_parallel=tp, expert_parallel=ep)
     split = dataclasses.replace(s, hardware=hardware)
     fp8 = 1.0  # byte per attention parameter
-    expected = rest / tp + latent * fp8 * (tp - 1) / tp + routed / max(tp, ep)
+    router = shape.num_moe_layers * s.target.hidden_size * shape.num_experts * 2.0  # bf16 gate
+    whole = latent * fp8 + router
+    expected = rest / tp + whole * (tp - 1) / tp + routed / max(tp, ep)
     assert weight_bytes_per_gpu(split) == pytest.approx(expected, rel=1e-12)

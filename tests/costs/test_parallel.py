@@ -92,9 +92,11 @@ def test_tensor_parallel_pass_splits_weights_and_adds_collectives():
     two = target_pass_cost(
         shape, H100, params, tokens, ctx, unique, num_gpus=2, hidden_size=QWEN.hidden_size
     )
-    # Launch MoE form: each GPU streams half the expert bytes; t0 and c_e per expert stay whole.
+    # Launch MoE form: each GPU streams half the expert bytes; t0 and c_e per expert stay whole,
+    # and so does the router, one replicated weight on every rank (memory-bound at one token).
     fixed = 48 * (params.moe_launch_s + 8.0 * params.moe_expert_s)
-    assert two.moe_s == pytest.approx(one.moe_s / 2 + fixed / 2, rel=1e-12)
+    router = 48 * shape.router_bytes / (H100.hbm_bytes_per_s * params.weight_efficiency)
+    assert two.moe_s == pytest.approx(one.moe_s / 2 + fixed / 2 + router / 2, rel=1e-12)
     assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-12)
     layers = sum(g.count for g in shape.groups)
     message = QWEN.hidden_size * ACTIVATION_BYTES
