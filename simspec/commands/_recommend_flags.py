@@ -83,32 +83,30 @@ def execute_flags(
     from simspec.analysis.shapes import TOPKS, TREE_SIZES
     from simspec.io.progress import Progress
 
-    for flag, value in (("--plot", args.plot), ("--policies", args.policies)):
-        if value is not None:
-            raise InputError(
-                "command line",
-                flag,
-                "--engine-flags k (online policies and plots are k's)",
-                f"{flag} with --engine-flags {engine}",
-            )
+    def refuse(flags: tuple[tuple[str, object], ...], expected: str, found: str) -> None:
+        """An input error for the first of ``flags`` given (``found``: what it came with)."""
+        for flag, value in flags:
+            if value is not None:
+                raise InputError("command line", flag, expected, f"{flag} with {found}")
+
+    tree_flags = (("--topk", args.topk), ("--num-draft-tokens", args.num_draft_tokens))
+    refuse(
+        (("--plot", args.plot), ("--policies", args.policies)),
+        "--engine-flags k (online policies and plots are k's)",
+        f"--engine-flags {engine}",
+    )
     if engine == "vllm":
-        for flag, value in (("--topk", args.topk), ("--num-draft-tokens", args.num_draft_tokens)):
-            if value is not None:
-                raise InputError(
-                    "command line",
-                    flag,
-                    "--engine-flags sglang (vLLM's tree is the scenario's [speculation] table)",
-                    f"{flag} with --engine-flags vllm",
-                )
+        refuse(
+            tree_flags,
+            "--engine-flags sglang (vLLM's tree is the scenario's [speculation] table)",
+            "--engine-flags vllm",
+        )
     if scenario.drafter.kind == "ngram":
-        for flag, value in (("--topk", args.topk), ("--num-draft-tokens", args.num_draft_tokens)):
-            if value is not None:
-                raise InputError(
-                    "command line",
-                    flag,
-                    "no tree flags with an n-gram drafter (it drafts chains: steps only)",
-                    f"{flag} with model.drafter = {scenario.drafter.name!r}",
-                )
+        refuse(
+            tree_flags,
+            "no tree flags with an n-gram drafter (it drafts chains: steps only)",
+            f"model.drafter = {scenario.drafter.name!r}",
+        )
     cap = scenario.drafter.max_draft_tokens
     max_k = cap if args.max_k is None else args.max_k
     check_range("--max-k", max_k, 1, cap, "the drafter's max_draft_tokens")

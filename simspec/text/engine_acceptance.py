@@ -230,20 +230,9 @@ def fit_engine_acceptance(
             except ValueError as err:
                 raise FieldError("deep_acceptance_length", str(err), deep[1]) from None
             fitted = dataclasses.replace(config, process="per_position", alphas=alphas)
-            fit = AcceptanceFit(
-                origin=origin,
-                setting=setting,
-                given_length=al,
-                alphas=alphas,
-                fitted_length=_length(alphas, setting, rank_decay),
-                deep_setting=deep[0],
-                deep_length=deep[1],
-                deep_fitted_length=_length(alphas, deep[0], rank_decay),
-                decay=decay,
-            )
-            return fitted, fit
-        alphas = (fit_alpha(al, steps, topk, drafts, rank_decay),)
-        fitted = dataclasses.replace(config, process="iid", alpha=alphas[0])
+        else:
+            alphas = (fit_alpha(al, steps, topk, drafts, rank_decay),)
+            fitted = dataclasses.replace(config, process="iid", alpha=alphas[0])
     fit = AcceptanceFit(
         origin=origin,
         setting=setting,
@@ -251,6 +240,14 @@ def fit_engine_acceptance(
         alphas=alphas,
         fitted_length=_length(alphas, setting, rank_decay),
     )
+    if deep is not None and not rates:
+        fit = dataclasses.replace(
+            fit,
+            deep_setting=deep[0],
+            deep_length=deep[1],
+            deep_fitted_length=_length(alphas, deep[0], rank_decay),
+            decay=decay,
+        )
     return fitted, fit
 
 
