@@ -6,7 +6,8 @@ From the repository root: refits the engine presets on the published rows (writi
 ``validation/preset_fit.json`` and ``simspec/catalog/engines/*.toml``; ``--no-refit`` keeps
 them), holds every reporter (else source) out in turn with everything fitted or chosen refit
 without it, predicts every row and writes ``validation/REPORT.md``, ``validation/summary.json``
-and ``validation/folds.json`` (``simspec fidelity``). Then prints the out-of-sample and
+and ``validation/folds.json``, and each engine preset's out-of-sample errors to
+``simspec/catalog/accuracy.json`` (``simspec fidelity``). Then prints the out-of-sample and
 in-sample table against issue 27's targets (and issue 29's offload rows,
 ``validation/offload.toml``), and the wall time of each stage.
 """
@@ -82,6 +83,8 @@ def run(argv: list[str] | None = None) -> int:
         str(ROOT / "validation"),
         "--workers",
         str(args.workers),
+        "--accuracy",
+        str(ROOT / "simspec" / "catalog" / "accuracy.json"),
     ]
     if not args.no_refit:
         command += ["--fit-presets", "--catalog", str(ROOT / "simspec" / "catalog" / "engines")]

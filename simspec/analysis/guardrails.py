@@ -20,6 +20,13 @@ either in the numbers:
   to deeper chains is an assumption (a module chained past its training depth, as MTP modules
   are, accepts less per step: see the drafter's notes), so the depth of the answer rests on
   it (:func:`acceptance_warning`).
+* ``within-error``: the best drafting policy's predicted speedup is closer to 1 than the
+  typical error of simspec's speculative speedups on published rows it was not fitted on
+  (the median |relative error| of the run's engine preset, out of sample:
+  ``simspec/catalog/accuracy.json``, :mod:`simspec.validation.accuracy`), so a measurement
+  could as well show speculation losing as winning (:func:`within_error_warning`); a
+  recommendation checks its best drafting k's mean speedup. A run priced from a calibration
+  profile is not covered by those numbers and gets no such warning.
 
 Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
 rows (same scenario, same warnings, in the same order); the results JSON lists them under
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from simspec import catalog
 from simspec.analysis.results import PolicyResult
@@ -40,6 +47,10 @@ from simspec.params.ranges import FittedRange
 PRESET_RANGE = "preset-range"
 K_AT_EDGE = "k-at-edge"
 ACCEPTANCE_EXTRAPOLATED = "acceptance-extrapolated"
+WITHIN_ERROR = "within-error"
+#: An engine preset's own out-of-sample errors stand for it from this many rows and reporters
+#: on; with fewer, the fitted presets' pooled errors do (``all`` in the accuracy table).
+ACCURACY_MIN_ROWS, ACCURACY_MIN_REPORTERS = 5, 2
 
 
 def _span(low_high: Sequence[int]) -> str:
@@ -222,6 +233,55 @@ def acceptance_warning(scenario: Scenario, steps: int) -> str | None:
     )
 
 
+def speculative_accuracy(preset: str) -> tuple[dict[str, Any], str] | None:
+    """The speculative-speedup errors that stand for engine preset ``preset`` and what they
+    are, from the catalog's accuracy table; None when it has none."""
+    engines = catalog.accuracy()["engines"]
+    own = engines.get(preset, {}).get("speculative")
+    if own and own["rows"] >= ACCURACY_MIN_ROWS and own["reporters"] >= ACCURACY_MIN_REPORTERS:
+        scope = "physics only" if preset == "ideal" else f"the {preset} preset, out of sample"
+        return own, scope
+    pooled = engines.get("all", {}).get("speculative")
+    if pooled:
+        return pooled, f"every fitted preset pooled, out of sample (too few {preset} rows)"
+    return None
+
+
+def within_error_warning(scenario: Scenario, label: str, speedup: float) -> str | None:
+    """A ``within-error`` warning when ``speedup``, the predicted speedup of the best drafting
+    policy (``label``), could with a typical (median) error ``e`` of the preset's speculative
+    predictions be a measured speedup on the other side of 1: s / (1 + e) <= 1 <= s / (1 - e)
+    (the relative error is predicted / measured - 1). None when the run is priced from a
+    calibration profile or the catalog has no accuracy table. The text names no speedup, so
+    replications of one scenario give one line."""
+    if scenario.profile is not None:
+        return None
+    found = speculative_accuracy(scenario.engine.preset)
+    if found is None:
+        return None
+    entry, scope = found
+    error = float(entry["median_abs_relative_error"])
+    if speedup / (1.0 + error) > 1.0 or (error < 1.0 and speedup / (1.0 - error) < 1.0):
+        return None
+    signs = (
+        f"; the sign of the gain was wrong on {entry['wrong_signs']} of {entry['signs_checked']}"
+        if entry["signs_checked"]
+        else ""
+    )
+    return (
+        f"{WITHIN_ERROR}: the best drafting policy ({label}) is predicted closer to no "
+        f"speculation than simspec's typical error on speculative speedups ({scope}: median "
+        f"{error:.0%} over {entry['rows']} published rows from {entry['reporters']} "
+        f"reporters{signs}), so whether speculating pays here is not settled: measure it"
+    )
+
+
+def best_drafting(rows: Sequence[PolicyResult]) -> PolicyResult | None:
+    """The drafting policy (mean k > 0, not the oracle) with the highest speedup, if any."""
+    drafting = [p for p in rows if p.mean_k > 0 and not p.is_oracle]
+    return max(drafting, key=lambda p: p.speedup_vs_no_spec) if drafting else None
+
+
 def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -> list[str]:
     """Every warning of one run (module docstring): ``rows`` its policies' results, ``batch``
     the largest batch any of them ran."""
@@ -240,7 +300,21 @@ def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -
         )
         if extrapolated:
             warnings.append(extrapolated)
+    best_draft = best_drafting(rows)
+    if best_draft is not None:
+        unsettled = within_error_warning(scenario, best_draft.label, best_draft.speedup_vs_no_spec)
+        if unsettled:
+            warnings.append(unsettled)
     return warnings
+
+
+def at_batch(warning: str, batch: int) -> str:
+    """A recommendation's warning with its batch size named, where the text depends on it
+    (``k-at-edge``, ``within-error``: one line per batch size that gave it)."""
+    for code in (K_AT_EDGE, WITHIN_ERROR):
+        if warning.startswith(f"{code}: "):
+            return warning.replace(f"{code}: ", f"{code}: at batch {batch}, ", 1)
+    return warning
 
 
 def print_warnings(warnings: Iterable[str], stream: TextIO | None = None) -> None:

@@ -27,7 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from simspec.analysis.experiment import Progress
-from simspec.analysis.guardrails import PRESET_RANGE, acceptance_warning, best_k_at_edge
+from simspec.analysis.guardrails import (
+    PRESET_RANGE,
+    acceptance_warning,
+    best_k_at_edge,
+    within_error_warning,
+)
 from simspec.analysis.replications import Interval, Replicated, replicate
 from simspec.config.load import with_overrides
 from simspec.config.scenario import Scenario
@@ -240,5 +245,11 @@ def recommend_batches(
         extrapolated = acceptance_warning(scenario, rec.best_k)
         if extrapolated:
             rec = dataclasses.replace(rec, warnings=(*rec.warnings, extrapolated))
+        drafting = [(c.speedup.mean, -k, c.label) for k, c in rec.fixed if k > 0]
+        if drafting:
+            speedup, _, label = max(drafting)
+            unsettled = within_error_warning(scenario, label, speedup)
+            if unsettled:
+                rec = dataclasses.replace(rec, warnings=(*rec.warnings, unsettled))
         out.append(rec)
     return out

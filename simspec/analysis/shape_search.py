@@ -35,7 +35,12 @@ from typing import Any
 import numpy as np
 
 from simspec.analysis.experiment import Progress
-from simspec.analysis.guardrails import PRESET_RANGE, acceptance_warning, best_shape_at_edge
+from simspec.analysis.guardrails import (
+    PRESET_RANGE,
+    acceptance_warning,
+    best_shape_at_edge,
+    within_error_warning,
+)
 from simspec.analysis.recommend import Candidate, batch_scenario
 from simspec.analysis.replications import Interval, replicate
 from simspec.analysis.shapes import (
@@ -278,6 +283,7 @@ def search(
         scenario.drafter.max_draft_tokens,
     )
     extrapolated = acceptance_warning(scenario, best.steps)
+    unsettled = within_error_warning(scenario, best.text, means[best])
     if progress is not None:
         progress(2, 2)
     return ShapeRecommendation(
@@ -286,7 +292,7 @@ def search(
         finalists=finalists,
         shapes_in_grid=len(shapes),
         shapes_screened=len(kept),
-        warnings=(*warnings, *(w for w in (edge, extrapolated) if w)),
+        warnings=(*warnings, *(w for w in (edge, extrapolated, unsettled) if w)),
     )
 
 

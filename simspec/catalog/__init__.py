@@ -1,13 +1,16 @@
 """The catalogs: target models, drafters, GPUs, engine presets and offload frameworks, one TOML
-file per entry.
+file per entry; and how accurate each engine preset's predictions are (``accuracy.json``).
 
 The files are data transcribed from public config.json files and data sheets (each cites its
 source). They are loaded strictly, like scenario files, so a malformed entry names its key.
+``accuracy.json`` is written by ``python bench/fidelity.py`` (the validation's out-of-sample
+errors per engine preset: :mod:`simspec.validation.accuracy`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import tomllib
 from importlib import resources
 from typing import Any
@@ -106,3 +109,16 @@ def _get(kind: str, name: str) -> Any:
     if name not in _files(kind):
         raise KeyError(name)
     return _entry(kind, name)
+
+
+@functools.cache
+def accuracy() -> dict[str, Any]:
+    """Each engine preset's errors on published rows it was not fitted on, by category
+    (``{"engines": {preset: {category: {"rows", "reporters", "median_abs_relative_error",
+    "wrong_signs", "signs_checked"}}}}``: :mod:`simspec.validation.accuracy`); an empty
+    ``engines`` table when the file is absent."""
+    item = resources.files("simspec.catalog").joinpath("accuracy.json")
+    if not item.is_file():
+        return {"engines": {}}
+    data: dict[str, Any] = json.loads(item.read_text(encoding="utf-8"))
+    return data

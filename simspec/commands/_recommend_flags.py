@@ -72,7 +72,7 @@ def execute_flags(
     args: argparse.Namespace, scenario: Scenario, batches: list[int], engine: str
 ) -> int:
     """Search every batch size in ``engine``'s flags; print and write the answer."""
-    from simspec.analysis.guardrails import K_AT_EDGE, print_warnings
+    from simspec.analysis.guardrails import at_batch, print_warnings
     from simspec.analysis.recommend import batch_scenario
     from simspec.analysis.shape_search import (
         ShapeGrid,
@@ -146,11 +146,7 @@ def execute_flags(
             print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = search_batches(runs, args.replications, shape_grid, progress)
-    print_warnings(
-        w.replace(f"{K_AT_EDGE}: ", f"{K_AT_EDGE}: at batch {rec.batch}, ", 1)
-        for rec in recs
-        for w in rec.warnings
-    )
+    print_warnings(at_batch(w, rec.batch) for rec in recs for w in rec.warnings)
     headline = (
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "

@@ -72,6 +72,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="skip the nested leave-one-group-out refits (no out-of-sample errors)",
     )
     parser.add_argument(
+        "--accuracy",
+        metavar="FILE.json",
+        help="also write each engine preset's out-of-sample errors there (the table a run's "
+        "within-error warning reads: simspec/catalog/accuracy.json in a checkout); needs the "
+        "out-of-sample refits",
+    )
+    parser.add_argument(
         "--without",
         metavar="KEY,...",
         help="with --fit-presets: overheads held at 0 (not fitted), comma-separated",
@@ -91,6 +98,10 @@ def _check(args: argparse.Namespace) -> list[str]:
         if key not in BOUNDS:
             raise InputError("--without", key, "one of " + ", ".join(BOUNDS), repr(key))
     check_folder(args.out, "--out")
+    if args.accuracy and args.in_sample_only:
+        raise InputError(
+            "--accuracy", args.accuracy, "the out-of-sample refits", "--in-sample-only"
+        )
     if args.catalog:
         check_folder(args.catalog, "--catalog")
     return without
@@ -157,7 +168,12 @@ def execute(args: argparse.Namespace) -> int:
             folds = {"inputs_hash": current, **folds}
     with Progress("fidelity rows") as progress:
         summary = fidelity_report(
-            args.cases, out, workers=args.workers, progress=progress, folds=folds
+            args.cases,
+            out,
+            workers=args.workers,
+            progress=progress,
+            folds=folds,
+            accuracy=args.accuracy,
         )
     oos: dict[str, Any] = summary.get("out_of_sample") or {}
     for category in CATEGORIES if oos else ():

@@ -126,7 +126,7 @@ def execute(args: argparse.Namespace) -> int:
     """Simulate every batch size, print the answer, write the table, JSON and figures."""
     import json
 
-    from simspec.analysis.guardrails import K_AT_EDGE, print_warnings
+    from simspec.analysis.guardrails import at_batch, print_warnings
     from simspec.analysis.recommend import (
         batch_scenario,
         markdown_table,
@@ -182,11 +182,7 @@ def execute(args: argparse.Namespace) -> int:
             print(hint, file=sys.stderr, flush=True)
     with Progress("recommend") as progress:
         recs = recommend_batches(runs, args.replications, progress)
-    print_warnings(
-        w.replace(f"{K_AT_EDGE}: ", f"{K_AT_EDGE}: at batch {rec.batch}, ", 1)
-        for rec in recs
-        for w in rec.warnings
-    )
+    print_warnings(at_batch(w, rec.batch) for rec in recs for w in rec.warnings)
     headline = (
         f"scenario {scenario.name} ({scenario.digest()}), seed {scenario.seed}: "
         f"{scenario.model.target} + {scenario.model.drafter} on {scenario.hardware.num_gpus}x "

@@ -37,6 +37,7 @@ from ._sections import (
     step_lines,
     target_lines,
 )
+from .accuracy import accuracy_table
 from .cases import CATEGORIES, OFFLOAD_CASES_PATH, Case, CaseFile, engine_preset, load_cases
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
@@ -85,11 +86,15 @@ def fidelity_report(
     workers: int = 1,
     progress: Callable[[int, int], None] | None = None,
     folds: dict[str, Any] | None = None,
+    accuracy: str | Path | None = None,
 ) -> dict[str, Any]:
     """Predict every row of ``cases_path``, write ``REPORT.md`` and ``summary.json`` to ``out``.
 
     ``folds`` is the nested fold table (:func:`simspec.fit.nested.nested_folds`): with it the
-    summary and the report lead with the out-of-sample errors and ``folds.json`` holds it.
+    summary and the report lead with the out-of-sample errors and ``folds.json`` holds it, and
+    the summary's ``accuracy`` holds each engine preset's errors
+    (:func:`~simspec.validation.accuracy.accuracy_table`), also written to ``accuracy``
+    (``simspec/catalog/accuracy.json`` in a checkout: what a run's guardrail reads).
 
     Returns
     -------
@@ -109,6 +114,7 @@ def fidelity_report(
     if folds is not None:
         held = {r["id"]: r["predicted"] for r in folds["rows"]}
         summary["speculative_by_shape"] = shape_summary(outcomes, held)
+        summary["accuracy"] = accuracy_table(outcomes, folds, summary["inputs_hash"])
     if fit is not None:
         summary["presets_out_of_sample"] = held_out_summary(fit)
     folder.mkdir(parents=True, exist_ok=True)
@@ -122,6 +128,8 @@ def fidelity_report(
         write_atomic(folder / "folds.json", json.dumps(folds, indent=1) + "\n")
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_atomic(folder / "REPORT.md", text)
+    if accuracy is not None and "accuracy" in summary:
+        write_atomic(accuracy, json.dumps(summary["accuracy"], indent=1) + "\n")
     return summary
 
 

@@ -62,6 +62,12 @@ def fake_preset(monkeypatch):
     )
 
 
+@pytest.fixture
+def no_accuracy(monkeypatch):
+    """No accuracy table: the tests of other warnings see no ``within-error`` one."""
+    monkeypatch.setattr(catalog, "accuracy", lambda: {"engines": {}})
+
+
 def _codes(warnings) -> list[str]:
     return [w.split(":")[0] for w in warnings]
 
@@ -148,7 +154,7 @@ def test_best_k_inside_the_range_does_not_warn(ks, speedups):
     assert best_k_at_edge(ks, speedups) is None
 
 
-def test_a_run_whose_best_fixed_k_is_the_largest_warns_and_one_inside_does_not():
+def test_a_run_whose_best_fixed_k_is_the_largest_warns_and_one_inside_does_not(no_accuracy):
     low = tiny(
         "acceptance.alpha=0.9", policies=[{"name": "fixed", "draft_tokens": k} for k in (0, 1)]
     )

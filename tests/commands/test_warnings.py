@@ -7,7 +7,7 @@ import json
 import pytest
 
 from simspec.cli import main
-from tests.analysis.test_guardrails import fake_preset  # noqa: F401 (a fixture)
+from tests.analysis.test_guardrails import fake_preset, no_accuracy  # noqa: F401 (fixtures)
 from tests.commands.test_cli import run_main
 
 SMALL = [
@@ -31,7 +31,7 @@ def _warnings(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("simspec: warning: ")]
 
 
-def test_run_inside_the_fit_prints_no_warning(tmp_path, capsys, fake_preset):  # noqa: F811
+def test_run_inside_the_fit_prints_no_warning(tmp_path, capsys, fake_preset, no_accuracy):  # noqa: F811
     out_path = tmp_path / "out.json"
     code, out, err = run_main(capsys, "run", *SMALL, "--set", "engine.preset=sglang",
                               "--set", "hardware.num_gpus=2", "--json", str(out_path))  # fmt: skip
@@ -107,7 +107,7 @@ def test_recommend_json_lists_warnings(tmp_path, capsys, flag):
 
 
 @pytest.mark.parametrize(("alpha", "ks", "edge"), [("0.9", "1,2,3", True), ("0.6", "1,2,7", False)])
-def test_a_sweep_over_k_is_one_search(tmp_path, capsys, alpha, ks, edge):
+def test_a_sweep_over_k_is_one_search(tmp_path, capsys, alpha, ks, edge, no_accuracy):  # noqa: F811
     """A grid axis over a fixed policy's draft_tokens: the points search k together; a point's
     own k (against k = 0 alone) is not an edge."""
     scenario = tmp_path / "s.toml"

@@ -1,0 +1,85 @@
+"""How far simspec's answers land from published measurements it was not fitted on, per engine
+preset: the table behind a run's ``within-error`` guardrail (``simspec/catalog/accuracy.json``).
+
+For a fitted engine preset (sglang, vllm, trtllm) the numbers are out of sample: each of the
+preset's rows predicted with everything fitted or chosen without the row's reporter (the nested
+fold table, :mod:`simspec.fit.nested`); rows not identifiable out of sample (no row of the
+engine outside the held-out reporter) are left out. The physics-only preset ``ideal`` fits no
+engine term on the rows, so its numbers are its own predictions of every decode and speculative
+row. ``all`` pools the fitted presets' out-of-sample rows: what a preset with no held-out row
+of a category falls back on.
+
+The relative error is predicted / measured − 1, so a prediction ``p`` with a typical
+|error| ``e`` (the median) stands for a measurement between p / (1 + e) and p / (1 − e).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from .predictions import Outcome, speedup_sign_right
+
+#: The categories whose errors a run's answer carries (a decode step, a speculative speedup).
+CATEGORIES = ("decode", "speculative")
+#: The pooled entry's name in :func:`accuracy_table`.
+POOLED = "all"
+
+
+def _entry(category: str, rows: Iterable[tuple[float, float, str]]) -> dict[str, Any] | None:
+    """Rows (predicted, measured, reporter) of one category summarised; None without rows."""
+    rows = list(rows)
+    if not rows:
+        return None
+    errors = [abs(p / m - 1.0) for p, m, _ in rows]
+    signs = [speedup_sign_right(category, p, m) for p, m, _ in rows]
+    checked = [s for s in signs if s is not None]
+    return {
+        "rows": len(rows),
+        "reporters": len({r for _, _, r in rows}),
+        "median_abs_relative_error": round(statistics.median(errors), 4),
+        "wrong_signs": sum(1 for s in checked if not s),
+        "signs_checked": len(checked),
+    }
+
+
+def accuracy_table(
+    outcomes: list[Outcome], folds: dict[str, Any], inputs_hash: str
+) -> dict[str, Any]:
+    """Per engine preset and category (:data:`CATEGORIES`): rows, reporters, median
+    |relative error|, wrong signs of speedup − 1 (module docstring for what is out of sample).
+
+    ``outcomes`` are every row's in-sample predictions (with the physics-only ``ideal`` one),
+    ``folds`` the nested fold table, ``inputs_hash`` the hash both were made from.
+    """
+    engines: dict[str, dict[str, Any]] = {}
+    held = [r for r in folds["rows"] if r["predicted"] is not None and r["engine"] != "ideal"]
+    for engine in [*sorted({r["engine"] for r in held}), POOLED]:
+        mine = [r for r in held if engine in (POOLED, r["engine"])]
+        entry = {
+            c: _entry(
+                c, ((r["predicted"], r["measured"], r["group"]) for r in mine if r["category"] == c)
+            )
+            for c in CATEGORIES
+        }
+        engines[engine] = {c: e for c, e in entry.items() if e is not None}
+    physics = {
+        c: _entry(
+            c,
+            (
+                (o.ideal, o.measured, o.case.reporter)
+                for o in outcomes
+                if o.case.category == c and o.ideal is not None
+            ),
+        )
+        for c in CATEGORIES
+    }
+    engines["ideal"] = {c: e for c, e in physics.items() if e is not None}
+    return {
+        "inputs_hash": inputs_hash,
+        "method": "fitted presets: nested leave-one-reporter-out (validation/folds.json); "
+        "ideal: the physics-only prediction of every row; all: the fitted presets' "
+        "out-of-sample rows pooled",
+        "engines": {name: engines[name] for name in sorted(engines)},
+    }
