@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simspec.commands import check_folder, check_range
+from simspec.commands import check_folder, check_range, check_writable
 
 NAME = "fidelity"
 HELP = "Predict published GPU measurements and write the fidelity report (REPORT.md)."
@@ -98,10 +98,12 @@ def _check(args: argparse.Namespace) -> list[str]:
         if key not in BOUNDS:
             raise InputError("--without", key, "one of " + ", ".join(BOUNDS), repr(key))
     check_folder(args.out, "--out")
-    if args.accuracy and args.in_sample_only:
-        raise InputError(
-            "--accuracy", args.accuracy, "the out-of-sample refits", "--in-sample-only"
-        )
+    if args.accuracy is not None:
+        if args.in_sample_only:
+            raise InputError(
+                "--accuracy", args.accuracy, "the out-of-sample refits", "--in-sample-only"
+            )
+        check_writable(args.accuracy, "--accuracy", stdout=False)
     if args.catalog:
         check_folder(args.catalog, "--catalog")
     return without

@@ -83,6 +83,8 @@ def test_fidelity_writes_the_report_and_the_summary(cases, tmp_path, capsys):
         (["--without", "pass_overhead_s"], "--without"),
         (["--fit-presets", "--without", "nonsense"], "--without"),
         (["--workers", "0"], "--workers"),
+        (["--accuracy", "a.json", "--in-sample-only"], "--accuracy"),
+        (["--accuracy", "-"], "--accuracy"),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag_or_file(args, where, tmp_path, capsys, monkeypatch):
@@ -173,3 +175,13 @@ def test_a_current_fold_table_is_reused_and_a_changed_input_recomputes_it(cases,
     assert again["inputs_hash"] != first["inputs_hash"]
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["inputs_hash"] == again["inputs_hash"]
+
+
+def test_the_accuracy_table_is_the_summarys(cases, tmp_path):
+    out, table = tmp_path / "out", tmp_path / "accuracy.json"
+    args = ["fidelity", "--cases", str(cases), "--out", str(out), "--accuracy", str(table)]
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    written = json.loads(table.read_text(encoding="utf-8"))
+    assert written == summary["accuracy"] and written["inputs_hash"] == summary["inputs_hash"]
+    assert "ideal" in written["engines"]
