@@ -64,6 +64,24 @@ def test_every_row_names_its_reporter_and_role():
             assert "agrees" in case.notes, case.id
 
 
+#: TensorRT-LLM issue #5929's own "Speed-up" rows: ITL p50 of DeepSeek-R1 FP8 on 8xH200 over
+#: FP4 on 8xB200 at batch 1, by prompt length, for EP None / 4 / 8.
+ISSUE_5929_SPEEDUP = {1600: (2.03332, 1.63469, 1.61488), 8192: (2.0356, 1.66225, 1.64388)}
+
+
+def test_the_h200_and_b200_rows_of_one_issue_reproduce_its_published_speedups():
+    """Both tables of TensorRT-LLM #5929 are transcribed: their ratios are the issue's own."""
+    cases = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    for index, (prompt, speedups) in enumerate(ISSUE_5929_SPEEDUP.items()):
+        for ep, published in zip((1, 4, 8), speedups, strict=True):
+            h200 = cases[f"deepseek-r1-8xh200-trtllm-ep{ep}[{index}]"]
+            b200 = cases[f"deepseek-r1-fp4-8xb200-trtllm-ep{ep}[{index}]"]
+            assert h200.prompt_tokens == b200.prompt_tokens == prompt
+            assert (h200.batch, b200.batch, h200.ep, b200.ep) == (1, 1, ep, ep)
+            # The issue prints ITL to five decimals in seconds: the ratio keeps 0.3 %.
+            assert h200.value / b200.value == pytest.approx(published, rel=3e-3)
+
+
 def test_measured_speedup_is_the_ratio_of_the_two_numbers():
     cases = {c.id: c for c in cases_mod.load_cases(CASES).cases}
     assert cases["glm-4.7-flash-1xh100-eagle3-bs1"].measured_speedup == pytest.approx(8.18 / 5.89)
