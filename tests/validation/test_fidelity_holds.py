@@ -10,6 +10,7 @@ ones, and are held to issue 27's targets.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -175,3 +176,20 @@ def test_the_readme_quotes_the_current_in_sample_errors():
     ):
         s = SUMMARY["targets"][series]
         assert f"{label} {_percent(s['median_abs_relative_error'])}" in prose, series
+
+
+def test_the_readme_counts_the_current_rows():
+    """README's count of the cases file's rows (per category, and the test rows) is current."""
+    readme = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(
+        r"holds (\d+) published GPU measurements \((\d+) MoE-kernel timings, (\d+) plain-decode "
+        r"TPOT / throughput numbers, (\d+) speculative speedups, (\d+) overlap-scheduling "
+        r"ratios?; (\d+) of them are test rows",
+        readme,
+    )
+    assert found, "README no longer states the cases file's row counts"
+    cases = load_cases(CASES).cases
+    count = {c: sum(1 for case in cases if case.category == c) for c in TARGETS}
+    tests = sum(1 for case in cases if case.role == "test")
+    expected = (len(cases), count["kernel"], count["decode"], count["speculative"])
+    assert tuple(map(int, found.groups())) == (*expected, count["overlap"], tests)
