@@ -269,7 +269,7 @@ def within_error_warning(scenario: Scenario, label: str, speedup: float) -> str 
         else ""
     )
     return (
-        f"{WITHIN_ERROR}: the best drafting policy ({label}) is predicted closer to no "
+        f"{WITHIN_ERROR}: the best drafting policy, {label}, is predicted closer to no "
         f"speculation than simspec's typical error on speculative speedups ({scope}: median "
         f"{error:.0%} over {entry['rows']} published rows from {entry['reporters']} "
         f"reporters{signs}), so whether speculating pays here is not settled: measure it"
