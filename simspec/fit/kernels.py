@@ -15,15 +15,18 @@ errors of the rows with M ≤ 256 of the *fit series* (tuned or engine-default k
 of constants for every GPU; the compute efficiency stays the default (no fitted row is
 compute-bound). Held out: each fit series in turn is left out, the form refitted on the others
 and the left-out series predicted. Check series (superseded or untuned configs, assumed shapes,
-single points) are predicted, never fitted. The result is ``kernel_fit.json`` and
-``KERNEL_FIT.md`` (deterministic: no dates, no timings); the winning form's constants are the
-defaults of ``[costs]`` (:class:`~simspec.params.RooflineParams`).
+single points) and test series (the kernel rows of role "test": searched rows) are predicted,
+never fitted; the test rows also count in their kernel identity's row, so an identity that
+only a test row measures is reported as measured, with 0 rows fitted on it. The result is
+``kernel_fit.json`` and ``KERNEL_FIT.md`` (deterministic: no dates, no timings); the winning
+form's constants are the defaults of ``[costs]`` (:class:`~simspec.params.RooflineParams`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +37,7 @@ from simspec.costs.moe_kernel import kernel_identity, moe_layer_s
 from simspec.params import L2_REUSE_MODES, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
-from simspec.validation.cases import CaseFile, for_fitting
+from simspec.validation.cases import Case, CaseFile, for_fitting
 
 #: Rows with M up to this are fitted and scored (decode and verify sizes).
 M_MAX = 256
@@ -74,36 +77,38 @@ class Row:
     identity: str  # the kernel (:func:`simspec.costs.moe_kernel.kernel_identity`)
 
 
+def _row(case: Case) -> Row:
+    """One kernel row as one GPU's shard, its bytes priced as decode prices them."""
+    spec = with_precision(
+        catalog.get_model(case.model), case.precision, expert=case.expert_precision
+    )
+    shape, gpu = spec.shape, catalog.get_gpu(case.gpu)
+    return Row(
+        series=case.id.split("[")[0],
+        tokens=case.tokens,
+        measured_s=case.value * 1e-6,
+        unique=independent_union(shape.num_experts, shape.experts_per_token, case.tokens),
+        rows=case.tokens * shape.experts_per_token,
+        expert_bytes=shape.expert_bytes / case.tp,
+        expert_params=shape.expert_params / case.tp,
+        bandwidth=gpu.hbm_bytes_per_s,
+        flops_per_s=gpu.bf16_flops_per_s * RooflineParams().compute_efficiency,
+        l2_bytes=gpu.l2_bytes,
+        latency_scale=gpu.latency_scale,
+        gpu=case.gpu,
+        identity=kernel_identity(case.gpu, spec.expert_weight_bytes),
+    )
+
+
 def load_rows(cases: CaseFile) -> list[Row]:
     """Every kernel row of the case file the fits may use (role "fit"), as one GPU's shard."""
-    compute_efficiency = RooflineParams().compute_efficiency
-    rows = []
-    for case in for_fitting(cases.cases):
-        if case.category != "kernel":
-            continue
-        series = case.id.split("[")[0]
-        spec = with_precision(
-            catalog.get_model(case.model), case.precision, expert=case.expert_precision
-        )
-        shape, gpu = spec.shape, catalog.get_gpu(case.gpu)
-        rows.append(
-            Row(
-                series=series,
-                tokens=case.tokens,
-                measured_s=case.value * 1e-6,
-                unique=independent_union(shape.num_experts, shape.experts_per_token, case.tokens),
-                rows=case.tokens * shape.experts_per_token,
-                expert_bytes=shape.expert_bytes / case.tp,
-                expert_params=shape.expert_params / case.tp,
-                bandwidth=gpu.hbm_bytes_per_s,
-                flops_per_s=gpu.bf16_flops_per_s * compute_efficiency,
-                l2_bytes=gpu.l2_bytes,
-                latency_scale=gpu.latency_scale,
-                gpu=case.gpu,
-                identity=kernel_identity(case.gpu, spec.expert_weight_bytes),
-            )
-        )
-    return rows
+    return [_row(case) for case in for_fitting(cases.cases) if case.category == "kernel"]
+
+
+def load_test_rows(cases: CaseFile) -> list[Row]:
+    """The kernel rows of role "test" (searched rows), as one GPU's shard: predicted with the
+    fitted constants and reported, never fitted."""
+    return [_row(c) for c in cases.cases if c.category == "kernel" and c.role == "test"]
 
 
 @dataclass(frozen=True)
@@ -212,8 +217,14 @@ def error_stats(errors: np.ndarray) -> dict[str, float]:
     return {"median": round(float(np.median(a)), 4), "max": round(float(np.max(a)), 4)}
 
 
-def evaluate(form: Form, rows: list[Row]) -> dict:
-    """The full fit, per-series errors, leave-one-series-out errors, check-series errors."""
+def test_series(tests: Sequence[Row]) -> list[str]:
+    """The series of the test rows, in file order."""
+    return list(dict.fromkeys(r.series for r in tests))
+
+
+def evaluate(form: Form, rows: list[Row], tests: Sequence[Row] = ()) -> dict:
+    """The full fit, per-series errors, leave-one-series-out errors, check- and test-series
+    errors (``tests``: rows of role "test", predicted with the full fit, never fitted)."""
     fit_rows = [r for s in FIT_SERIES for r in scored(rows, s)]
     full = fit(form, fit_rows)
     fitted = {s: error_stats(relative_errors(full.params, scored(rows, s))) for s in FIT_SERIES}
@@ -223,6 +234,10 @@ def evaluate(form: Form, rows: list[Row]) -> dict:
         part = fit(form, train)
         held_out[left_out] = error_stats(relative_errors(part.params, scored(rows, left_out)))
     checks = {s: error_stats(relative_errors(full.params, scored(rows, s))) for s in CHECK_SERIES}
+    searched = {
+        s: error_stats(relative_errors(full.params, scored(list(tests), s)))
+        for s in test_series(tests)
+    }
     all_fit = relative_errors(full.params, fit_rows)
     return {
         "constants": {
@@ -240,6 +255,7 @@ def evaluate(form: Form, rows: list[Row]) -> dict:
         ),
         "held_out_worst_median": round(max(v["median"] for v in held_out.values()), 4),
         "checks": checks,
+        "tests": searched,
         "_params": full.params,
     }
 
@@ -305,7 +321,12 @@ def _pct(value: float) -> str:
 
 
 def report(
-    results: dict[str, dict], l2: dict, winner: str, identities: dict, runs: dict[str, list[str]]
+    results: dict[str, dict],
+    l2: dict,
+    winner: str,
+    identities: dict,
+    runs: dict[str, list[str]],
+    tests: Sequence[str] = (),
 ) -> str:
     """KERNEL_FIT.md (deterministic)."""
     lines = [
@@ -325,6 +346,10 @@ def report(
     ]
     lines += [f"| `{s}` | fit | {why} |" for s, why in FIT_SERIES.items()]
     lines += [f"| `{s}` | check only | {why} |" for s, why in CHECK_SERIES.items()]
+    lines += [
+        f'| `{s}` | test | a searched row (role "test" in cases.toml): predicted, never fitted |'
+        for s in tests
+    ]
     lines += [
         "",
         "## Kernel identities (launch form)",
@@ -378,6 +403,8 @@ def report(
         for s in CHECK_SERIES:
             c = r["checks"][s]
             lines.append(f"| `{s}` (check) | {_pct(c['median'])} | {_pct(c['max'])} | — | — |")
+        for s, t in r["tests"].items():
+            lines.append(f"| `{s}` (test) | {_pct(t['median'])} | {_pct(t['max'])} | — | — |")
         lines += [
             "",
             f"Held out (leave one series out): median of the series' medians "
@@ -434,16 +461,18 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
         ``KERNEL_FIT.md``.
     """
     rows = load_rows(cases)
-    results = {form.name: evaluate(form, rows) for form in FORMS}
+    tests = load_test_rows(cases)
+    results = {form.name: evaluate(form, rows, tests) for form in FORMS}
     winner = min(results, key=lambda n: results[n]["held_out_median_of_medians"])
     launch = results["launch"]["_params"]
     l2 = l2_study(launch, rows)
-    identities = identity_study(next(f for f in FORMS if f.name == "launch"), launch, rows)
+    identities = identity_study(next(f for f in FORMS if f.name == "launch"), launch, rows + tests)
     runs = run_identities(cases)
     data = {
         "m_max": M_MAX,
         "fit_series": FIT_SERIES,
         "check_series": CHECK_SERIES,
+        "test_series": test_series(tests),
         "forms": {n: {k: v for k, v in r.items() if k != "_params"} for n, r in results.items()},
         "l2_reuse": l2,
         "kernel_identities": identities,
@@ -456,4 +485,4 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
             **({"moe_l2_reuse": "ideal", "moe_tile_rows": 64.0} if winner == "launch" else {}),
         },
     }
-    return data, report(results, l2, winner, identities, runs)
+    return data, report(results, l2, winner, identities, runs, test_series(tests))

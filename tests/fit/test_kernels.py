@@ -71,8 +71,11 @@ def test_rows_stream_the_bytes_decode_prices():
     from simspec.physics.precision import with_precision
 
     cases = load_cases(VALIDATION / "cases.toml")
-    rows = kernels.load_rows(cases)
+    rows = kernels.load_rows(cases) + kernels.load_test_rows(cases)
     kernel_cases = [c for c in cases.cases if c.category == "kernel"]
+    kernel_cases = [c for c in kernel_cases if c.role == "fit"] + [
+        c for c in kernel_cases if c.role == "test"
+    ]
     assert len(rows) == len(kernel_cases)
     for row, case in zip(rows, kernel_cases, strict=True):
         spec = with_precision(
@@ -104,3 +107,28 @@ def test_hopper_and_blackwell_fixed_times_predict_the_a100_table_at_the_a100_clo
     ampere = data["kernel_identities"]["ampere-bf16"]["without_it"]
     assert ampere["median"] < 0.02
     assert ampere["max"] < 0.17
+
+
+def test_searched_kernel_rows_are_predicted_and_never_fitted(fitted):
+    """A kernel row of role "test" appears in the report as a test series and counts in its
+    kernel identity, with none of its rows fitted on; removing it leaves the constants as they
+    are, and a test row 3x off its measured time moves no constant."""
+    data, text = fitted
+    cases = load_cases(VALIDATION / "cases.toml")
+    tests = kernels.load_test_rows(cases)
+    assert tests, "the case file has searched kernel rows"
+    series = kernels.test_series(tests)
+    assert data["test_series"] == series
+    for s in series:
+        assert s not in kernels.FIT_SERIES and s not in kernels.CHECK_SERIES
+        assert f"| `{s}` | test |" in text and f"| `{s}` (test) |" in text
+    for identity in {r.identity for r in tests}:
+        assert identity in data["kernel_identities"]
+        assert identity not in data["unmeasured_identities"]
+    launch = next(f for f in kernels.FORMS if f.name == "launch")
+    rows = kernels.load_rows(cases)
+    off = [dataclasses.replace(r, measured_s=3 * r.measured_s) for r in tests]
+    with_tests = kernels.evaluate(launch, rows, off)
+    without = kernels.evaluate(launch, rows)
+    assert with_tests["constants"] == without["constants"]
+    assert set(with_tests["tests"]) == set(series) and without["tests"] == {}

@@ -250,8 +250,8 @@ def test_kernel_fit_reads_only_fit_rows():
     from simspec.fit.kernels import load_rows
 
     file = cases_mod.load_cases(CASES)
-    kernel = [c for c in file.cases if c.category == "kernel"]
-    assert kernel and all(c.role == "fit" for c in kernel)
+    kernel = [c for c in file.cases if c.category == "kernel" and c.role == "fit"]
+    assert kernel and len(load_rows(file)) == len(kernel)
     marked = dataclasses.replace(file, cases=[dataclasses.replace(kernel[0], role="test")])
     assert load_rows(marked) == []
     assert len(load_rows(dataclasses.replace(file, cases=kernel[:1]))) == 1
