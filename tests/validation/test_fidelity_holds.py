@@ -193,3 +193,5 @@ def test_the_readme_counts_the_current_rows():
     tests = sum(1 for case in cases if case.role == "test")
     expected = (len(cases), count["kernel"], count["decode"], count["speculative"])
     assert tuple(map(int, found.groups())) == (*expected, count["overlap"], tests)
+    groups = re.search(r"leave-one-group-out over (\d+) reporters", readme)
+    assert groups and int(groups.group(1)) == SUMMARY["out_of_sample"]["groups"]
