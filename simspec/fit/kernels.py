@@ -217,7 +217,7 @@ def error_stats(errors: np.ndarray) -> dict[str, float]:
     return {"median": round(float(np.median(a)), 4), "max": round(float(np.max(a)), 4)}
 
 
-def test_series(tests: Sequence[Row]) -> list[str]:
+def searched_series(tests: Sequence[Row]) -> list[str]:
     """The series of the test rows, in file order."""
     return list(dict.fromkeys(r.series for r in tests))
 
@@ -236,7 +236,7 @@ def evaluate(form: Form, rows: list[Row], tests: Sequence[Row] = ()) -> dict:
     checks = {s: error_stats(relative_errors(full.params, scored(rows, s))) for s in CHECK_SERIES}
     searched = {
         s: error_stats(relative_errors(full.params, scored(list(tests), s)))
-        for s in test_series(tests)
+        for s in searched_series(tests)
     }
     all_fit = relative_errors(full.params, fit_rows)
     return {
@@ -472,7 +472,7 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
         "m_max": M_MAX,
         "fit_series": FIT_SERIES,
         "check_series": CHECK_SERIES,
-        "test_series": test_series(tests),
+        "test_series": searched_series(tests),
         "forms": {n: {k: v for k, v in r.items() if k != "_params"} for n, r in results.items()},
         "l2_reuse": l2,
         "kernel_identities": identities,
@@ -485,4 +485,4 @@ def kernel_fit(cases: CaseFile) -> tuple[dict[str, Any], str]:
             **({"moe_l2_reuse": "ideal", "moe_tile_rows": 64.0} if winner == "launch" else {}),
         },
     }
-    return data, report(results, l2, winner, identities, runs, test_series(tests))
+    return data, report(results, l2, winner, identities, runs, searched_series(tests))

@@ -117,7 +117,7 @@ def test_searched_kernel_rows_are_predicted_and_never_fitted(fitted):
     cases = load_cases(VALIDATION / "cases.toml")
     tests = kernels.load_test_rows(cases)
     assert tests, "the case file has searched kernel rows"
-    series = kernels.test_series(tests)
+    series = kernels.searched_series(tests)
     assert data["test_series"] == series
     for s in series:
         assert s not in kernels.FIT_SERIES and s not in kernels.CHECK_SERIES
