@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -324,3 +325,11 @@ def test_a_recommendation_names_the_batch_of_its_within_error_warning():
     assert at_batch(f"{WITHIN_ERROR}: the best", 8) == f"{WITHIN_ERROR}: at batch 8, the best"
     assert at_batch(f"{K_AT_EDGE}: the best", 2) == f"{K_AT_EDGE}: at batch 2, the best"
     assert at_batch(f"{PRESET_RANGE}: the preset", 8) == f"{PRESET_RANGE}: the preset"
+
+
+def test_a_run_priced_from_a_calibration_profile_gets_no_within_error_warning(table):
+    profile = Path(__file__).resolve().parents[2] / "calibration" / "h100-sxm-analytic.json"
+    scenario = tiny("engine.preset=sglang", f'costs.profile="{profile}"')
+    assert scenario.profile is not None  # premise: the run is priced from the profile
+    assert within_error_warning(scenario, "fixed-3", 1.0) is None
+    assert within_error_warning(tiny("engine.preset=sglang"), "fixed-3", 1.0) is not None
