@@ -40,10 +40,27 @@ def weight_bytes_per_gpu(s: Scenario, target: ModelSpec | None = None) -> float:
     routed = shape.num_moe_layers * shape.num_experts * shape.expert_bytes
     drafter = drafter_weight_bytes(target or s.target, s.drafter, s.draft_model)
     rest = shape.total_weight_bytes - routed + drafter
-    replicated = sum(g.count * g.replicated_attention_bytes for g in shape.groups)
-    replicated += shape.num_moe_layers * shape.router_bytes  # the router, on every rank
     t = split.tensor
+    replicated = _replicated_bytes(target or s.target)
     return rest / t + replicated * (t - 1) / t + routed / (split.expert * split.expert_shards)
+
+
+def _replicated_bytes(target: ModelSpec) -> float:
+    """Weights every rank of a tensor-parallel group holds whole: MLA's latent
+    down-projections and each MoE layer's router (module docstring)."""
+    shape = target.shape
+    replicated = sum(g.count * g.replicated_attention_bytes for g in shape.groups)
+    return replicated + shape.num_moe_layers * shape.router_bytes
+
+
+def kv_capacity_bytes(s: Scenario) -> float:
+    """GPU memory left for the KV cache: the GPUs' usable memory less the weights they hold,
+    the replicated ones once per tensor-parallel rank (a t-way group holds t copies of them,
+    not one); with experts offloaded, less the resident weights and the expert cache."""
+    if s.offload.enabled:
+        return s.usable_memory_bytes - s.weight_bytes
+    extra = _replicated_bytes(s.target) * (_split(s).tensor - 1)
+    return s.usable_memory_bytes - s.weight_bytes - extra
 
 
 def _splits_heads(s: Scenario, t: int) -> bool:

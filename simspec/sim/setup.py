@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from simspec import rng
-from simspec.config._memory import cache_experts_per_layer, host_moe_layers
+from simspec.config._memory import cache_experts_per_layer, host_moe_layers, kv_capacity_bytes
 from simspec.config.scenario import Scenario
 from simspec.config.speculation import DEFAULT_RANK_DECAY
 from simspec.costs.base import COST_MODELS, CostModel
@@ -115,7 +115,7 @@ def build_setup(
         cost_model=offload or cost_model,
         workload=s.workload,
         arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
-        kv_capacity_bytes=s.usable_memory_bytes - s.weight_bytes,
+        kv_capacity_bytes=kv_capacity_bytes(s),
         max_draft_tokens=drafter.max_draft_tokens,
         mean_draft_overlap=mean_draft_overlap(s.routing, references),
         tree=(

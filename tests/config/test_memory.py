@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from simspec.config._memory import weight_bytes_per_gpu
+from simspec.config._memory import kv_capacity_bytes, weight_bytes_per_gpu
 from simspec.config.load import load_scenario
 from simspec.errors import ScenarioError
 
@@ -74,3 +74,19 @@ def test_each_gpu_holds_its_share(tp, ep):
     whole = latent * fp8 + router
     expected = rest / tp + whole * (tp - 1) / tp + routed / max(tp, ep)
     assert weight_bytes_per_gpu(split) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_the_kv_cache_gets_what_the_weights_leave_with_one_replicated_copy_per_rank(tp):
+    # a t-way group holds t copies of MLA's latent down-projections and of the routers, so the
+    # pooled memory left for the KV cache is the usable memory less the weights less t - 1
+    # further copies of those (by hand from DeepSeek-V3's config, as above)
+    s = load_scenario(None, [*DSV3, 'model.precision="fp8"'])
+    a, shape = s.target.attention, s.target.shape
+    latent = s.target.num_layers * s.target.hidden_size * (a.q_lora_rank + a.kv_lora_rank + 64)
+    router = shape.num_moe_layers * s.target.hidden_size * shape.num_experts * 2.0
+    hardware = dataclasses.replace(s.hardware, tensor_parallel=tp)
+    split = dataclasses.replace(s, hardware=hardware)
+    expected = s.usable_memory_bytes - s.weight_bytes - (latent + router) * (tp - 1)
+    assert kv_capacity_bytes(split) == pytest.approx(expected, rel=1e-12)
+    assert kv_capacity_bytes(split) <= s.usable_memory_bytes - s.weight_bytes
