@@ -172,7 +172,7 @@ def workload_kv_bytes(s: Scenario) -> float:
     longest = (
         (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
     )
-    return batch * kv_bytes_for_context(s.target.shape, longest)
+    return batch * kv_bytes_for_context(s.target.shape, longest, _split(s).tensor)
 
 
 def cache_experts_per_layer(s: Scenario) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 
 from simspec import catalog
 from simspec.config._acceptance import fit_scenario_acceptance, with_fit
-from simspec.config._memory import check_offload, check_weights_fit
+from simspec.config._memory import check_offload, check_weights_fit, kv_capacity_bytes
 from simspec.config.aliases import expand_aliases
 from simspec.config.checks import check_routing, fill_default_drafter
 from simspec.config.custom import resolve_specs, with_custom_names
@@ -326,17 +326,18 @@ def _check_context(s: Scenario, source: str) -> None:
 def _check_fits(s: Scenario, source: str) -> None:
     """Weights and the longest request's KV cache fit the GPUs; budgets within K_max."""
     check_weights_fit(s, source)
-    usable, weights = s.usable_memory_bytes, s.weight_bytes
     w = s.workload
     longest = (
         (w.prompt_tokens + w.output_tokens) * (1 + w.length_jitter) + s.drafter.max_draft_tokens + 2
     )
-    kv_need = kv_bytes_for_context(s.target.shape, longest)
-    if kv_need > usable - weights:
+    tensor = s.hardware.tensor_parallel or s.hardware.num_gpus
+    kv_need = kv_bytes_for_context(s.target.shape, longest, tensor)
+    left = kv_capacity_bytes(s)
+    if kv_need > left:
         raise ScenarioError(
             source,
             "workload.prompt_tokens",
-            f"requests whose KV cache fits the {max(usable - weights, 0) / 1e9:.2f} GB left after "
+            f"requests whose KV cache fits the {max(left, 0) / 1e9:.2f} GB left after "
             "the weights (fewer prompt/output tokens, more GPUs or a higher memory_utilization)",
             f"{w.prompt_tokens} prompt + {w.output_tokens} output tokens "
             f"needing {kv_need / 1e9:.2f} GB",

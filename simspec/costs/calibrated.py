@@ -157,7 +157,8 @@ def calibrated_pass_cost(
         )
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
-            core = float(attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s))
+            kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
+            core = float(attention_core_s(g, tokens, ctx, kv_bw, flops_per_s))
             core += 0.0 if linear or not batch else cell_floors["attention"]
         else:
             seen = np.minimum(ctx + tokens, g.window_tokens)
@@ -167,7 +168,8 @@ def calibrated_pass_cost(
             core = float(cell(measured)) / num_gpus
             if not within:
                 fallbacks += 1
-                roof = attention_core_s(g, tokens, ctx, bw * params.kv_efficiency, flops_per_s)
+                kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
+                roof = attention_core_s(g, tokens, ctx, kv_bw, flops_per_s)
                 core = max(core, float(roof) + cell_floors["attention"])
         attention += g.count * (proj + core)
         if g.ffn_weight_bytes:

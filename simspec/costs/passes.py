@@ -363,7 +363,8 @@ def pass_terms(
 
     attention = 0.0
     for g, proj in zip(shape.groups, projections, strict=True):
-        core = attention_core_s(g, tokens, ctx, c.kv_bw, c.flops_per_s, counts)
+        kv_bw = c.kv_bw / g.kv_copies(c.parallel.tensor)  # a replicated KV cache, read t times
+        core = attention_core_s(g, tokens, ctx, kv_bw, c.flops_per_s, counts)
         attention += g.count * (proj + core)
     if c.renorm_wave_s:
         requests = tokens.shape[-1] if counts is None else float(np.sum(counts))

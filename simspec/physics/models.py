@@ -223,6 +223,20 @@ class LayerGroup:
     #: Of ``attention_weight_bytes``, those every tensor-parallel rank reads whole
     #: (:func:`replicated_attention_params`).
     replicated_attention_bytes: float = 0.0
+    #: Key/value heads the KV cache is split by over tensor-parallel ranks: a GQA layer's KV
+    #: heads, 1 for MLA (one latent shared by every query head), 0 for linear attention (its
+    #: state splits with the value heads): :meth:`kv_copies`.
+    kv_heads: int = 0
+
+    def kv_copies(self, tensor: int) -> int:
+        """Copies of each request's KV cache that ``tensor`` ranks hold and read between them:
+        a rank keeps the KV heads its query heads attend to, so once the ranks outnumber the
+        KV heads each head sits on tensor / heads ranks (vLLM and SGLang replicate KV heads
+        beyond their count; MLA's latent cache is whole on every rank, which is why SGLang
+        added data-parallel attention for DeepSeek models). 1 when the heads split evenly."""
+        if not self.kv_heads:
+            return 1
+        return max(tensor // self.kv_heads, 1)
 
     def attention_bytes_read(self, tensor: int) -> float:
         """Attention weight bytes the ``tensor`` ranks of one layer read together: the split
@@ -376,6 +390,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                     a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0
                 ),
                 replicated_attention_bytes=replicated_attention_params(spec, kind) * ab,
+                kv_heads=0 if linear else (1 if a.kind == "mla" else kv_heads(a, kind)),
             )
         )
     num_moe = sum(g.count for g in groups if g.is_moe)
@@ -413,13 +428,14 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
     )
 
 
-def kv_bytes_for_context(shape: ModelShape, context_tokens: float) -> float:
-    """KV-cache (and linear-attention state) bytes one request holds at ``context_tokens``."""
+def kv_bytes_for_context(shape: ModelShape, context_tokens: float, tensor: int = 1) -> float:
+    """KV-cache (and linear-attention state) bytes one request holds at ``context_tokens``,
+    over ``tensor`` ranks together (each layer's KV cache as many times as the ranks hold it:
+    :meth:`LayerGroup.kv_copies`)."""
     total = 0.0
     for g in shape.groups:
-        total += g.count * (
-            min(context_tokens, g.window_tokens) * g.kv_bytes_per_token + g.state_bytes / 2
-        )
+        kv = min(context_tokens, g.window_tokens) * g.kv_bytes_per_token * g.kv_copies(tensor)
+        total += g.count * (kv + g.state_bytes / 2)
     return total
 
 

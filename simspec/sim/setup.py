@@ -41,6 +41,9 @@ class EngineSetup:
     #: Experts in host memory ([offload]): ``cost_model`` is this wrapper, which also holds
     #: the base model; None when every expert is resident.
     offload: OffloadCostModel | None = None
+    #: Tensor-parallel ranks: a request's KV cache is reserved as many times as they hold it
+    #: (:meth:`~simspec.physics.models.LayerGroup.kv_copies`).
+    tensor_parallel: int = 1
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -116,6 +119,7 @@ def build_setup(
         workload=s.workload,
         arrival_s=arrival_times(s.workload, rng.stream(s.seed, "arrivals")),
         kv_capacity_bytes=kv_capacity_bytes(s),
+        tensor_parallel=s.hardware.tensor_parallel or s.hardware.num_gpus,
         max_draft_tokens=drafter.max_draft_tokens,
         mean_draft_overlap=mean_draft_overlap(s.routing, references),
         tree=(

@@ -27,15 +27,20 @@ from simspec.text.reference import ReferenceSet
 class RequestTable:
     """Per-request constants of one run (see the module docstring), indexed by request id."""
 
-    def __init__(self, refs: ReferenceSet, num_requests: int, max_draft_tokens: int):
+    def __init__(
+        self, refs: ReferenceSet, num_requests: int, max_draft_tokens: int, tensor: int = 1
+    ):
         self.refs = refs
         sequences = [refs.sequence(r) for r in range(num_requests)]
         self.prompt = np.array([s.prompt_tokens for s in sequences], dtype=np.int64)
         self.output = np.array([s.output_tokens for s in sequences], dtype=np.int64)
-        #: KV bytes reserved at admission: the whole output plus a full draft (Python floats, so
-        #: the running total adds and subtracts exactly the values it always did).
+        #: KV bytes reserved at admission: the whole output plus a full draft, as many copies as
+        #: the ``tensor`` ranks hold (Python floats, so the running total adds and subtracts
+        #: exactly the values it always did).
         self.kv_bytes = [
-            kv_bytes_for_context(refs.shape, s.prompt_tokens + s.output_tokens + max_draft_tokens)
+            kv_bytes_for_context(
+                refs.shape, s.prompt_tokens + s.output_tokens + max_draft_tokens, tensor
+            )
             for s in sequences
         ]
         lengths = np.array([len(s.match_lengths) for s in sequences], dtype=np.int64)

@@ -91,7 +91,9 @@ class EngineState:
         family = policy.tree_family()
         shapes = None if family is None else np.array(family, dtype=np.int64).reshape(-1, 3)
         return cls(
-            table=RequestTable(refs, setup.workload.num_requests, setup.max_draft_tokens),
+            table=RequestTable(
+                refs, setup.workload.num_requests, setup.max_draft_tokens, setup.tensor_parallel
+            ),
             active=ActiveBatch(),
             history=StepHistory(),
             memory=policy.initial_memory(),

@@ -22,6 +22,7 @@ from simspec.costs.passes import target_pass_cost
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import RooflineParams
 from simspec.physics.launches import VERIFY_KERNELS, draft_step_kernels
+from simspec.physics.models import kv_bytes_for_context
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")
@@ -220,7 +221,8 @@ def test_the_custom_allreduce_is_the_cheaper_of_its_closed_form_and_the_ring():
 def test_mla_latent_projections_are_read_whole_on_every_tensor_rank():
     """MLA's down-projections to the latents are one replicated weight on every rank (SGLang's
     and vLLM's ``fused_qkv_a_proj_with_mqa``): at TP t a rank reads (A − R)/t + R of a layer's
-    attention weights, R = hidden x (q_lora + kv_lora + rope); the rest of the pass as before."""
+    attention weights, R = hidden x (q_lora + kv_lora + rope); and it reads the whole latent KV
+    cache (one latent for every query head), so the KV reads do not shrink with t."""
     model = catalog.get_model("deepseek-v3")
     a, h = model.attention, model.hidden_size
     shape = model.shape
@@ -239,8 +241,8 @@ def test_mla_latent_projections_are_read_whole_on_every_tensor_rank():
         )
         cores = one.attention_s - sum(
             g.count * g.attention_weight_bytes / bandwidth for g in shape.groups
-        )  # KV reads at one token are memory-bound as well: they split t ways
-        assert split.attention_s == pytest.approx(weights + cores / t, rel=1e-12)
+        )  # KV reads at one token are memory-bound; the latent cache is whole on every rank
+        assert split.attention_s == pytest.approx(weights + cores, rel=1e-12)
         assert split.attention_s > one.attention_s / t  # more than an even split
 
 
@@ -249,3 +251,43 @@ def test_attention_without_a_latent_splits_evenly_bit_for_bit():
         shape = catalog.get_model(name).shape
         assert all(g.replicated_attention_bytes == 0.0 for g in shape.groups), name
         assert all(g.attention_bytes_read(8) == g.attention_weight_bytes for g in shape.groups)
+
+
+@pytest.mark.parametrize(
+    ("name", "tensor", "copies"),
+    [
+        ("deepseek-v3", 8, 8),  # MLA: one latent, whole on every rank
+        ("deepseek-v3", 1, 1),
+        ("qwen3-235b-a22b", 8, 2),  # 4 KV heads over 8 ranks: each head on 2
+        ("qwen3-235b-a22b", 4, 1),
+        ("gpt-oss-120b", 8, 1),  # 8 KV heads, one per rank
+    ],
+)
+def test_kv_heads_beyond_their_count_are_replicated(name, tensor, copies):
+    """A rank holds the KV heads its query heads read: past the KV-head count each head sits on
+    tensor / heads ranks, and those ranks read it, so the KV reads of a memory-bound pass and
+    the KV cache a request holds grow by that factor; linear-attention state never."""
+    shape = catalog.get_model(name).shape
+    softmax = [g for g in shape.groups if g.kv_bytes_per_token > 0]
+    assert softmax and all(g.kv_copies(tensor) == copies for g in softmax)
+    assert kv_bytes_for_context(shape, 1000, tensor) == pytest.approx(
+        copies * kv_bytes_for_context(shape, 1000), rel=1e-12
+    )
+    tokens, ctx = np.array([1]), np.array([32_000])  # a long context: KV reads dominate
+    unique = np.full(shape.num_moe_layers, 8.0)
+    params, gpu = RooflineParams(), catalog.get_gpu("h200")
+    split = target_pass_cost(shape, gpu, params, tokens, ctx, unique, num_gpus=tensor)
+    one = target_pass_cost(shape, gpu, params, tokens, ctx, unique)
+    weights = sum(g.count * g.attention_bytes_read(tensor) / tensor for g in shape.groups) / (
+        gpu.hbm_bytes_per_s * params.weight_efficiency
+    )
+    one_weights = sum(g.count * g.attention_weight_bytes for g in shape.groups) / (
+        gpu.hbm_bytes_per_s * params.weight_efficiency
+    )
+    cores = one.attention_s - one_weights
+    assert split.attention_s == pytest.approx(weights + cores * copies / tensor, rel=1e-9)
+
+
+def test_linear_attention_state_is_not_replicated():
+    shape = catalog.get_model("qwen3-next-80b-a3b").shape
+    assert all(g.kv_copies(16) == 1 for g in shape.groups if g.kv_bytes_per_token == 0)
