@@ -120,7 +120,8 @@ class HardwareConfig:
         "expert-parallel degree of the MoE layers, dividing num_gpus (1 = no expert "
         "parallelism): whole experts per rank, the busiest rank sets the time; the MoE "
         "output is summed by the tensor-parallel all-reduce, or dispatched and combined by "
-        "all-to-alls when expert_parallel exceeds tensor_parallel",
+        "all-to-alls when expert_parallel exceeds tensor_parallel (data-parallel attention: "
+        "num_gpus / tensor_parallel attention groups, each running its own requests)",
         ge=1,
         le=1024,
     )

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simspec.costs.base import COST_MODELS, prefill_unique_experts
-from simspec.costs.kernels import attention_core_s, routed_experts_s, weights_s
-from simspec.costs.parallel import Parallelism
-from simspec.costs.passes import (
-    collectives_s,
-    pass_constants,
-    tree_attention_s,
+from simspec.costs.kernels import (
+    attention_core_s,
+    routed_experts_s,
     untimed_kernel_floors_s,
+    weights_s,
 )
+from simspec.costs.parallel import Parallelism, attention_share
+from simspec.costs.passes import collectives_s, pass_constants, tree_attention_s
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.drafters import DrafterSpec
@@ -61,7 +61,9 @@ def calibrated_pass_cost(
     ``PassCost.fallback_terms``. Table times are one GPU's; split over t tensor-parallel GPUs
     each term takes 1/t of them (a GPU computes its shard), plus the pass's collectives
     (:func:`simspec.costs.passes.collectives_s`). Expert parallelism is priced as tensor
-    parallelism here (the tables hold no per-rank expert counts).
+    parallelism here (the tables hold no per-rank expert counts). With data-parallel
+    attention every term but the routed experts is looked up for the busiest attention
+    group's requests (:func:`~simspec.costs.parallel.attention_share`).
 
     Parameters
     ----------
@@ -84,6 +86,9 @@ def calibrated_pass_cost(
     tokens = np.asarray(tokens_per_request, dtype=float)
     ctx = np.asarray(context_tokens, dtype=float)
     n = float(tokens.sum())
+    # Data-parallel attention: all but the routed experts run on the busiest group's requests.
+    share = float(attention_share(split, float(len(tokens))))
+    group = n * share
     wb = shape.weight_bytes_per_param
     w_bw = bw * params.weight_efficiency
     fallbacks = 0
@@ -103,12 +108,12 @@ def calibrated_pass_cost(
         ranks read together when some are replicated (0: ``nbytes`` split evenly)."""
         nonlocal fallbacks
         read = whole or nbytes
-        roof = float(weights_s(read, n, bpp, w_bw, flops_per_s)) + cell_floors[name]
+        roof = float(weights_s(read, group, bpp, w_bw, flops_per_s)) + cell_floors[name]
         table = profile.gemm.get(name)
         if table is None:
             fallbacks += 1
             return roof
-        value, inside = table.grid.value_at(n)
+        value, inside = table.grid.value_at(group)
         value = float(cell(value)) * (read / nbytes if nbytes else 1.0)
         if inside:
             return value / num_gpus
@@ -134,7 +139,7 @@ def calibrated_pass_cost(
                 shape, params, u, rows, bw, flops_per_s, latency_scale=gpu.latency_scale
             )
             router = shape.router_bytes * num_gpus  # replicated on every rank (passes.py)
-            roof = roof + float(weights_s(router, n, wb, w_bw, flops_per_s))
+            roof = roof + float(weights_s(router, group, wb, w_bw, flops_per_s))
             roof = roof + cell_floors["moe"]
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
         moe = float(per_layer.sum())
@@ -146,6 +151,7 @@ def calibrated_pass_cost(
     attention = 0.0
     other = 0.0
     batch = len(tokens)
+    group_batch = batch * share  # the busiest attention group's requests (ceil(B / d))
     for g in shape.groups:
         linear = is_linear_attention(g)
         name = "linear_attention_projections" if linear else "attention_projections"
@@ -158,19 +164,19 @@ def calibrated_pass_cost(
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
             kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
-            core = float(attention_core_s(g, tokens, ctx, kv_bw, flops_per_s))
+            core = float(attention_core_s(g, tokens, ctx, kv_bw, flops_per_s)) * share
             core += 0.0 if linear or not batch else cell_floors["attention"]
         else:
             seen = np.minimum(ctx + tokens, g.window_tokens)
             measured, within = profile.attention.grid.value_at(
-                float(batch), float(seen.mean()), float(tokens.mean())
+                float(group_batch), float(seen.mean()), float(tokens.mean())
             )
             core = float(cell(measured)) / num_gpus
             if not within:
                 fallbacks += 1
                 kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
                 roof = attention_core_s(g, tokens, ctx, kv_bw, flops_per_s)
-                core = max(core, float(roof) + cell_floors["attention"])
+                core = max(core, float(roof) * share + cell_floors["attention"])
         attention += g.count * (proj + core)
         if g.ffn_weight_bytes:
             other += g.count * gemm("dense_ffn", g.ffn_weight_bytes, shape.ffn_bytes_per_param)
@@ -178,7 +184,7 @@ def calibrated_pass_cost(
     comm = 0.0
     if split.is_split:
         constants = pass_constants(shape, gpu, params, parallel=split, hidden_size=hidden_size)
-        comm = float(collectives_s(constants, n))
+        comm = float(collectives_s(constants, group))
     # The floors of the kernels no table times (norms, residual adds, RoPE, KV writes,
     # activations: the tables' measured times hold their own kernels' floors); a measured
     # profile's pass_overhead_s is what its layer stack needs beyond the tables and the floors.

@@ -39,7 +39,10 @@ import math
 import numpy as np
 
 from simspec.costs.moe_kernel import moe_layer_s
+from simspec.costs.parallel import Parallelism
 from simspec.params import RooflineParams
+from simspec.physics.hardware import GpuSpec
+from simspec.physics.launches import EXPERT_PARALLEL_KERNELS, TABLE_PASS_KERNELS
 from simspec.physics.models import LayerGroup, ModelShape
 
 
@@ -125,3 +128,33 @@ def _batch_sum(values: np.ndarray, counts: np.ndarray | None):
     # np.add.reduce is what ndarray.sum calls, without its Python wrapper.
     total = _add(values, axis=-1) if counts is None else _add(values * counts, axis=-1)
     return float(total) if values.ndim == 1 else total  # one pass: a Python float
+
+
+def kernel_floors_s(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    parallel: Parallelism | None = None,
+) -> float:
+    """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own (+
+    the dispatch kernels of every MoE layer that sends tokens to other GPUs' experts,
+    :attr:`~simspec.costs.parallel.Parallelism.dispatches`), times the GPU's floor
+    per kernel (CUDA graph or eager, ``params.cuda_graphs``; :mod:`simspec.physics.launches`)."""
+    kernels = sum(g.count * g.kernels for g in shape.groups) + shape.pass_kernels
+    if parallel is not None and parallel.dispatches:
+        kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
+    return kernels * gpu.kernel_floor_s(params.cuda_graphs)
+
+
+def untimed_kernel_floors_s(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    params: RooflineParams,
+    parallel: Parallelism | None = None,
+) -> float:
+    """:func:`kernel_floors_s` less the kernels a calibration profile's tables time (their
+    floors are inside the measured times; :func:`simspec.physics.launches.table_kernels`)."""
+    timed = sum(g.count * g.table_kernels for g in shape.groups) + TABLE_PASS_KERNELS
+    return kernel_floors_s(shape, gpu, params, parallel) - timed * gpu.kernel_floor_s(
+        params.cuda_graphs
+    )

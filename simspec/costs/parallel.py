@@ -25,14 +25,24 @@ arXiv:2006.16668):
   dispatch and a combine all-to-all over the e ranks. The engines choose the same way:
   vLLM's fused MoE uses its all-to-all kernels only with data parallelism
   (``FusedMoEParallelConfig.use_all2all_kernels``: dp_size > 1 and use_ep), TensorRT-LLM's
-  only with attention data parallelism (``WideEPMoE.select_alltoall_method_type``).
+  only with attention data parallelism (``WideEPMoE.select_alltoall_method_type``);
+- **data-parallel attention** (e > t: SGLang's ``--enable-dp-attention``, vLLM's data
+  parallelism with expert parallelism, TensorRT-LLM's ``enable_attention_dp``): the G GPUs form
+  d = G / t attention groups of t GPUs, and each group runs attention, the dense layers, the
+  shared experts and the LM head for its own requests only (their KV cache lives on it), while
+  every token meets the routed experts of all e ranks. The engines step all groups together
+  (an idle group runs a dummy batch), so the busiest group sets the pace: with B requests spread
+  evenly it holds ceil(B / d) of them, a share ceil(B / d) / B of the batch
+  (:func:`attention_share`). Each rank then dispatches its group's tokens to the experts' ranks:
+  n_g · k_e · h / t elements per rank for a group of n_g tokens.
 
 All functions are pure. Each takes its token (or expert) count as a float or as an array of
 them, one per pass, with the same arithmetic elementwise, so
 :func:`simspec.costs.passes.pass_cost_many` prices many passes with these very functions.
-With t = e = 1 nothing is split and no collective runs. Data-parallel replicas (num_gpus larger
-than t) are not modelled: the whole batch runs on one group of t GPUs (while the KV-cache
-capacity counts every GPU's memory).
+With t = e = 1 nothing is split and no collective runs. Data-parallel replicas without expert
+parallelism beyond the group (num_gpus larger than t, e ≤ t: independent copies of the model)
+are not modelled: the whole batch runs on one group of t GPUs (while the KV-cache capacity
+counts every GPU's memory).
 """
 
 from __future__ import annotations
@@ -55,24 +65,30 @@ class Parallelism:
 
     ``tensor`` is the tensor-parallel degree t of attention and dense weights, ``expert`` the
     expert-parallel degree e of the routed experts; each expert is split ``expert_shards`` =
-    max(t / e, 1) ways inside its rank.
+    max(t / e, 1) ways inside its rank. ``attention_groups`` is the number d of data-parallel
+    attention groups (module docstring): G / t when the experts spread beyond one group
+    (e > t), else 1.
 
     >>> Parallelism.of(num_gpus=8, tensor_parallel=0, expert_parallel=8)
-    Parallelism(tensor=8, expert=8, expert_shards=1)
+    Parallelism(tensor=8, expert=8, expert_shards=1, attention_groups=1)
     >>> Parallelism.of(num_gpus=2, tensor_parallel=0, expert_parallel=1).expert_shards
     2
+    >>> Parallelism.of(num_gpus=8, tensor_parallel=1, expert_parallel=8).attention_groups
+    8
     """
 
     tensor: int = 1
     expert: int = 1
     expert_shards: int = 1
+    attention_groups: int = 1
 
     @classmethod
     def of(cls, num_gpus: int, tensor_parallel: int, expert_parallel: int) -> Parallelism:
         """From the scenario keys: ``tensor_parallel`` 0 means all ``num_gpus`` GPUs."""
         t = tensor_parallel or num_gpus
         e = max(expert_parallel, 1)
-        return cls(tensor=t, expert=e, expert_shards=max(t // e, 1))
+        groups = max(num_gpus // t, 1) if e > t else 1
+        return cls(tensor=t, expert=e, expert_shards=max(t // e, 1), attention_groups=groups)
 
     @property
     def is_split(self) -> bool:
@@ -85,6 +101,26 @@ class Parallelism:
         all-to-alls): the experts are spread over more ranks than the attention group holds
         (module docstring); within it every GPU already has every token."""
         return self.expert > self.tensor
+
+
+def attention_share(parallel: Parallelism, requests: float | np.ndarray) -> float | np.ndarray:
+    """Share of a batch of ``requests`` requests that the busiest data-parallel attention group
+    runs: ceil(B / d) / B for d groups (module docstring); exactly 1.0 without data-parallel
+    attention, and for an empty batch. ``requests`` a float, or an array (one per pass).
+
+    >>> attention_share(Parallelism(tensor=1, expert=8, attention_groups=8), 1.0)
+    1.0
+    >>> attention_share(Parallelism(tensor=1, expert=8, attention_groups=8), 12.0)
+    0.16666666666666666
+    >>> attention_share(Parallelism(tensor=8, expert=8), 12.0)
+    1.0
+    """
+    d = parallel.attention_groups
+    if d <= 1:
+        return 1.0
+    b = np.asarray(requests, dtype=float)
+    share = np.divide(np.ceil(b / d), b, out=np.ones_like(b), where=b > 0)
+    return float(share) if np.ndim(share) == 0 else share
 
 
 def allreduce_s(
@@ -195,7 +231,8 @@ def layer_collectives_s(
     Attention ends in an all-reduce of the n × h activations over the t GPUs; a dense FFN or
     a MoE layer in another. A MoE layer whose experts spread beyond the attention group
     (:attr:`Parallelism.dispatches`) instead dispatches each token's activations to its k_e
-    experts' ranks and combines them back (two all-to-alls of n·k_e·h/e elements per rank).
+    experts' ranks and combines them back: two all-to-alls of n·k_e·h/t elements per rank,
+    ``tokens`` then being one data-parallel attention group's (:func:`attention_share`).
     ``overhead_s`` is the engine's software time per layer on top
     (``RooflineParams.comm_s_per_layer``).
 
@@ -209,7 +246,7 @@ def layer_collectives_s(
     total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
     if is_moe and parallel.dispatches:
         e = parallel.expert
-        per_rank = message * experts_per_token / e
+        per_rank = message * experts_per_token / t
         total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s)
     else:
         total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)

@@ -16,11 +16,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.kernels import _batch_sum, attention_core_s, routed_experts_s
-from simspec.costs.parallel import Parallelism, layer_collectives_s, max_rank_experts
+from simspec.costs.kernels import (
+    _batch_sum,
+    attention_core_s,
+    kernel_floors_s,
+    routed_experts_s,
+)
+from simspec.costs.parallel import (
+    Parallelism,
+    attention_share,
+    layer_collectives_s,
+    max_rank_experts,
+)
 from simspec.params import PassCost, RooflineParams
 from simspec.physics.hardware import GpuSpec
-from simspec.physics.launches import EXPERT_PARALLEL_KERNELS, TABLE_PASS_KERNELS
 from simspec.physics.models import ModelShape
 
 #: Entries each memo of :class:`PassConstants` holds before it starts afresh.
@@ -162,16 +171,20 @@ def tree_mask_bytes_per_entry(shape: ModelShape) -> float:
     return 2.0 * MASK_BUILD_BYTES + MASK_PACKED_BYTES * (1 + masked)
 
 
-def tree_attention_s(c: PassConstants, tokens, ctx, counts=None):
+def tree_attention_s(c: PassConstants, tokens, ctx, counts=None, share: float = 1.0):
     """The verify mask's time in a pass of ``tokens`` (B,) or (N, B) at contexts ``ctx``:
     Σ_b n_b·(c_b + n_b) entries × :func:`tree_mask_bytes_per_entry` at one GPU's KV
     bandwidth, plus the packing kernel's floor; 0 for a pass that verifies no drafts (every
-    n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one pass, else (N,)."""
+    n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one pass, else (N,).
+    ``share``: the busiest data-parallel attention group's share of the entries
+    (:func:`~simspec.costs.parallel.attention_share`)."""
     if not c.mask_bytes_per_entry:
         return 0.0
     n = _batch_sum(tokens, counts)
     requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
     entries = _batch_sum(tokens * (ctx + tokens), counts)
+    if share != 1.0:
+        entries = entries * share
     time = entries * (c.mask_bytes_per_entry / c.mask_bw) + c.mask_floor_s
     if isinstance(n, float):
         return time if n > requests else 0.0
@@ -209,36 +222,6 @@ def renorm_s(c: PassConstants, n, requests):
     waves = np.ceil(np.asarray(n, dtype=float) / c.renorm_rows) * c.renorm_wave_s
     time = np.where(np.asarray(n) > requests, waves, 0.0)
     return float(time) if np.ndim(time) == 0 else time
-
-
-def kernel_floors_s(
-    shape: ModelShape,
-    gpu: GpuSpec,
-    params: RooflineParams,
-    parallel: Parallelism | None = None,
-) -> float:
-    """Floors of one pass's kernels: Σ_groups layers · kernels per layer + the pass's own (+
-    the dispatch kernels of every MoE layer that sends tokens to other GPUs' experts,
-    :attr:`~simspec.costs.parallel.Parallelism.dispatches`), times the GPU's floor
-    per kernel (CUDA graph or eager, ``params.cuda_graphs``; :mod:`simspec.physics.launches`)."""
-    kernels = sum(g.count * g.kernels for g in shape.groups) + shape.pass_kernels
-    if parallel is not None and parallel.dispatches:
-        kernels += shape.num_moe_layers * EXPERT_PARALLEL_KERNELS
-    return kernels * gpu.kernel_floor_s(params.cuda_graphs)
-
-
-def untimed_kernel_floors_s(
-    shape: ModelShape,
-    gpu: GpuSpec,
-    params: RooflineParams,
-    parallel: Parallelism | None = None,
-) -> float:
-    """:func:`kernel_floors_s` less the kernels a calibration profile's tables time (their
-    floors are inside the measured times; :func:`simspec.physics.launches.table_kernels`)."""
-    timed = sum(g.count * g.table_kernels for g in shape.groups) + TABLE_PASS_KERNELS
-    return kernel_floors_s(shape, gpu, params, parallel) - timed * gpu.kernel_floor_s(
-        params.cuda_graphs
-    )
 
 
 def routed_experts_split_s(
@@ -285,7 +268,9 @@ def routed_experts_split_s(
 
 
 def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray:
-    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed.
+    """All collectives of one pass over ``n`` tokens (0 on one GPU), every layer's summed;
+    with data-parallel attention ``n`` is the busiest attention group's tokens
+    (:func:`~simspec.costs.parallel.layer_collectives_s`).
 
     ``n`` may be an array of token counts, one per pass (then one total per pass).
     """
@@ -333,15 +318,24 @@ def pass_terms(
     summation as on one row alone; the rest is elementwise. So each of N passes costs, bit for
     bit, what it costs alone. ``counts``: see :func:`simspec.costs.passes.pass_cost_many`;
     ``routed``: :func:`routed_experts_split_s` of the passes, if the caller has it.
+
+    With data-parallel attention (:mod:`simspec.costs.parallel`) everything but the routed
+    experts runs on the busiest attention group's share of the batch
+    (:func:`~simspec.costs.parallel.attention_share`); the routed experts see every token.
     """
     shape = c.shape
     n = _batch_sum(tokens, counts)  # a Python float for one pass (faster than numpy scalars)
     one = isinstance(n, float)
-    terms = c.token_memo.get(n) if one else None
+    share = 1.0
+    if c.parallel.attention_groups > 1:
+        requests = float(tokens.shape[-1]) if counts is None else float(np.sum(counts))
+        share = float(attention_share(c.parallel, requests))
+    key = n if share == 1.0 else (n, share)
+    terms = c.token_memo.get(key) if one else None
     if terms is None:
-        terms = _token_terms(c, n)
+        terms = _token_terms(c, n if share == 1.0 else n * share)
         if one:
-            _remember(c.token_memo, n, terms)
+            _remember(c.token_memo, key, terms)
     fixed, projections, other, comm = terms
 
     moe = 0.0
@@ -365,11 +359,16 @@ def pass_terms(
     for g, proj in zip(shape.groups, projections, strict=True):
         kv_bw = c.kv_bw / g.kv_copies(c.parallel.tensor)  # a replicated KV cache, read t times
         core = attention_core_s(g, tokens, ctx, kv_bw, c.flops_per_s, counts)
+        if share != 1.0:
+            core = core * share
         attention += g.count * (proj + core)
     if c.renorm_wave_s:
         requests = tokens.shape[-1] if counts is None else float(np.sum(counts))
-        other = other + renorm_s(c, n, requests)
-    tree = tree_attention_s(c, tokens, ctx, counts)
+        if share == 1.0:
+            other = other + renorm_s(c, n, requests)
+        else:
+            other = other + renorm_s(c, n * share, requests * share)
+    tree = tree_attention_s(c, tokens, ctx, counts, share)
     return moe, attention, other, comm, tree
 
 
@@ -384,6 +383,7 @@ def _token_terms(c: PassConstants, n):
     """The terms of a pass that depend on its token count ``n`` alone (a float, or an array of
     one count per pass): the shared experts and router of one MoE layer, each layer group's
     attention projections, ``other`` (dense FFNs and LM head, summed) and the collectives.
+    With data-parallel attention ``n`` is the busiest attention group's tokens.
     """
     shape, flops_per_s, w_bw = c.shape, c.flops_per_s, c.w_bw
     fixed = 0.0

@@ -34,7 +34,7 @@ from simspec.costs.base import (
     tree_draft_phase_by_depth,
 )
 from simspec.costs.kernels import _add, _batch_sum
-from simspec.costs.parallel import Parallelism, allreduce_s
+from simspec.costs.parallel import Parallelism, allreduce_s, attention_share
 from simspec.costs.passes import (
     PassConstants,
     _weights,
@@ -145,7 +145,9 @@ class RooflineCostModel:
                 self.gpu,
                 self.params,
                 t,
-                parallel=Parallelism(tensor=t, expert=1, expert_shards=t),
+                parallel=Parallelism(
+                    tensor=t, expert=1, expert_shards=t, attention_groups=split.attention_groups
+                ),
                 hidden_size=self.draft_model.hidden_size,
             )
         object.__setattr__(self, "_draft", constants)
@@ -253,7 +255,7 @@ class RooflineCostModel:
         if context[0] + drafting[0] * depth >= 2**53:  # beyond exact float integers
             return draft_phase_by_depth(self, ctx, ks)
         steps = [
-            self._head_pass(float(n), float(total + n * j))
+            self._head_pass(float(n), float(total + n * j), requests=float(n))
             for j, (n, total) in enumerate(zip(drafting, context, strict=True), start=1)
         ]
         return float(sum(steps))
@@ -288,10 +290,13 @@ class RooflineCostModel:
         requests, contexts, widths, weighted = (
             [int(v) for v in accumulate(column)][::-1] for column in per_depth
         )
-        steps = [self._head_pass(float(requests[0]), float(contexts[0] + requests[0]))]
+        first = float(requests[0])
+        steps = [self._head_pass(first, float(contexts[0] + requests[0]), requests=first)]
         for j in range(2, depth + 1):
             n = widths[j - 1]
-            steps.append(self._head_pass(float(n), float(weighted[j - 1] + j * n)) if n else 0.0)
+            seen = float(weighted[j - 1] + j * n)
+            drafting = float(requests[j - 1])
+            steps.append(self._head_pass(float(n), seen, requests=drafting) if n else 0.0)
         return float(sum(steps))
 
     def draft_phase_totals(
@@ -318,7 +323,8 @@ class RooflineCostModel:
             on = ks >= j
             drafting = _add(on, axis=-1)
             seen = _add(np.where(on, ctx, 0), axis=-1) + drafting * j
-            step = self._head_pass(drafting.astype(float), seen.astype(float))
+            fed = drafting.astype(float)
+            step = self._head_pass(fed, seen.astype(float), requests=fed)
             total = total + np.where(drafting > 0, step, 0.0)
         return total
 
@@ -413,7 +419,11 @@ class RooflineCostModel:
                 unique = self._mtp_unique_experts(fed, unique)
                 c = self._draft
                 bpp = c.shape.attention_bytes_per_param  # the module's dense weights
-                projection = _weights(self._projection_bytes, fed, bpp, c.w_bw, c.flops_per_s)
+                group = fed  # the busiest data-parallel attention group's tokens
+                if self._split.attention_groups > 1:
+                    requests = float(tokens.shape[-1]) if counts is None else float(np.sum(counts))
+                    group = fed * attention_share(self._split, requests)
+                projection = _weights(self._projection_bytes, group, bpp, c.w_bw, c.flops_per_s)
             if tokens.ndim == 2:
                 return projection + pass_cost_many(
                     self._draft, tokens, ctx, unique, overhead_s=overhead, counts=counts
@@ -422,7 +432,7 @@ class RooflineCostModel:
             return cost + projection
         fed = _batch_sum(tokens, counts)  # Python floats for one pass
         rows = float(tokens.shape[-1]) if counts is None else float(np.sum(counts))
-        return self._head_pass(fed, _batch_sum(ctx + tokens, counts), rows)
+        return self._head_pass(fed, _batch_sum(ctx + tokens, counts), rows, requests=rows)
 
     def _mtp_unique_experts(self, fed, zeros: np.ndarray) -> np.ndarray:
         """Distinct routed experts an MTP module's MoE layer loads for ``fed`` tokens (a float,
@@ -443,14 +453,20 @@ class RooflineCostModel:
         time = waves * self._sampling_wave_s
         return float(time) if np.ndim(time) == 0 else time
 
-    def _head_pass(self, fed, seen, rows=None):
+    def _head_pass(self, fed, seen, rows=None, requests=None):
         """A draft head's forward pass over ``fed`` tokens that attend to ``seen`` KV entries in
         all (both Python floats, or arrays of one value per pass): it reads the batch through
         these two sums alone. It samples ``rows`` rows (default ``fed``: a draft step's one
         row per drafted token; a draft extend samples one per request). An n-gram drafter's
-        pass is nothing: 0 (shaped as ``fed``)."""
+        pass is nothing: 0 (shaped as ``fed``). With data-parallel attention each group runs
+        the head for its own ``requests`` (the pass's requests), so the busiest group's share
+        of the three sums is priced (:func:`~simspec.costs.parallel.attention_share`)."""
         if self._weightless:
             return fed * 0.0
+        if requests is not None and self._split.attention_groups > 1:
+            share = attention_share(self._split, requests)
+            rows = (fed if rows is None else rows) * share
+            fed, seen = fed * share, seen * share
         overhead = self._head_fixed_s + self.draft_sampling_s(fed if rows is None else rows)
         d, t = self.drafter, self._split.tensor
         wbytes = self._head_bytes

@@ -63,10 +63,17 @@ def test_layer_collectives_count_two_per_layer():
     two = 2 * allreduce_s(msg, 8, ALPHA, BETA)
     assert layer_collectives_s(n, h, k, True, ep8, ALPHA, BETA) == pytest.approx(two)
     assert layer_collectives_s(n, h, k, False, ep8, ALPHA, BETA) == pytest.approx(two)
-    # Experts beyond it (one attention GPU, 8 expert ranks): dispatch and combine all-to-alls.
+    # Experts beyond it (8 attention groups of one GPU, 8 expert ranks): each rank dispatches
+    # its own group's n tokens to their k experts and combines them back (two all-to-alls of
+    # n·k·h elements per rank), the tokens of a group of one GPU being all on that GPU.
     wide = Parallelism.of(8, 1, 8)
-    expected = 2 * all_to_all_s(msg * k / 8, 8, ALPHA, BETA)
+    expected = 2 * all_to_all_s(msg * k, 8, ALPHA, BETA)
     assert layer_collectives_s(n, h, k, True, wide, ALPHA, BETA) == pytest.approx(expected)
+    # Groups of two GPUs (TP2 attention, 4 groups, EP8): a rank sends half its group's rows.
+    pairs = Parallelism.of(8, 2, 8)
+    assert pairs.attention_groups == 4
+    expected = allreduce_s(msg, 2, ALPHA, BETA) + 2 * all_to_all_s(msg * k / 2, 8, ALPHA, BETA)
+    assert layer_collectives_s(n, h, k, True, pairs, ALPHA, BETA) == pytest.approx(expected)
     assert layer_collectives_s(n, h, k, False, wide, ALPHA, BETA) == 0.0  # a dense layer: 1 GPU
     assert layer_collectives_s(n, h, k, True, Parallelism(), ALPHA, BETA, 1.0) == 0.0
 

@@ -23,7 +23,7 @@ from tests.helpers import DRAFTER_CASES, roofline_model
 # MoE with shared experts and dense layers, dense only, hybrid linear attention (state bytes),
 # sliding-window attention, plain MoE.
 MODELS = ["deepseek-v3", "llama-3.1-8b", "qwen3-next-80b-a3b", "gpt-oss-20b", "mixtral-8x7b"]
-SPLITS = [(1, 0, 1), (2, 0, 1), (8, 0, 8), (8, 8, 2), (4, 2, 4)]  # (GPUs, TP, EP)
+SPLITS = [(1, 0, 1), (2, 0, 1), (8, 0, 8), (8, 8, 2), (4, 2, 4), (8, 1, 8)]  # (GPUs, TP, EP)
 
 
 def _random_params(rng: np.random.Generator) -> RooflineParams:
