@@ -59,8 +59,12 @@ def _span(low_high: Sequence[int]) -> str:
 
 
 def _outside(entry: FittedRange, gpu: str, family: str, tp: int, ep: int, batch: int) -> list[str]:
-    """What of the run lies outside ``entry``'s rows (empty: inside)."""
+    """What of the run lies outside ``entry``'s rows (empty: inside); experts beyond the
+    tensor-parallel group (ep > tp) run data-parallel attention, which the rows must have run
+    too (:attr:`~simspec.params.ranges.FittedRange.attention_dp`)."""
     out = []
+    if ep > tp and not entry.attention_dp:
+        out.append("data-parallel attention")
     if gpu not in entry.gpus:
         out.append(f"GPU {gpu}")
     if family not in entry.families:

@@ -26,7 +26,8 @@ def fitted_ranges(
 ) -> list[dict[str, Any]]:
     """One entry per set of rows that constrains the same terms, in the order the terms first
     appear: ``terms``, ``rows``, ``speculative`` (every row speculative), ``gpus``,
-    ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``). ``cases``: the rows the
+    ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``), and ``attention_dp`` when some
+    row ran data-parallel attention (ep > tp). ``cases``: the rows the
     preset was fitted on; ``touches(case)``: the terms that row constrains."""
     by_term: dict[str, list[Case]] = {}
     for case in cases:
@@ -51,6 +52,8 @@ def fitted_ranges(
                 },
             }
         )
+        if any(c.ep > c.tp for c in rows):  # written only when true: the key's default is false
+            entries[-1]["attention_dp"] = True
     return entries
 
 

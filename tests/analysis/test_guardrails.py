@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -102,6 +103,27 @@ def test_each_dimension_outside_the_fitted_rows_is_named(fake_preset, overrides,
     assert len(warnings) == 1 and warnings[0].startswith(f"{PRESET_RANGE}: ")
     assert named in warnings[0] and "pass_overhead_s" in warnings[0]
     assert "\n" not in warnings[0]
+
+
+def test_data_parallel_attention_is_outside_rows_that_did_not_run_it(fake_preset, monkeypatch):
+    """Experts beyond the tensor-parallel group (EP 2 over TP 1) run data-parallel attention: a
+    preset fitted on no such row warns so, and one fitted on such rows does not."""
+    scenario = tiny(
+        "engine.preset=sglang",
+        "hardware.num_gpus=2",
+        "hardware.tensor_parallel=1",
+        "hardware.expert_parallel=2",
+    )
+    (warning,) = preset_range_warnings(scenario, batch=4, speculates=False)
+    assert "data-parallel attention" in warning
+    wide = dataclasses.replace(FAKE.fitted_range[0], ep=(1, 2), attention_dp=True)
+    dp_fitted = dataclasses.replace(FAKE, fitted_range=(wide,))
+    monkeypatch.setattr(catalog, "get_engine", lambda name: dp_fitted)
+    assert preset_range_warnings(scenario, batch=4, speculates=False) == []
+    # The same GPUs at TP 2 with EP 2 run no data-parallel attention: the rows' TP 1-2 cover it.
+    inside = tiny("engine.preset=sglang", "hardware.num_gpus=2", "hardware.expert_parallel=2")
+    monkeypatch.setattr(catalog, "get_engine", lambda name: FAKE)
+    assert all("data-parallel" not in w for w in preset_range_warnings(inside, 4, False))
 
 
 def test_speculative_terms_count_only_when_the_run_speculates(fake_preset):
