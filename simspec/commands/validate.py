@@ -24,6 +24,7 @@ def execute(args: argparse.Namespace) -> int:
     """Load the scenario (and every point of its [sweep], if any); InputError if bad."""
     from simspec.analysis.guardrails import planned_warnings, print_warnings
     from simspec.config.load import read_with_overrides, scenario_from_dict
+    from simspec.costs.parallel import Parallelism
     from simspec.sweep.spec import expand, read_spec
 
     data, source, base = read_with_overrides(args.scenario, args.set)
@@ -38,6 +39,14 @@ def execute(args: argparse.Namespace) -> int:
         f"{s.model.target} + {s.model.drafter} on {s.hardware.num_gpus}x {s.hardware.gpu}"
     )
     print(s.acceptance_note)
+    hw = s.hardware
+    split = Parallelism.of(hw.num_gpus, hw.tensor_parallel, hw.expert_parallel)
+    if split.attention_groups > 1:
+        print(
+            f"parallelism: data-parallel attention, {split.attention_groups} groups of TP "
+            f"{split.tensor} (each its own requests), routed experts over EP {split.expert} "
+            "(simspec/costs/parallel.py)"
+        )
     if points is not None:
         print(f"sweep: {count(len(points), 'point')}, all valid")
     scenarios = [p.scenario for p in points] if points else [s]

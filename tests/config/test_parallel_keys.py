@@ -50,3 +50,16 @@ def test_degrees_change_the_cost_model():
     ).cost_model
     args = (np.array([1, 1]), np.array([100, 100]), np.full(48, 16.0))
     assert plain.verify_pass(*args).total_s != split.verify_pass(*args).total_s
+
+
+def test_validate_names_the_data_parallel_attention_groups(tmp_path, capsys):
+    from simspec.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text('name = "dp"\n[hardware]\nnum_gpus = 4\n', encoding="utf-8")
+    split = ["--set", "hardware.tensor_parallel=2", "--set", "hardware.expert_parallel=4"]
+    assert main(["validate", str(path), *split]) == 0
+    out = capsys.readouterr().out
+    assert "data-parallel attention, 2 groups of TP 2" in out and "EP 4" in out
+    assert main(["validate", str(path)]) == 0
+    assert "data-parallel" not in capsys.readouterr().out
