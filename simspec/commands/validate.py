@@ -47,6 +47,13 @@ def execute(args: argparse.Namespace) -> int:
             f"{split.tensor} (each its own requests), routed experts over EP {split.expert} "
             "(simspec/costs/parallel.py)"
         )
+    elif hw.num_gpus > split.tensor:
+        print(
+            f"parallelism: {hw.num_gpus // split.tensor} data-parallel replicas of TP "
+            f"{split.tensor} are not modelled: the whole batch runs on one group of "
+            f"{split.tensor} GPUs (the KV cache counts every GPU's memory); for one replica set "
+            "num_gpus = tensor_parallel and its share of the concurrency"
+        )
     if points is not None:
         print(f"sweep: {count(len(points), 'point')}, all valid")
     scenarios = [p.scenario for p in points] if points else [s]

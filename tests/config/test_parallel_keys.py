@@ -63,3 +63,6 @@ def test_validate_names_the_data_parallel_attention_groups(tmp_path, capsys):
     assert "data-parallel attention, 2 groups of TP 2" in out and "EP 4" in out
     assert main(["validate", str(path)]) == 0
     assert "data-parallel" not in capsys.readouterr().out
+    replicas = ["--set", "hardware.tensor_parallel=2"]
+    assert main(["validate", str(path), *replicas]) == 0
+    assert "2 data-parallel replicas of TP 2 are not modelled" in capsys.readouterr().out
