@@ -142,6 +142,15 @@ def _hardware_data(hardware: HardwareConfig) -> dict[str, Any]:
     return data
 
 
+def _routing_data(routing: RoutingConfig) -> dict[str, Any]:
+    """``[routing]`` as plain data; an unset ``working_set`` is left out, so a scenario without
+    it keeps the digest and results JSON it had before the key existed."""
+    data = to_dict(routing)
+    if routing.working_set is None:
+        del data["working_set"]
+    return data
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _CostsChoice:
     """The keys of ``[costs]`` that choose the cost model; :data:`CostsConfig` adds the rest."""
@@ -408,7 +417,7 @@ class Scenario:
             "model": to_dict(self.model),
             "hardware": _hardware_data(self.hardware),
             "costs": to_dict(self.costs),
-            "routing": to_dict(self.routing),
+            "routing": _routing_data(self.routing),
             "acceptance": to_dict(self.acceptance),
             "workload": to_dict(self.workload),
             "engine": to_dict(self.engine),

@@ -11,8 +11,8 @@ llama.cpp do: after the layer's attention, beside the GPU's resident experts,
 experts on the host (llama.cpp ``--n-cpu-moe N``); the others' never miss. Everything here is a
 pure function of the pass's union sizes and misses:
 
-* :func:`hit_fractions` — the analytic expectation of the fraction of a pass's union that is
-  resident, per layer, for a cache policy (below);
+* :func:`~simspec.costs.cache_hits.hit_fractions` — the analytic expectation of the fraction
+  of a pass's union that is resident, per layer, for a cache policy;
 * :func:`pipeline` — a copy stream and a compute stream per layer: layer l starts when its
   experts are resident; a prefetched copy for layer l is issued ahead (at layer l − 1's start
   for the next layer's gate applied early, during the draft phase for draft-guided prefetch) and
@@ -21,22 +21,8 @@ pure function of the pass's union sizes and misses:
 * :class:`OffloadModel` — the scenario's constants and :meth:`OffloadModel.price`, a pass's
   exposed load time and link traffic from its misses.
 
-Expected hit rate (analytic routing, and every policy's cost estimate). A pass uses expert e
-with probability q_e = 1 − (1 − p_e)^n, p_e the per-token inclusion probability of the routing
-model's popularity law and n chosen so that Σ_e q_e equals the pass's expected union u_l (which
-carries the temporal overlap of its tokens). Then:
-
-* ``static`` (the C most popular experts pinned) and ``lfu`` (in steady state an LFU cache holds
-  the most frequently used experts): H = Σ_{e ∈ top C} q_e / Σ_e q_e;
-* ``lru``: Che's approximation with one step of memory. Consecutive passes share experts beyond
-  chance (lag-1 reuse R = (2U(n) − U(2n)) / U(n) from the routing's own statistics); expert e
-  reappears after a pass that used it with r_e = q_e + λ(1 − q_e) (λ fitted so the q-weighted
-  mean of r_e is R) and after one that did not with q'_e = q_e(1 − r_e)/(1 − q_e) (stationary).
-  Under LRU an expert is resident iff it was used in the last T passes; T solves
-  Σ_e P(used in the last T passes) = C, and e hits with 1 − (1 − r_e)(1 − q'_e)^(T−1). With
-  independent routing (r_e = q_e) this is Che's approximation; with uniform popularity it gives
-  the resident fraction C/N. T < 1 (C < u) interpolates linearly (hit_e = T·r_e);
-* ``none``: nothing is cached (H = 0; a staging buffer holds one layer's experts).
+The expected hit rates (analytic routing, and every policy's cost estimate) are
+:mod:`simspec.costs.cache_hits`'s.
 
 A wrongly predicted prefetch costs a copy too: prefetch with accuracy a copies m_l predicted
 experts ahead, a·m_l of which are the ones missing, and the other (1 − a)·m_l are copied on
@@ -54,133 +40,11 @@ from typing import NamedTuple
 import numpy as np
 
 from simspec.costs.base import CostModel
+from simspec.costs.cache_hits import hit_fractions
 from simspec.params import PassCost
 from simspec.physics.experts import independent_union
 
 _add = np.add.reduce  # what ndarray.sum calls, without its Python wrapper
-
-#: Most Newton steps of the expected-hit solvers (they stop once converged).
-_STEPS = 60
-#: Upper end of the tokens-per-pass and LRU-window brackets (passes, tokens).
-_BIG = 1e7
-
-
-def usage_probabilities(inclusion: np.ndarray, union: np.ndarray) -> np.ndarray:
-    """Per layer and expert, the probability q_e that a pass uses expert e: 1 − (1 − p_e)^n
-    with n solved per layer so that Σ_e q_e = ``union`` (module docstring).
-
-    ``inclusion`` (L, N) p_e per token (rows sum to k_e); ``union`` (L,) expected distinct
-    experts of the pass. A union at or above the experts that can be used gives q = 1 for them.
-    """
-    p = np.clip(np.asarray(inclusion, dtype=float), 0.0, 1.0)
-    u = np.asarray(union, dtype=float)
-    log1m = np.log1p(-np.minimum(p, 1 - 1e-15))  # (L, N)
-    # Newton from below: Σ_e 1 − (1 − p_e)^n is concave in n and at most n·Σp, so n = u/Σp
-    # starts left of the root and every step stays left of it.
-    # A row stops once converged, so its answer does not depend on the rows solved with it.
-    n = u / np.maximum(p.sum(axis=1), 1e-300)
-    done = np.zeros(len(u), dtype=bool)
-    for _ in range(_STEPS):
-        stay = np.exp(n[:, None] * log1m)
-        gap = u - (1 - stay).sum(axis=1)
-        done |= np.abs(gap) <= 1e-12 * np.maximum(u, 1)
-        if done.all():
-            break
-        slope = -(stay * log1m).sum(axis=1)
-        step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
-        n = np.where(done, n, np.minimum(n + step, _BIG))
-    return -np.expm1(n[:, None] * log1m)
-
-
-def hit_fractions(
-    inclusion: np.ndarray,
-    union: np.ndarray,
-    capacity: float,
-    policy: str,
-    reuse: np.ndarray | float = 0.0,
-) -> np.ndarray:
-    """Expected fraction of a pass's union found resident, per MoE layer (module docstring).
-
-    ``capacity`` experts per layer; ``policy`` lru, lfu, static or none; ``reuse`` the lag-1
-    reuse R of consecutive passes (a float or one per layer; ignored unless lru).
-    """
-    u = np.asarray(union, dtype=float)
-    if policy == "none" or capacity <= 0:
-        return np.zeros(len(u))
-    p = np.asarray(inclusion, dtype=float)
-    r = np.broadcast_to(np.asarray(reuse, dtype=float), u.shape)
-    # Layers with the same popularity, union and reuse have the same answer: solve each once.
-    rows = np.concatenate([p, u[:, None], r[:, None]], axis=1)
-    distinct, index = np.unique(rows, axis=0, return_inverse=True)
-    if len(distinct) < len(rows):
-        n = p.shape[1]
-        answer = hit_fractions(
-            distinct[:, :n], distinct[:, n], capacity, policy, distinct[:, n + 1]
-        )
-        return answer[index.ravel()]
-    q = usage_probabilities(p, u)
-    total = q.sum(axis=1)
-    safe = np.where(total > 0, total, 1.0)
-    if capacity >= q.shape[1]:
-        return np.ones(len(u))
-    if policy in ("static", "lfu"):
-        c = int(capacity)
-        order = np.argsort(-p, axis=1, kind="stable")
-        resident = np.take_along_axis(q, order[:, :c], axis=1).sum(axis=1)
-        frac = capacity - c  # a fractional slot holds part of the next expert
-        if frac and c < q.shape[1]:
-            resident += frac * np.take_along_axis(q, order[:, c : c + 1], axis=1)[:, 0]
-        return np.where(total > 0, resident / safe, 1.0)
-    if policy != "lru":
-        raise ValueError(f"unknown cache policy {policy!r}")
-    return _lru_hits(q, total, safe, float(capacity), r)
-
-
-def _lru_hits(
-    q: np.ndarray, total: np.ndarray, safe: np.ndarray, capacity: float, reuse: np.ndarray
-) -> np.ndarray:
-    """Che's approximation with lag-1 memory (module docstring), per layer."""
-    sq = (q * q).sum(axis=1)
-    spread = (q * (1 - q)).sum(axis=1)
-    lam = np.clip(
-        np.divide(reuse * total - sq, spread, out=np.zeros_like(total), where=spread > 1e-12),
-        0.0,
-        1.0,
-    )
-    r = q + lam[:, None] * (1 - q)
-    q_after_miss = np.divide(q * (1 - r), 1 - q, out=np.ones_like(q), where=q < 1 - 1e-12)
-    log_stay = np.log1p(-np.minimum(q_after_miss, 1 - 1e-15))
-    usable = np.count_nonzero(q > 0, axis=1)
-
-    # T solves occupancy(T) = C: linear (T · Σq) up to one pass, then concave and at most T · Σq,
-    # so Newton from T = C / Σq stays left of the root.
-    t = capacity / safe
-    done = t <= 1
-    for _ in range(_STEPS if not done.all() else 0):
-        decay = (1 - q) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay)
-        gap = capacity - (1 - decay).sum(axis=1)
-        done |= np.abs(gap) <= 1e-12 * capacity
-        if done.all():
-            break
-        slope = -(decay * log_stay).sum(axis=1)
-        step = np.divide(gap, slope, out=np.full_like(gap, _BIG), where=slope > 0)
-        t = np.where(done, t, np.minimum(t + step, _BIG))
-    hit = np.where(
-        t[:, None] >= 1,
-        1 - (1 - r) * np.exp(np.maximum(t - 1, 0)[:, None] * log_stay),
-        t[:, None] * r,
-    )
-    fraction = (q * hit).sum(axis=1) / safe
-    return np.where((usable <= capacity) | (total <= 0), 1.0, np.clip(fraction, 0.0, 1.0))
-
-
-def pair_reuse(single: np.ndarray, double: np.ndarray) -> np.ndarray:
-    """Lag-1 reuse of consecutive passes, per layer: (2U(n) − U(2n)) / U(n) from the expected
-    union of one pass (``single``) and of two consecutive ones (``double``), in [0, 1]."""
-    single = np.asarray(single, dtype=float)
-    shared = 2 * single - np.asarray(double, dtype=float)
-    out = np.divide(shared, single, out=np.zeros_like(single), where=single > 0)
-    return np.clip(out, 0.0, 1.0)
 
 
 class Pipeline(NamedTuple):
@@ -301,6 +165,8 @@ class OffloadModel:
     #: MoE layers whose experts live on the host, the first ones (llama.cpp --n-cpu-moe); the
     #: others' experts are resident and never miss. -1: every MoE layer.
     host_layers: int = -1
+    #: Per-request working sets' concentration (``[routing] working_set``; 0: none).
+    working_set: float = 0.0
 
     def on_host(self, per_layer: np.ndarray) -> np.ndarray:
         """``per_layer`` with the layers whose experts stay on the GPU zeroed (none missing)."""
@@ -326,20 +192,24 @@ class OffloadModel:
             return self.layer_host_s or None
         return self.layer_host_s + self.expert_host_s * np.asarray(union, dtype=float)
 
-    def expected_misses(self, union: np.ndarray, reuse: np.ndarray | float) -> np.ndarray:
-        """Expected experts of a pass not resident, per layer (analytic; memoised on inputs)."""
+    def expected_misses(
+        self, union: np.ndarray, reuse: np.ndarray | float, requests: int = 1
+    ) -> np.ndarray:
+        """Expected experts of a pass of ``requests`` requests not resident, per layer
+        (analytic; memoised on inputs)."""
         u = np.asarray(union, dtype=float)
         r = np.broadcast_to(np.asarray(reuse, dtype=float), u.shape)
-        key = (u.tobytes(), r.tobytes())
+        requests = requests if self.working_set > 0 else 1  # only working sets tell them apart
+        key = (u.tobytes(), r.tobytes(), requests)
         hit = self._hits.get(key)
         if hit is None:
             if len(self._hits) > 4096:
                 self._hits.clear()
-            hit = self._layer_hits(u, r)
+            hit = self._layer_hits(u, r, requests)
             self._hits[key] = hit
         return u * (1 - hit)
 
-    def _layer_hits(self, u: np.ndarray, r: np.ndarray) -> np.ndarray:
+    def _layer_hits(self, u: np.ndarray, r: np.ndarray, requests: int = 1) -> np.ndarray:
         """:func:`hit_fractions` per layer, each (popularity, union, reuse) solved once: a
         layer's answer depends on those alone, and sampled unions repeat per layer."""
         if not self._groups:
@@ -347,12 +217,22 @@ class OffloadModel:
             self._groups.extend([rows, group.ravel()])
         rows, group = self._groups
         memo = self._per_layer
-        keys = list(zip(group.tolist(), u.tolist(), r.tolist(), strict=True))
+        keys = [
+            (*key, requests) for key in zip(group.tolist(), u.tolist(), r.tolist(), strict=True)
+        ]
         todo = [i for i, k in enumerate(keys) if k not in memo]
         if todo:
             if len(memo) > 65536:
                 memo.clear()
-            solved = hit_fractions(rows[group[todo]], u[todo], self.capacity, self.policy, r[todo])
+            solved = hit_fractions(
+                rows[group[todo]],
+                u[todo],
+                self.capacity,
+                self.policy,
+                r[todo],
+                self.working_set,
+                requests,
+            )
             for i, h in zip(todo, solved.tolist(), strict=True):
                 memo[keys[i]] = h
         return np.array([memo[k] for k in keys])
@@ -511,7 +391,8 @@ class OffloadCostModel:
         if found is None:
             if len(self._misses) > 65536:
                 self._misses.clear()
-            found = self.model.expected_misses(union, self.reuse(tokens_per_request))
+            reuse = self.reuse(tokens_per_request)
+            found = self.model.expected_misses(union, reuse, len(tokens_per_request))
             self._misses[key] = found
         return found
 

@@ -12,7 +12,10 @@ on a trace) and what the unique-experts count of a verify pass depends on:
   the true tokens' profile), and a per-layer factor on every overlap over depth
   (``layer_overlap_scale``);
 * the overlap of two children of one draft-tree node (``sibling_overlap``; default: the lag-1
-  overlap of drafts; :mod:`simspec.routing.siblings`).
+  overlap of drafts; :mod:`simspec.routing.siblings`);
+* a per-request working set (``working_set``): each request draws its experts from its own
+  popularity, Dirichlet around the layer's, which is what an expert cache sees over many
+  tokens beyond the lag profile (:func:`simspec.costs.cache_hits.hit_fractions`).
 
 ``mode`` picks how a pass's unique experts are obtained: sampled expert sets
 (:mod:`simspec.routing.independent`, :mod:`simspec.routing.maxent`), the max-entropy
@@ -84,6 +87,16 @@ class RoutingConfig:
         ge=0,
         le=1,
     )
+    working_set: float | None = param(
+        None,
+        "per-expert Dirichlet concentration of each request's own expert popularity around the "
+        "layer's (a per-request working set: smaller = fewer experts per request, more reuse "
+        "over many tokens); the expert cache's analytic LRU hit rates draw it "
+        "(simspec.costs.offload); analytic mode only; unset = every request routes by the "
+        "layer's popularity",
+        ge=1e-3,
+        le=1e4,
+    )
     layer_overlap_scale: tuple[float, ...] | None = param(
         None,
         "factor on every overlap per MoE layer, first to last, interpolated linearly over "
@@ -104,6 +117,9 @@ class RoutingConfig:
 
     def __post_init__(self) -> None:
         _check_trace_keys(self)
+        if self.working_set is not None and self.mode != "analytic":
+            expected = 'unset unless mode = "analytic" (sampled routing draws no working sets)'
+            raise FieldError("working_set", expected, self.working_set)
         valid = POPULARITIES.names()
         if self.popularity not in valid:
             raise FieldError("popularity", "one of " + ", ".join(map(repr, valid)), self.popularity)

@@ -21,7 +21,7 @@ touches nearly every expert); each prefill then passes through it like a decode 
 are broken by popularity, then by expert id, so the state is a function of the passes.
 A copy in flight is modelled by the pass pipeline (:mod:`simspec.costs.offload`): an expert is
 resident for the next pass once its pass has ended. The analytic counterpart (expected hit
-rates) is :func:`simspec.costs.offload.hit_fractions`.
+rates) is :func:`simspec.costs.cache_hits.hit_fractions`.
 """
 
 from __future__ import annotations

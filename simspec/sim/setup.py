@@ -16,7 +16,8 @@ from simspec.config._memory import cache_experts_per_layer, host_moe_layers, kv_
 from simspec.config.scenario import Scenario
 from simspec.config.speculation import DEFAULT_RANK_DECAY
 from simspec.costs.base import COST_MODELS, CostModel
-from simspec.costs.offload import OffloadCostModel, OffloadModel, pair_reuse
+from simspec.costs.cache_hits import pair_reuse
+from simspec.costs.offload import OffloadCostModel, OffloadModel
 from simspec.physics.experts import chance_overlap
 from simspec.routing.config import RoutingConfig
 from simspec.sim.tree import TreeSpeculation
@@ -139,7 +140,7 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
     (:class:`~simspec.costs.offload.OffloadCostModel`): the link, host, cache and runtime
     (offload framework) of ``[offload]``, the routing's popularity, and the lag-1 reuse of
     consecutive passes from the routing's expected unions
-    (:func:`~simspec.costs.offload.pair_reuse`, memoised per batch composition)."""
+    (:func:`~simspec.costs.cache_hits.pair_reuse`, memoised per batch composition)."""
     o, shape, host = s.offload, s.target.shape, s.host
     link = (
         o.link_gb_per_s * 1e9
@@ -169,6 +170,7 @@ def offload_costs(s: Scenario, base: CostModel, references: ReferenceSet) -> Off
         cancel_wrong_prefetch=o.cancel_wrong_prefetch,
         host_layers=host_moe_layers(s),
         transfers_per_miss=2 if swapping(s) else 1,
+        working_set=s.routing.working_set or 0.0,
     )
     memo: dict[bytes, np.ndarray] = {}
 

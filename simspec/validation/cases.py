@@ -154,6 +154,12 @@ class Case:
     framework: str = param(
         "", "the offloading runtime: an offload framework preset ('' = none, physics only)"
     )
+    working_set: float = param(
+        0.0,
+        "the routing's per-request working set ([routing] working_set) for the model's cache "
+        "hit rates (0 = none)",
+        ge=0,
+    )
 
     @property
     def measured_speedup(self) -> float:
@@ -362,7 +368,7 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
 _OFFLOAD_KEYS = frozenset(
     {"experts", "cache_experts_per_layer", "cache_gb", "cache_policy", "prefetch", "miss"}
     | {"prefetch_accuracy", "attention_precision", "pcie_generation", "host_link_gb_per_s"}
-    | {"host_memory_gb_per_s", "drafter", "configuration", "framework"}
+    | {"host_memory_gb_per_s", "drafter", "configuration", "framework", "working_set"}
 )
 
 

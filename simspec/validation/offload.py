@@ -10,6 +10,8 @@ A row becomes the default scenario with the row's model, precision, GPU and leng
 - the host link: ``host_link_gb_per_s`` when the source measured it, else, when the machine's
   PCIe generation is below the card's, the bandwidth derived for that generation (the card's
   lanes, :meth:`simspec.physics.hardware.GpuSpec.host_link_bytes_per_s`), else the card's own;
+- ``working_set``: the routing's per-request working sets (``[routing] working_set``), for rows
+  of a model whose routing statistics give one;
 - ``attention_precision`` and the host (``[hardware.host]``: ``host_memory_gb_per_s``, or its
   ``host_memory_channels`` and ``host_memory_mt_per_s``) when stated; ``host_moe_layers`` (the
   layers whose experts live on the host); a row whose layers are split over
@@ -121,6 +123,8 @@ def offload_scenario_data(case: Case, layer_host_s: float | None = None) -> dict
         data["hardware"]["memory_utilization"] = 1.0
     if case.attention_precision:
         data["model"]["attention_precision"] = case.attention_precision
+    if case.working_set:
+        data["routing"]["working_set"] = case.working_set
     host: dict[str, Any] = {}
     if case.host_memory_gb_per_s:
         host["memory_bytes_per_s"] = case.host_memory_gb_per_s * 1e9

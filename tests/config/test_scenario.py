@@ -139,7 +139,8 @@ def test_to_dict_fills_every_default(tmp_path):
     roofline = {k: v for k, v in _defaults(RooflineParams).items() if k not in owned}
     assert d["costs"] == {**_defaults(CostsConfig), **roofline}
     assert s.to_data()["costs"] == _defaults(CostsConfig)  # unset efficiencies are None
-    assert d["routing"] == _defaults(RoutingConfig)
+    # An unset working set is left out too.
+    assert d["routing"] == {k: v for k, v in _defaults(RoutingConfig).items() if k != "working_set"}
     assert d["routing"]["overlap"] is None
     tuples = ("alphas", "acceptance_setting", "position_acceptance")
     assert d["acceptance"] == {**_defaults(AcceptanceConfig), **{key: [] for key in tuples}}

@@ -321,7 +321,7 @@ def test_a_cache_of_top_k_slots_hits_at_the_lag_1_overlap_and_a_swap_needs_it_ab
     2 k_e (1 − rho) experts per layer against k_e without a cache: it is faster than no cache
     only for rho > 1/2, while a cache that drops the evicted expert is faster for any rho > 0
     (Mixtral-offloading's RTX 3060 rows, k = 2: LRU 1.33x faster than no cache)."""
-    from simspec.costs.offload import hit_fractions
+    from simspec.costs.cache_hits import hit_fractions
 
     k, n = 2, 8
     inclusion = np.full((LAYERS, n), k / n)

@@ -56,3 +56,17 @@ def test_draft_keys_need_a_true_profile():
         RoutingConfig(draft_overlaps=(0.3,))
     with pytest.raises(FieldError, match="only together with overlap"):
         RoutingConfig(layer_overlap_scale=(1.0,))
+
+
+def test_working_sets_are_analytic_only_and_keep_the_digest_when_unset():
+    from simspec.config.load import load_scenario
+    from simspec.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(overrides={"routing.working_set": 0.2})  # the default is monte_carlo
+    assert err.value.key_path == "routing.working_set"
+    plain = load_scenario(overrides={"routing.mode": "analytic"})
+    assert "working_set" not in plain.to_dict()["routing"]
+    sets = load_scenario(overrides={"routing.mode": "analytic", "routing.working_set": 0.2})
+    assert sets.to_dict()["routing"]["working_set"] == 0.2
+    assert sets.digest() != plain.digest()

@@ -195,3 +195,12 @@ def test_the_readme_counts_the_current_rows():
     assert tuple(map(int, found.groups())) == (*expected, count["overlap"], tests)
     groups = re.search(r"leave-one-group-out over (\d+) reporters", readme)
     assert groups and int(groups.group(1)) == SUMMARY["out_of_sample"]["groups"]
+
+
+def test_the_expert_cache_hit_rates_hold_their_target():
+    """Issue 29: every published hit rate of validation/offload.toml within its target (10
+    points) of the prediction, given the rows' routing statistics (their working sets)."""
+    offload = SUMMARY["offload"]
+    target = offload["targets"]["hit_rate_points"]
+    assert offload["hit_rate_max_abs_points"] <= target
+    assert len(offload["hit_rate_max_abs_points_by_reporter"]) >= 3  # not one reporter's rows
