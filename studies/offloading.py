@@ -51,6 +51,9 @@ SENSITIVITY: dict[str, dict[str, Any]] = {
         "offload.prefetch": "draft_guided",
     },
 }
+#: Routing with reuse for finding 5: Qwen3-30B-A3B's working sets (validation/offload.toml,
+#: imp PR #1359's reuse statistics) and the default scenario's lag-1 overlap.
+REUSE = {"routing.working_set": 0.2, "routing.overlap": 0.38}
 #: A small cache for finding 1 (few experts cached).
 SMALL = {"mixtral-8x7b": 1, "qwen3-30b-a3b": 8, "gpt-oss-120b": 8}
 
@@ -124,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             for policy in ("lru", "static"):
                 over = {"offload.cache_experts_per_layer": c, "offload.cache_policy": policy}
                 jobs[f"f5/{m}/{c}/{policy}"] = (m, over, True)
+            jobs[f"f5/{m}/{c}/lru-reuse"] = (
+                m,
+                {"offload.cache_experts_per_layer": c, "offload.cache_policy": "lru", **REUSE},
+                True,
+            )
     for label, over in SENSITIVITY.items():
         jobs[f"f3x/{label}"] = ("mixtral-8x7b", over, False)
     for link in LINKS:
@@ -230,15 +238,17 @@ def _finding4(results: dict[str, Any], heading: bool) -> None:
 
 def _finding5(results: dict[str, Any], heading: bool) -> None:
     _heading(heading, "### 5. Hit rate against cache size, LRU and static (most popular), k = 0\n")
-    print("| model | experts per layer cached | LRU | static |")
-    print("|---|---|---|---|")
+    print("| model | experts per layer cached | LRU | static | LRU, routing with reuse |")
+    print("|---|---|---|---|---|")
     for m in MODELS:
         for c in CACHES[m]:
             if "error" in results[f"f5/{m}/{c}/lru"]:
-                print(f"| {m} | {c} | does not fit the GPU | |")
+                print(f"| {m} | {c} | does not fit the GPU | | |")
                 continue
             lru, static = _k0(results, f"f5/{m}/{c}/lru"), _k0(results, f"f5/{m}/{c}/static")
-            print(f"| {m} | {c} | {_pct(lru['hit_rate'])} | {_pct(static['hit_rate'])} |")
+            reuse = _k0(results, f"f5/{m}/{c}/lru-reuse")
+            cells = (lru["hit_rate"], static["hit_rate"], reuse["hit_rate"])
+            print(f"| {m} | {c} | " + " | ".join(_pct(x) for x in cells) + " |")
 
 
 def figure(results: dict[str, Any], ks: list[str], folder: Path, framework: str = "none") -> None:
