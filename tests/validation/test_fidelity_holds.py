@@ -204,3 +204,29 @@ def test_the_expert_cache_hit_rates_hold_their_target():
     target = offload["targets"]["hit_rate_points"]
     assert offload["hit_rate_max_abs_points"] <= target
     assert len(offload["hit_rate_max_abs_points_by_reporter"]) >= 3  # not one reporter's rows
+
+
+def test_the_readme_quotes_the_current_kernel_identity_and_offload_numbers():
+    """The README's prose numbers of the kernel identities (validation/kernel_fit.json) and of
+    the offload rows (summary.json) are the current ones, rounded as written."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    kernels = json.loads((FOLDER / "kernel_fit.json").read_text(encoding="utf-8"))
+    identity = {k: v["with_all"]["median"] for k, v in kernels["kernel_identities"].items()}
+    assert f"within a median {identity['blackwell-nvfp4']:.1%}".replace("%", " %") in text
+    assert f"MI300X (bf16, {identity['mi300x-bf16']:.0%}".replace("%", " %") in text
+    assert f"MI355X (FP8, {identity['mi355x-fp8']:.0%}".replace("%", " %") in text
+    assert f"not at all ({identity['mi355x-mxfp4']:.0%}".replace("%", " %") in text
+    assert "measure nine kernel identities" in text and len(identity) == 9
+    report = (FOLDER / "REPORT.md").read_text(encoding="utf-8")
+    adp = next(line for line in report.splitlines() if line.startswith("| glm-4.7-4xgb200-adp4"))
+    measured, predicted = (float(cell) for cell in adp.split("|")[8:10])
+    assert f"{measured:.1f} ms measured, {predicted:.1f} ms predicted" in text
+    offload = SUMMARY["offload"]
+    oos = offload["out_of_sample"]["median_abs_relative_error"]
+    held = offload["held_out"]["median_abs_relative_error"]
+    points = offload["hit_rate_max_abs_points"]
+    quoted = (
+        f"Today: {oos:.0%} median out of sample on the runtime rows, {held:.0%} on the held-out"
+    ).replace("%", " %")
+    assert quoted in text
+    assert f"every published hit rate within {points:.0f} points" in text
