@@ -47,6 +47,14 @@ def table(summary: dict) -> str:
     for engine, e in oos["engines"].items():
         if "note" in e:
             lines.append(f"{engine}: {e['note']}")
+    unseen = summary["not_fitted"]  # rows the shipped presets and kernel constants never saw
+    parts = []
+    for category, u in unseen.items():
+        med = u["median_abs_relative_error"]
+        parts.append(f"{category} {'-' if med is None else f'{med:.1%}'} on {u['rows']}")
+    lines.append(
+        "held out by construction (not fitted by the shipped numbers): " + ", ".join(parts)
+    )
     off = summary.get("offload")
     if off is not None:  # validation/offload.toml: expert offloading, held-out rows first
         held, hits = off["held_out"], off["hit_rate_max_abs_points"]

@@ -34,14 +34,15 @@ import numpy as np
 
 from simspec import catalog
 from simspec.costs.moe_kernel import kernel_identity, moe_layer_s
-from simspec.params import L2_REUSE_MODES, RooflineParams
+from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FIT_MAX_TOKENS, RooflineParams
 from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.validation.cases import Case, CaseFile, for_fitting
 
 #: Rows with M up to this are fitted and scored (decode and verify sizes).
-M_MAX = 256
-#: Series fitted: tuned configs, or the default config an engine runs when it has no tuned file.
+M_MAX = MOE_KERNEL_FIT_MAX_TOKENS
+#: Series fitted: tuned configs, or the default config an engine runs when it has no tuned file
+#: (the shipped constants' series, :data:`simspec.params.MOE_KERNEL_FIT_SERIES`, are these).
 FIT_SERIES = {
     "mixtral-8x7b-h100-tp2-bf16-tuned": "tuned config (vLLM)",
     "qwen3-30b-h100-fp8-pr-defaults": "vLLM's default configs after PR #24700",

@@ -26,9 +26,9 @@ def fitted_ranges(
 ) -> list[dict[str, Any]]:
     """One entry per set of rows that constrains the same terms, in the order the terms first
     appear: ``terms``, ``rows``, ``speculative`` (every row speculative), ``gpus``,
-    ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``), and ``attention_dp`` when some
-    row ran data-parallel attention (ep > tp). ``cases``: the rows the
-    preset was fitted on; ``touches(case)``: the terms that row constrains."""
+    ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``), ``attention_dp`` when some
+    row ran data-parallel attention (ep > tp), and the rows' ids (``cases``). ``cases``: the
+    rows the preset was fitted on; ``touches(case)``: the terms that row constrains."""
     by_term: dict[str, list[Case]] = {}
     for case in cases:
         for term in touches(case):
@@ -54,6 +54,7 @@ def fitted_ranges(
         )
         if any(c.ep > c.tp for c in rows):  # written only when true: the key's default is false
             entries[-1]["attention_dp"] = True
+        entries[-1]["cases"] = [c.id for c in rows]
     return entries
 
 
@@ -69,5 +70,10 @@ def range_toml(entries: Sequence[dict[str, Any]]) -> list[str]:
 
     lines = []
     for entry in entries:
-        lines += ["", "[[fitted_range]]", *(f"{k} = {value(v)}" for k, v in entry.items())]
+        lines += ["", "[[fitted_range]]"]
+        for k, v in entry.items():
+            if k == "cases":  # one id per line: the list is long
+                lines += ["cases = [", *(f"  {value(c)}," for c in v), "]"]
+            else:
+                lines.append(f"{k} = {value(v)}")
     return lines

@@ -26,6 +26,19 @@ EFFICIENCY_MIN = 0.002
 OVERHEAD_MAX_S = 1.0
 #: Forms of the routed-expert kernel time (``[costs] moe_kernel``; simspec.costs.moe_kernel).
 MOE_KERNEL_FORMS = ("saturation", "launch")
+#: The kernel-table series of ``validation/cases.toml`` that the launch form's shipped constants
+#: (``moe_launch_s``, ``moe_expert_s``, ``moe_bandwidth_efficiency``) were fitted on, at most
+#: :data:`MOE_KERNEL_FIT_MAX_TOKENS` tokens per row (validation/KERNEL_FIT.md): a fidelity
+#: report tells those rows from the ones the constants never saw (``simspec.fit.kernels``'s
+#: fit series are these).
+MOE_KERNEL_FIT_SERIES = (
+    "mixtral-8x7b-h100-tp2-bf16-tuned",
+    "qwen3-30b-h100-fp8-pr-defaults",
+    "qwen3-30b-a100-pcie-bf16",
+    "qwen3-235b-h200-tp8-fp8-untuned",
+    "gpt-oss-120b-h100-triton-after",
+)
+MOE_KERNEL_FIT_MAX_TOKENS = 256
 #: What L2 does to co-routed re-reads of an expert in one pass (simspec.costs.moe_kernel).
 L2_REUSE_MODES = ("ideal", "fit", "none")
 #: [costs] keys added after profile schema 1: a profile's ``fitted`` table may omit them (the

@@ -36,9 +36,17 @@ class FittedRange:
         "some rows ran data-parallel attention (expert parallelism beyond the tensor-parallel "
         "group, simspec.costs.parallel)",
     )
+    cases: tuple[str, ...] = param(
+        (),
+        "ids of those rows in the cases file they come from (validation/cases.toml), so a "
+        "fidelity report can tell the rows the shipped preset was fitted on from those it "
+        "never saw (simspec.validation.report); as many as rows",
+    )
 
     def __post_init__(self) -> None:
         for key in ("tp", "ep", "batch"):
             low_high = getattr(self, key)
             if len(low_high) != 2 or low_high[0] > low_high[1]:
                 raise FieldError(key, "[low, high] with low <= high", list(low_high))
+        if self.cases and len(self.cases) != self.rows:
+            raise FieldError("cases", f"{self.rows} row ids (rows = {self.rows})", list(self.cases))

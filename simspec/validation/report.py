@@ -13,8 +13,11 @@ batch sizes is also shown as implied time per step, so sources can be compared o
 Given the nested fold table (:mod:`simspec.fit.nested`), the summary and the report lead with
 the out-of-sample errors (``out_of_sample``, :mod:`.holdout`) and every row's table gains its
 held-out prediction. Both files carry :func:`~.holdout.inputs_hash`, so a test can tell when
-they are stale. The expert-offloading rows (``offload.toml`` next to the cases file,
-:mod:`.offload`) add a section of their own and ``summary["offload"]``.
+they are stale. Rows the shipped presets and kernel constants were not fitted on
+(:func:`fitted_on`: test rows, rows called inconsistent, other engines' rows, and every row of
+a cases file of one's own) are summarised apart (``not_fitted``): for them the shipped numbers
+are out of sample as they stand. The expert-offloading rows (``offload.toml`` next to the
+cases file, :mod:`.offload`) add a section of their own and ``summary["offload"]``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from simspec import catalog
 from simspec.io import write_atomic
+from simspec.params import MOE_KERNEL_FIT_MAX_TOKENS, MOE_KERNEL_FIT_SERIES
 
 from ._sections import (
     held_out_lines,
@@ -38,7 +43,15 @@ from ._sections import (
     target_lines,
 )
 from .accuracy import accuracy_table
-from .cases import CATEGORIES, OFFLOAD_CASES_PATH, Case, CaseFile, engine_preset, load_cases
+from .cases import (
+    CASES_PATH,
+    CATEGORIES,
+    OFFLOAD_CASES_PATH,
+    Case,
+    CaseFile,
+    engine_preset,
+    load_cases,
+)
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
 from .offload import (
@@ -107,10 +120,19 @@ def fidelity_report(
     folder = Path(out)
     fit = read_preset_fit(folder / PRESET_FIT)  # a broken file fails before any simulation
     outcomes = predict_all(cases.cases, workers=workers, progress=progress)
-    summary: dict[str, Any] = {"inputs_hash": inputs_hash(cases_path)}
+    summary: dict[str, Any] = {
+        "inputs_hash": inputs_hash(cases_path),
+        "cases_file": cases_file_name(cases_path),
+    }
     if folds is not None:
         summary["out_of_sample"] = out_of_sample(folds)
     summary |= summarize(outcomes)
+    summary["not_fitted"] = {
+        category: _stats(
+            [o for o in outcomes if o.case.category == category and not fitted_on(o.case)]
+        )
+        for category in CATEGORIES
+    }
     if folds is not None:
         held = {r["id"]: r["predicted"] for r in folds["rows"]}
         summary["speculative_by_shape"] = shape_summary(outcomes, held)
@@ -137,25 +159,54 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 4) if values else None
 
 
+def _stats(rows: list[Outcome]) -> dict[str, Any]:
+    """Rows, predicted rows, median / max |relative error|, wrong signs, with physics only."""
+    errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
+    signs = [o.sign_right for o in rows if o.sign_right is not None]
+    ideal = [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
+    ideal_signs = [o.ideal_sign_right for o in rows if o.ideal_sign_right is not None]
+    return {
+        "rows": len(rows),
+        "predicted_rows": len(errors),
+        "median_abs_relative_error": _median(errors),
+        "max_abs_relative_error": round(max(errors), 4) if errors else None,
+        "wrong_signs": sum(1 for s in signs if not s),
+        "signs_checked": len(signs),
+        "ideal_median_abs_relative_error": _median(ideal),
+        "ideal_wrong_signs": sum(1 for s in ideal_signs if not s),
+    }
+
+
+def fitted_on(case: Case) -> bool:
+    """Whether the shipped constants that price ``case`` were fitted on it: a kernel row of a
+    series the launch form's constants were fitted on (:data:`~simspec.params.
+    MOE_KERNEL_FIT_SERIES`, at most :data:`~simspec.params.MOE_KERNEL_FIT_MAX_TOKENS` tokens), or
+    a row its engine preset's fitted ranges name by id (:attr:`~simspec.params.ranges.
+    FittedRange.cases`). Any other row (a test row, one called inconsistent, a row of an engine
+    without a fitted preset, a row of a cases file the shipped numbers never saw) is held out
+    from them by construction.
+    """
+    if case.role != "fit":
+        return False
+    if case.category == "kernel":
+        series = case.id.split("[")[0]
+        return series in MOE_KERNEL_FIT_SERIES and case.tokens <= MOE_KERNEL_FIT_MAX_TOKENS
+    preset = catalog.get_engine(engine_preset(case))
+    return any(case.id in entry.cases for entry in preset.fitted_range)
+
+
+def cases_file_name(cases_path: str | Path) -> str:
+    """The cases file as the report names it: its folder and name (``validation/cases.toml``
+    for the shipped one), the same on every machine."""
+    path = Path(cases_path)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     """Per category: rows, predicted rows, median / max |relative error|, wrong signs."""
     summary: dict[str, Any] = {}
     for category in CATEGORIES:
-        rows = [o for o in outcomes if o.case.category == category]
-        errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
-        signs = [o.sign_right for o in rows if o.sign_right is not None]
-        ideal = [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
-        ideal_signs = [o.ideal_sign_right for o in rows if o.ideal_sign_right is not None]
-        summary[category] = {
-            "rows": len(rows),
-            "predicted_rows": len(errors),
-            "median_abs_relative_error": _median(errors),
-            "max_abs_relative_error": round(max(errors), 4) if errors else None,
-            "wrong_signs": sum(1 for s in signs if not s),
-            "signs_checked": len(signs),
-            "ideal_median_abs_relative_error": _median(ideal),
-            "ideal_wrong_signs": sum(1 for s in ideal_signs if not s),
-        }
+        summary[category] = _stats([o for o in outcomes if o.case.category == category])
     targets: dict[str, Any] = {}
     for label, category, prefixes in TARGETS:
         rows = [
@@ -173,6 +224,43 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     summary["targets"] = targets
     summary["speculative_by_shape"] = shape_summary(outcomes)
     return summary
+
+
+def _category_table(stats: dict[str, dict[str, Any]]) -> list[str]:
+    """A summary table: per category (:func:`_stats`) rows, predicted rows, median (physics
+    only), max, wrong signs (physics only)."""
+    lines = [
+        "| category | rows | predicted | median abs rel. error (ideal) | max abs rel. error | "
+        "wrong sign of speedup − 1 (ideal) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for category, s in stats.items():
+        med, mx = s["median_abs_relative_error"], s["max_abs_relative_error"]
+        ideal = s["ideal_median_abs_relative_error"]
+        signs = (
+            f"{s['wrong_signs']} of {s['signs_checked']} ({s['ideal_wrong_signs']})"
+            if s["signs_checked"]
+            else "—"
+        )
+        lines.append(
+            f"| {category} | {s['rows']} | {s['predicted_rows']} | "
+            f"{'—' if med is None else f'{med:.0%}'} ({'—' if ideal is None else f'{ideal:.0%}'})"
+            f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
+        )
+    return lines
+
+
+def _not_fitted_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary's table of the rows the shipped numbers were not fitted on
+    (:func:`fitted_on`)."""
+    return [
+        "",
+        "Held out by construction (the shipped presets and kernel constants on the rows they",
+        "were not fitted on: test rows, rows called inconsistent, rows of engines without a",
+        "fitted preset, and every row of a cases file of one's own):",
+        "",
+        *_category_table(summary["not_fitted"]),
+    ]
 
 
 def _fmt(value: float | None) -> str:
@@ -271,10 +359,12 @@ def report(
     (read from ``preset_fit_path``, :mod:`simspec.fit.presets`), None when there is none;
     ``folds`` the nested fold table (out-of-sample predictions), None when not run."""
     held = {r["id"]: r["predicted"] for r in folds["rows"]} if folds is not None else {}
+    name = summary.get("cases_file", str(CASES_PATH))
+    regenerate = REGENERATE if name == CASES_PATH.as_posix() else f"simspec fidelity --cases {name}"
     lines = [
         "# Fidelity report: simspec vs published GPU measurements",
         "",
-        "Written by `simspec fidelity` from `validation/cases.toml` (every number there cites",
+        f"Written by `simspec fidelity` from `{name}` (every number there cites",
         "its source); do not edit by hand. Method: `simspec/validation/predictions.py`.",
         "Predictions use the default scenario's cost model (roofline, assumed efficiencies, no",
         "calibration profile), its routing (lag-1 overlap 0.38, analytic mode) and the row's",
@@ -287,7 +377,7 @@ def report(
         "marked *not meaningful*).",
         "",
         f"Inputs hash (cases file, catalog, pricing and fitting code): `{summary['inputs_hash']}`;",
-        f"when it no longer matches, `{REGENERATE}` regenerates this report.",
+        f"when it no longer matches, `{regenerate}` regenerates this report.",
         "",
         "## Summary",
         "",
@@ -311,27 +401,25 @@ def report(
                 f"{'—' if mx is None else f'{mx:.0%}'} | "
                 f"{_signs(o['wrong_signs'], o['signs_checked'])} |"
             )
-        lines += ["", "In sample (the shipped presets, fitted on these rows):", ""]
-    lines += [
-        "| category | rows | predicted | median abs rel. error (ideal) | max abs rel. error | "
-        "wrong sign of speedup − 1 (ideal) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for category in CATEGORIES:
-        s = summary[category]
-        med, mx = s["median_abs_relative_error"], s["max_abs_relative_error"]
-        ideal = s["ideal_median_abs_relative_error"]
-        signs = (
-            f"{s['wrong_signs']} of {s['signs_checked']} ({s['ideal_wrong_signs']})"
-            if s["signs_checked"]
-            else "—"
-        )
-        lines.append(
-            f"| {category} | {s['rows']} | {s['predicted_rows']} | "
-            f"{'—' if med is None else f'{med:.0%}'} ({'—' if ideal is None else f'{ideal:.0%}'})"
-            f" | {'—' if mx is None else f'{mx:.0%}'} | {signs} |"
-        )
-    lines += target_lines(summary["targets"])
+    if lines[-1] == "":  # no out-of-sample table above
+        lines.pop()
+    lines += _not_fitted_lines(summary)
+    fitted = sum(summary[c]["rows"] - summary["not_fitted"][c]["rows"] for c in CATEGORIES)
+    if fitted:
+        lines += [
+            "",
+            "In sample (every row with the shipped presets and kernel constants, which were "
+            f"fitted on {fitted} of them):",
+            "",
+            *_category_table({c: summary[c] for c in CATEGORIES}),
+        ]
+        lines += target_lines(summary["targets"])
+    else:
+        lines += [
+            "",
+            "The shipped presets and kernel constants were fitted on none of these rows: the",
+            "table above holds every row.",
+        ]
     if oos is not None and folds is not None:
         lines += out_of_sample_lines(oos, folds)
     if "presets_out_of_sample" in summary:

@@ -75,6 +75,21 @@ def test_fidelity_writes_the_report_and_the_summary(cases, tmp_path, capsys):
     assert decode_error is not None and decode_error >= 0
 
 
+def test_a_cases_file_of_ones_own_is_held_out_from_the_shipped_numbers(cases, tmp_path):
+    """Rows the shipped presets and kernel constants never saw are summarised apart, as out of
+    sample as they stand; the report names the file it was written from and how to rewrite it."""
+    out = tmp_path / "out"
+    assert main(["fidelity", "--cases", str(cases), "--out", str(out), "--in-sample-only"]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["cases_file"] == f"{cases.parent.name}/cases.toml"
+    for category in ("kernel", "decode"):  # every row is one the shipped numbers never saw
+        assert summary["not_fitted"][category] == summary[category]
+    report = (out / "REPORT.md").read_text(encoding="utf-8")
+    assert f"from `{cases.parent.name}/cases.toml`" in report
+    assert f"`simspec fidelity --cases {cases.parent.name}/cases.toml` regenerates" in report
+    assert "Held out by construction" in report and "fitted on none of these rows" in report
+
+
 @pytest.mark.parametrize(
     ("args", "where"),
     [

@@ -46,7 +46,7 @@ def test_terms_with_the_same_rows_share_one_entry_that_reads_back():
     (table,) = tomllib.loads(text)["fitted_range"]
     assert build(FittedRange, table) == FittedRange(
         terms=("x", "y"), rows=2, gpus=("h100-sxm",), families=("qwen3",),
-        tp=(2, 2), ep=(1, 1), batch=(1, 8),
+        tp=(2, 2), ep=(1, 1), batch=(1, 8), cases=("a", "b"),
     )  # fmt: skip
 
 
@@ -62,6 +62,14 @@ def test_each_shipped_preset_states_the_rows_its_fitted_terms_rest_on(engine):
     assert shipped == tuple(build(FittedRange, e) for e in expected)
     terms = [t for entry in shipped for t in entry.terms]
     assert sorted(terms) == sorted(presets.fitted_keys(engine))
+
+
+def test_a_range_names_as_many_rows_as_it_counts():
+    with pytest.raises(ValueError, match="cases"):
+        FittedRange(
+            terms=("x",), rows=2, gpus=(), families=(), tp=(1, 1), ep=(1, 1), batch=(1, 1),
+            cases=("only-one",),
+        )  # fmt: skip
 
 
 def test_a_range_is_low_then_high():

@@ -230,3 +230,28 @@ def test_the_readme_quotes_the_current_kernel_identity_and_offload_numbers():
     ).replace("%", " %")
     assert quoted in text
     assert f"every published hit rate within {points:.0f} points" in text
+
+
+def test_the_readme_quotes_the_current_held_out_by_construction_errors():
+    """The README's numbers for the rows the shipped numbers were not fitted on are the
+    summary's (``not_fitted``), rounded as written, and each category has such rows (test rows
+    at least), no more than it has rows."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    unseen = SUMMARY["not_fitted"]
+    spec, dec, ker = unseen["speculative"], unseen["decode"], unseen["kernel"]
+
+    def pct(value: float) -> str:
+        return f"{100 * value:.1f} %"
+
+    assert (
+        f"{spec['rows']} speculative rows at a median {pct(spec['median_abs_relative_error'])} "
+        f"(physics only {pct(spec['ideal_median_abs_relative_error'])}, "
+        f"{spec['wrong_signs']} wrong sign of {spec['signs_checked']} checked)"
+    ) in text
+    assert (
+        f"{dec['rows']} decode rows at {pct(dec['median_abs_relative_error'])} "
+        f"(physics only {pct(dec['ideal_median_abs_relative_error'])}:"
+    ) in text
+    assert f"{ker['rows']} kernel rows at {pct(ker['median_abs_relative_error'])}" in text
+    for category in ("kernel", "decode", "speculative", "overlap"):
+        assert 0 < unseen[category]["rows"] <= SUMMARY[category]["rows"]

@@ -177,3 +177,31 @@ def test_speculative_rows_are_summarised_by_draft_shape_in_and_out_of_sample():
     assert out["median_abs_relative_error"] == pytest.approx(0.5)
     assert (out["wrong_signs"], out["signs_checked"]) == (1, 1)
     assert "out_of_sample" not in shape_summary(outcomes)["tree"]
+
+
+def test_the_shipped_numbers_were_fitted_on_the_rows_their_fits_name_and_no_other():
+    """:func:`fitted_on` (the report's held-out-by-construction split): a row the shipped
+    preset's fit used (validation/preset_fit.json), a kernel row of a fit series at decode
+    sizes; not a test row, not a fit series' row beyond the fitted sizes, not a renamed copy."""
+    import dataclasses
+    import json
+
+    from simspec.fit.kernels import FIT_SERIES, M_MAX
+    from simspec.params import MOE_KERNEL_FIT_MAX_TOKENS, MOE_KERNEL_FIT_SERIES
+    from simspec.validation.report import fitted_on
+
+    assert tuple(FIT_SERIES) == MOE_KERNEL_FIT_SERIES and M_MAX == MOE_KERNEL_FIT_MAX_TOKENS
+    fit = json.loads((CASES.parent / "preset_fit.json").read_text(encoding="utf-8"))
+    used = {r["id"] for engine in fit.values() for r in engine["rows"] if r["fitted"]}
+    unused = {r["id"] for engine in fit.values() for r in engine["rows"] if not r["fitted"]}
+    cases = cases_mod.load_cases(CASES).cases
+    by_id = {c.id: c for c in cases}
+    assert used and unused
+    assert all(fitted_on(by_id[i]) for i in used)
+    assert not any(fitted_on(by_id[i]) for i in unused)
+    assert not any(fitted_on(c) for c in cases if c.role == "test")
+    copy = dataclasses.replace(by_id[sorted(used)[0]], id="my-own-row")
+    assert not fitted_on(copy)
+    kernel = [c for c in cases if c.category == "kernel" and c.id.split("[")[0] in FIT_SERIES]
+    assert any(fitted_on(c) for c in kernel if c.tokens <= M_MAX)
+    assert not any(fitted_on(c) for c in kernel if c.tokens > M_MAX)
