@@ -383,10 +383,23 @@ def report(
         "",
     ]
     oos = summary.get("out_of_sample")
+    fitted = sum(summary[c]["rows"] - summary["not_fitted"][c]["rows"] for c in CATEGORIES)
+    if not fitted:  # a file the shipped numbers never saw: these are its out-of-sample errors
+        lines += [*_not_fitted_lines(summary)[1:], ""]
     if oos is not None:
+        intro = (
+            [
+                "Out of sample first (nested leave-one-group-out, every fitted or chosen quantity",
+                "refit without the held-out reporter or source; see *Out of sample* below):",
+            ]
+            if fitted
+            else [
+                "Nested leave-one-group-out within this file (every fitted or chosen quantity",
+                "refit on the other reporters' rows of this file alone; see *Out of sample*):",
+            ]
+        )
         lines += [
-            "Out of sample first (nested leave-one-group-out, every fitted or chosen quantity",
-            "refit without the held-out reporter or source; see *Out of sample* below):",
+            *intro,
             "",
             "| category | held-out rows predicted | median abs rel. error | target | max | "
             "wrong sign of speedup − 1 |",
@@ -401,11 +414,10 @@ def report(
                 f"{'—' if mx is None else f'{mx:.0%}'} | "
                 f"{_signs(o['wrong_signs'], o['signs_checked'])} |"
             )
-    if lines[-1] == "":  # no out-of-sample table above
+    if lines[-1] == "":  # no table above
         lines.pop()
-    lines += _not_fitted_lines(summary)
-    fitted = sum(summary[c]["rows"] - summary["not_fitted"][c]["rows"] for c in CATEGORIES)
     if fitted:
+        lines += _not_fitted_lines(summary)
         lines += [
             "",
             "In sample (every row with the shipped presets and kernel constants, which were "
@@ -418,7 +430,7 @@ def report(
         lines += [
             "",
             "The shipped presets and kernel constants were fitted on none of these rows: the",
-            "table above holds every row.",
+            "first table (held out by construction) holds every row.",
         ]
     if oos is not None and folds is not None:
         lines += out_of_sample_lines(oos, folds)

@@ -88,6 +88,11 @@ def test_a_cases_file_of_ones_own_is_held_out_from_the_shipped_numbers(cases, tm
     assert f"from `{cases.parent.name}/cases.toml`" in report
     assert f"`simspec fidelity --cases {cases.parent.name}/cases.toml` regenerates" in report
     assert "Held out by construction" in report and "fitted on none of these rows" in report
+    nested = tmp_path / "nested"  # with the nested refits, which fit on this file's rows alone
+    assert main(["fidelity", "--cases", str(cases), "--out", str(nested)]) == 0
+    report = (nested / "REPORT.md").read_text(encoding="utf-8")
+    first = report.index("Held out by construction")
+    assert first < report.index("Nested leave-one-group-out within this file")
 
 
 @pytest.mark.parametrize(
