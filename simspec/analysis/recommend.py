@@ -29,6 +29,7 @@ from typing import Any
 from simspec.analysis.experiment import Progress
 from simspec.analysis.guardrails import (
     PRESET_RANGE,
+    PUBLISHED_MISS,
     acceptance_warning,
     best_k_at_edge,
     within_error_warning,
@@ -155,7 +156,7 @@ def recommend(
     edge = best_k_at_edge(
         [fixed[label] for label in labels], [mean[label].mean for label in labels], max_draft_tokens
     )
-    ranges = [w for w in replicated.warnings if w.startswith(PRESET_RANGE)]
+    ranges = [w for w in replicated.warnings if w.startswith((PRESET_RANGE, PUBLISHED_MISS))]
     return BatchRecommendation(
         batch=batch,
         replications=len(replicated.runs),

@@ -37,6 +37,7 @@ import numpy as np
 from simspec.analysis.experiment import Progress
 from simspec.analysis.guardrails import (
     PRESET_RANGE,
+    PUBLISHED_MISS,
     acceptance_warning,
     best_shape_at_edge,
     within_error_warning,
@@ -213,7 +214,7 @@ def _speedups(
     warnings: list[str] = []
     for group in _groups(shapes).values():
         runs = replicate(_group_scenario(scenario, group), replications)
-        warnings += [w for w in runs.warnings if w.startswith(PRESET_RANGE)]
+        warnings += [w for w in runs.warnings if w.startswith((PRESET_RANGE, PUBLISHED_MISS))]
         for shape in group:
             out[shape] = runs.values(f"fixed-{shape.steps}")
     return out, tuple(dict.fromkeys(warnings))

@@ -11,6 +11,16 @@ of a category falls back on.
 
 The relative error is predicted / measured − 1, so a prediction ``p`` with a typical
 |error| ``e`` (the median) stands for a measurement between p / (1 + e) and p / (1 − e).
+
+``published`` holds the same errors per target model, GPU and tensor-parallel degree
+(:func:`~simspec.analysis.guardrails.published_key`) and engine preset: for a fitted preset,
+its engine's rows, each predicted out of sample (its nested fold's prediction, else, for a row
+the shipped numbers were not fitted on, :func:`~.fitted.fitted_on`, the shipped one, out of
+sample as it stands); for ``ideal``, the physics-only prediction of every row of that model,
+GPU and degree; rows the stated rules call inconsistent (:mod:`.consistency`) are left out;
+with how many rows the prediction is faster than the measurement (a shorter time, a higher
+throughput or speedup). A run of that model on that GPU at that degree under
+that preset reads it (the ``published-miss`` guardrail, :mod:`simspec.analysis.guardrails`).
 """
 
 from __future__ import annotations
@@ -19,12 +29,19 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from simspec.analysis.guardrails import published_key
+
+from .cases import engine_preset
+from .consistency import inconsistent
+from .fitted import fitted_on
 from .predictions import Outcome, speedup_sign_right
 
 #: The categories whose errors a run's answer carries (a decode step, a speculative speedup).
 CATEGORIES = ("decode", "speculative")
 #: The pooled entry's name in :func:`accuracy_table`.
 POOLED = "all"
+#: Quantities that are rates (higher is faster); the others are times (lower is faster).
+RATES = ("tokens_per_s", "tokens_per_s_per_user", "speedup")
 
 
 def _entry(category: str, rows: Iterable[tuple[float, float, str]]) -> dict[str, Any] | None:
@@ -80,6 +97,45 @@ def accuracy_table(
         "inputs_hash": inputs_hash,
         "method": "fitted presets: nested leave-one-reporter-out (validation/folds.json); "
         "ideal: the physics-only prediction of every row; all: the fitted presets' "
-        "out-of-sample rows pooled",
+        "out-of-sample rows pooled; published: per model@gpu/tp and preset, a fitted preset's rows "
+        "each predicted out of sample (its fold's prediction, else the shipped one where the "
+        "shipped numbers were not fitted on the row), ideal's physics-only predictions",
         "engines": {name: engines[name] for name in sorted(engines)},
+        "published": published_table(outcomes, folds),
     }
+
+
+def published_table(outcomes: list[Outcome], folds: dict[str, Any]) -> dict[str, Any]:
+    """Per model, GPU and tensor-parallel degree (:func:`~simspec.analysis.guardrails.
+    published_key`), engine preset and category (:data:`CATEGORIES`): the :func:`_entry`
+    of the rows' out-of-sample predictions (module docstring) and ``faster``, how many of them
+    predict faster than measured. A fitted preset's entry holds the rows of its engine;
+    ``ideal``'s the physics-only prediction of every row of that model, GPU and degree."""
+    held = {r["id"]: r["predicted"] for r in folds["rows"]}
+    doubtful = inconsistent([o.case for o in outcomes])
+    found: dict[tuple[str, str, str], list[tuple[float, float, str, bool]]] = {}
+    for o in outcomes:
+        c = o.case
+        if c.category not in CATEGORIES or c.id in doubtful:
+            continue
+        rate = c.category == "speculative" or c.quantity in RATES
+        key = published_key(c.model, c.gpu, c.tp)
+        preset = engine_preset(c)
+        predicted = held.get(c.id)
+        if predicted is None and not fitted_on(c):
+            predicted = o.predicted
+        if predicted is not None and preset != "ideal":
+            found.setdefault((key, preset, c.category), []).append(
+                (predicted, o.measured, c.reporter, rate)
+            )
+        if o.ideal is not None:
+            found.setdefault((key, "ideal", c.category), []).append(
+                (o.ideal, o.measured, c.reporter, rate)
+            )
+    table: dict[str, Any] = {}
+    for (key, preset, category), rows in sorted(found.items()):
+        entry = _entry(category, ((p, m, r) for p, m, r, _ in rows))
+        assert entry is not None
+        entry["faster"] = sum(1 for p, m, _, rate in rows if (p > m if rate else p < m))
+        table.setdefault(key, {}).setdefault(preset, {})[category] = entry
+    return table

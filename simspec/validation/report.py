@@ -14,9 +14,9 @@ Given the nested fold table (:mod:`simspec.fit.nested`), the summary and the rep
 the out-of-sample errors (``out_of_sample``, :mod:`.holdout`) and every row's table gains its
 held-out prediction. Both files carry :func:`~.holdout.inputs_hash`, so a test can tell when
 they are stale. Rows the shipped presets and kernel constants were not fitted on
-(:func:`fitted_on`: test rows, rows called inconsistent, other engines' rows, and every row of
-a cases file of one's own) are summarised apart (``not_fitted``): for them the shipped numbers
-are out of sample as they stand. The expert-offloading rows (``offload.toml`` next to the
+(:func:`.fitted.fitted_on`: test rows, rows called inconsistent, other engines' rows, and every
+row of a cases file of one's own) are summarised apart (``not_fitted``): for them the shipped
+numbers are out of sample as they stand. The expert-offloading rows (``offload.toml`` next to the
 cases file, :mod:`.offload`) add a section of their own and ``summary["offload"]``.
 """
 
@@ -30,9 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from simspec import catalog
 from simspec.io import write_atomic
-from simspec.params import MOE_KERNEL_FIT_MAX_TOKENS, MOE_KERNEL_FIT_SERIES
 
 from ._sections import (
     held_out_lines,
@@ -52,6 +50,7 @@ from .cases import (
     engine_preset,
     load_cases,
 )
+from .fitted import fitted_on
 from .holdout import REGENERATE, inputs_hash, out_of_sample, out_of_sample_lines
 from .holdout import TARGETS as OOS_TARGETS
 from .offload import (
@@ -177,24 +176,6 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
     }
 
 
-def fitted_on(case: Case) -> bool:
-    """Whether the shipped constants that price ``case`` were fitted on it: a kernel row of a
-    series the launch form's constants were fitted on (:data:`~simspec.params.
-    MOE_KERNEL_FIT_SERIES`, at most :data:`~simspec.params.MOE_KERNEL_FIT_MAX_TOKENS` tokens), or
-    a row its engine preset's fitted ranges name by id (:attr:`~simspec.params.ranges.
-    FittedRange.cases`). Any other row (a test row, one called inconsistent, a row of an engine
-    without a fitted preset, a row of a cases file the shipped numbers never saw) is held out
-    from them by construction.
-    """
-    if case.role != "fit":
-        return False
-    if case.category == "kernel":
-        series = case.id.split("[")[0]
-        return series in MOE_KERNEL_FIT_SERIES and case.tokens <= MOE_KERNEL_FIT_MAX_TOKENS
-    preset = catalog.get_engine(engine_preset(case))
-    return any(case.id in entry.cases for entry in preset.fitted_range)
-
-
 def cases_file_name(cases_path: str | Path) -> str:
     """The cases file as the report names it: its folder and name (``validation/cases.toml``
     for the shipped one), the same on every machine."""
@@ -252,7 +233,7 @@ def _category_table(stats: dict[str, dict[str, Any]]) -> list[str]:
 
 def _not_fitted_lines(summary: dict[str, Any]) -> list[str]:
     """The summary's table of the rows the shipped numbers were not fitted on
-    (:func:`fitted_on`)."""
+    (:func:`.fitted.fitted_on`)."""
     return [
         "",
         "Held out by construction (the shipped presets and kernel constants on the rows they",

@@ -355,3 +355,71 @@ def test_a_run_priced_from_a_calibration_profile_gets_no_within_error_warning(ta
     assert scenario.profile is not None  # premise: the run is priced from the profile
     assert within_error_warning(scenario, "fixed-3", 1.0) is None
     assert within_error_warning(tiny("engine.preset=sglang"), "fixed-3", 1.0) is not None
+
+
+# -- the published-miss guardrail -------------------------------------------------------------
+
+
+def _miss(rows: int, error: float) -> dict:
+    return {"rows": rows, "reporters": 1, "median_abs_relative_error": error,
+            "wrong_signs": 0, "signs_checked": 0, "faster": rows}  # fmt: skip
+
+
+#: Qwen3-30B-A3B on H100 at TP 2: the sglang preset misses decode rows by 40 % and speculative
+#: ones by 20 % (below the threshold); at TP 1 only two rows, each missed by 90 %.
+PUBLISHED = {
+    "engines": {},
+    "published": {
+        guardrails.published_key("qwen3-30b-a3b", "h100-sxm", 2): {
+            "sglang": {"decode": _miss(5, 0.4), "speculative": _miss(6, 0.2)},
+            "ideal": {"speculative": _miss(6, 0.5)},
+        },
+        guardrails.published_key("qwen3-30b-a3b", "h100-sxm", 1): {
+            "sglang": {"decode": _miss(2, 0.9)},
+        },
+    },
+}
+
+
+@pytest.fixture
+def published(monkeypatch):
+    monkeypatch.setattr(catalog, "accuracy", lambda: PUBLISHED)
+
+
+def test_published_rows_of_the_runs_model_gpu_and_degree_that_simspec_misses_warn(published):
+    """Only the entry of the run's model, GPU, TP degree and preset counts; a category warns
+    at a median miss of at least PUBLISHED_MISS_ERROR over PUBLISHED_MIN_ROWS rows or more;
+    speculative rows only when the run speculates."""
+    tp2 = ("hardware.num_gpus=2", "hardware.tensor_parallel=2")
+    (decode,) = guardrails.published_miss_warnings(tiny("engine.preset=sglang", *tp2), True)
+    assert decode.startswith(f"{guardrails.PUBLISHED_MISS}: ") and "decode step times" in decode
+    assert "at TP 2 with the sglang preset" in decode and "median 40%" in decode
+    assert "5 rows, 1 reporter; 5 predicted faster" in decode and "\n" not in decode
+    (spec,) = guardrails.published_miss_warnings(tiny(*tp2), True)  # ideal: 50 % speculative
+    assert "speculative speedups" in spec and "ideal preset" in spec
+    assert guardrails.published_miss_warnings(tiny(*tp2), False) == []  # plain decoding only
+    assert guardrails.published_miss_warnings(tiny("engine.preset=sglang"), True) == []  # 2 rows
+    assert guardrails.published_miss_warnings(tiny("engine.preset=vllm", *tp2), True) == []
+    assert guardrails.PUBLISHED_MIN_ROWS == 3 and guardrails.PUBLISHED_MISS_ERROR == 0.30
+
+
+def test_a_run_lists_the_published_miss_and_a_calibrated_run_does_not(published):
+    tp2 = ("engine.preset=sglang", "hardware.num_gpus=2", "hardware.tensor_parallel=2")
+    result = run_experiment(tiny(*tp2))
+    assert guardrails.PUBLISHED_MISS in _codes(result.warnings)
+    assert guardrails.PUBLISHED_MISS in _codes(guardrails.planned_warnings(tiny(*tp2)))
+    profile = Path(__file__).resolve().parents[2] / "calibration" / "h100-sxm-analytic.json"
+    calibrated = tiny(*tp2, f'costs.profile="{profile}"')
+    assert guardrails.published_miss_warnings(calibrated, True) == []
+
+
+def test_the_shipped_table_names_the_misses_the_report_shows():
+    """The catalog's ``published`` entries are those of validation/REPORT.md's rows: e.g.
+    gpt-oss-120b on one MI300X with vLLM (InferenceX PR #1061, predicted about twice too fast
+    at concurrency 64-256) is missed by more than the threshold, every row predicted faster."""
+    table = catalog.accuracy()["published"]
+    entry = table[guardrails.published_key("gpt-oss-120b", "mi300x", 1)]["vllm"]["decode"]
+    assert entry["rows"] == 4 and entry["faster"] == 4
+    assert entry["median_abs_relative_error"] >= guardrails.PUBLISHED_MISS_ERROR
+    fine = table[guardrails.published_key("gpt-oss-120b", "h100-sxm", 8)]["vllm"]["decode"]
+    assert fine["median_abs_relative_error"] < 0.15  # SemiAnalysis's TP8 rows: predicted well

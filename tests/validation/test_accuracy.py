@@ -71,3 +71,45 @@ def test_the_shipped_table_is_the_current_reports():
     assert shipped == summary["accuracy"], "regenerate: python bench/fidelity.py"
     assert shipped["inputs_hash"] == summary["inputs_hash"]
     assert catalog.accuracy() == shipped
+
+
+def _case(case_id: str, quantity: str, measured: float, *, role: str = "fit", tp: int = 1) -> Case:
+    import dataclasses
+
+    case = Case(
+        case_id, "decode", "qwen3-30b-a3b", "h100-sxm", tp, tp, 1, "SGLang", "bf16", quantity,
+        "ms", measured, "s", "r",
+    )  # fmt: skip
+    return dataclasses.replace(case, role=role)
+
+
+def test_published_errors_are_out_of_sample_per_model_gpu_degree_and_preset():
+    """A row counts with its fold's prediction; a row with none only when the shipped numbers
+    were not fitted on it (a test row: its shipped prediction); ``faster`` reads a rate and a
+    time each the right way round; ``ideal`` takes every row's physics-only prediction."""
+    from simspec.validation.accuracy import published_table
+
+    time_row = _case("t", "tpot_ms", 10.0)  # fold: 8 ms, faster, -20 %
+    rate_row = _case("r", "tokens_per_s", 100.0)  # fold: 150 tok/s, faster, +50 %
+    test_row = _case("x", "tpot_ms", 10.0, role="test")  # no fold prediction: shipped 12 ms
+    # A row the shipped sglang preset was fitted on (its id), with no fold prediction: left out.
+    fitted = _case("qwen3-30b-2xh100-tp2-sglang[0]", "tpot_ms", 10.0)
+    other = _case("o", "tpot_ms", 10.0, tp=2)  # another degree: another key
+    outcomes = [
+        Outcome(time_row, 10.0, 9.0, ideal=5.0),
+        Outcome(rate_row, 100.0, 140.0, ideal=200.0),
+        Outcome(test_row, 10.0, 12.0, ideal=6.0),
+        Outcome(fitted, 10.0, 10.0, ideal=5.0),
+        Outcome(other, 10.0, 10.0, ideal=5.0),
+    ]
+    folds = {"rows": [{"id": "t", "predicted": 8.0}, {"id": "r", "predicted": 150.0},
+                      {"id": "x", "predicted": None},
+                      {"id": "qwen3-30b-2xh100-tp2-sglang[0]", "predicted": None}]}  # fmt: skip
+    table = published_table(outcomes, folds)
+    sglang = table["qwen3-30b-a3b@h100-sxm/tp1"]["sglang"]["decode"]
+    assert sglang["rows"] == 3  # t, r and the test row x
+    assert sglang["median_abs_relative_error"] == pytest.approx(0.2)  # of 20, 50 and 20 %
+    assert sglang["faster"] == 2  # t (8 < 10 ms) and r (150 > 100 tok/s), not x (12 > 10 ms)
+    ideal = table["qwen3-30b-a3b@h100-sxm/tp1"]["ideal"]["decode"]
+    assert ideal["rows"] == 4 and ideal["faster"] == 4  # 5, 6 and 5 ms below 10; 200 > 100
+    assert table["qwen3-30b-a3b@h100-sxm/tp2"]["sglang"]["decode"]["rows"] == 1  # the TP2 row

@@ -188,7 +188,7 @@ def test_the_shipped_numbers_were_fitted_on_the_rows_their_fits_name_and_no_othe
 
     from simspec.fit.kernels import FIT_SERIES, M_MAX
     from simspec.params import MOE_KERNEL_FIT_MAX_TOKENS, MOE_KERNEL_FIT_SERIES
-    from simspec.validation.report import fitted_on
+    from simspec.validation.fitted import fitted_on
 
     assert tuple(FIT_SERIES) == MOE_KERNEL_FIT_SERIES and M_MAX == MOE_KERNEL_FIT_MAX_TOKENS
     fit = json.loads((CASES.parent / "preset_fit.json").read_text(encoding="utf-8"))
