@@ -40,7 +40,7 @@ class FittedRange:
         (),
         "ids of those rows in the cases file they come from (validation/cases.toml), so a "
         "fidelity report can tell the rows the shipped preset was fitted on from those it "
-        "never saw (simspec.validation.report); as many as rows",
+        "never saw (simspec.validation.fitted); as many as rows",
     )
 
     def __post_init__(self) -> None:

@@ -19,8 +19,8 @@ the shipped numbers were not fitted on, :func:`~.fitted.fitted_on`, the shipped 
 sample as it stands); for ``ideal``, the physics-only prediction of every row of that model,
 GPU and degree; rows the stated rules call inconsistent (:mod:`.consistency`) are left out;
 with how many rows the prediction is faster than the measurement (a shorter time, a higher
-throughput or speedup). A run of that model on that GPU at that degree under
-that preset reads it (the ``published-miss`` guardrail, :mod:`simspec.analysis.guardrails`).
+throughput or speedup). A run of that model on that GPU at that degree under that preset reads
+it (the ``published-miss`` guardrail, :mod:`simspec.analysis.guardrails`).
 """
 
 from __future__ import annotations

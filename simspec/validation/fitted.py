@@ -3,7 +3,7 @@
 cases`) and the kernel series of the launch form's constants
 (:data:`simspec.params.MOE_KERNEL_FIT_SERIES`). Every other row is held out from them by
 construction: a fidelity report summarises those rows apart (:mod:`.report`), and the
-per-model-and-GPU errors behind a run's ``published-miss`` guardrail count them
+errors per model, GPU and TP degree behind a run's ``published-miss`` guardrail count them
 (:mod:`.accuracy`).
 """
 
