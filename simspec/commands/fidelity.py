@@ -83,6 +83,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY,...",
         help="with --fit-presets: overheads held at 0 (not fitted), comma-separated",
     )
+    parser.add_argument(
+        "--keys",
+        action="store_true",
+        help="print the keys a cases file's tables take (to write one of your own) and exit",
+    )
+
+
+def case_keys() -> list[str]:
+    """The keys of a cases file: ``[sources.KEY]`` and every key of a ``[[cases]]`` table, with
+    its type, default (none: required) and help, as :class:`~simspec.validation.cases.Case`
+    declares them (what :func:`~simspec.validation.cases.load_cases` checks)."""
+    import dataclasses
+
+    from simspec.validation.cases import Case
+
+    lines = [
+        "[sources.KEY]  url (required), title, reporter: where the numbers come from",
+        "[[cases]]      one measured series; a list-valued key makes one row per element "
+        "(every list of a table as long), a scalar applies to every row:",
+    ]
+    for f in dataclasses.fields(Case):
+        meta = f.metadata
+        if f.default is not dataclasses.MISSING:
+            default = f"default {f.default!r}"
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f"default {f.default_factory()!r}"
+        else:
+            default = "required"
+        choices = f"; one of {', '.join(map(repr, meta['choices']))}" if meta.get("choices") else ""
+        kind = getattr(f.type, "__name__", str(f.type))
+        lines.append(f"  {f.name} ({kind}, {default}): {meta.get('help', '')}{choices}")
+    return lines
 
 
 def _check(args: argparse.Namespace) -> list[str]:
@@ -116,6 +148,9 @@ def execute(args: argparse.Namespace) -> int:
     from simspec.io.progress import Progress
     from simspec.validation import CATEGORIES, fidelity_report, load_cases
 
+    if args.keys:
+        print("\n".join(case_keys()))
+        return 0
     without = _check(args)
     cases = load_cases(args.cases)  # a bad file fails before any simulation
     out = Path(args.out)

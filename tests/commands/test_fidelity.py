@@ -205,3 +205,19 @@ def test_the_accuracy_table_is_the_summarys(cases, tmp_path):
     written = json.loads(table.read_text(encoding="utf-8"))
     assert written == summary["accuracy"] and written["inputs_hash"] == summary["inputs_hash"]
     assert "ideal" in written["engines"]
+
+
+def test_keys_lists_every_key_a_cases_table_takes(capsys):
+    """`--keys` documents the format for a file of one's own from what the reader checks: every
+    field of Case, the required ones marked, and the choices of a key that has them."""
+    import dataclasses
+
+    from simspec.validation.cases import Case
+
+    assert main(["fidelity", "--keys"]) == 0
+    out = capsys.readouterr().out
+    for f in dataclasses.fields(Case):
+        assert f"\n  {f.name} (" in out, f.name
+    assert "  value (float, required): the measurement" in out
+    assert "  role (str, default 'fit'): " in out and "'test'" in out
+    assert out.startswith("[sources.KEY]")
