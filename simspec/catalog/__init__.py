@@ -55,6 +55,13 @@ def _entry(kind: str, name: str) -> Any:
     return spec
 
 
+def forget_parsed() -> None:
+    """Drop the parsed entries, so the next use reads the files again: for a command that has
+    just rewritten catalog files (``simspec fidelity --fit-presets --catalog``) and goes on
+    using them in the same process."""
+    _entry.cache_clear()
+
+
 def model_names() -> list[str]:
     """Names of the catalog's target (and dense draft) models."""
     return list(_files("models"))

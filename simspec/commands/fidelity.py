@@ -190,6 +190,10 @@ def execute(args: argparse.Namespace) -> int:
             )
             if args.catalog:
                 write_atomic(Path(args.catalog) / f"{engine}.toml", preset_toml(engine, result))
+        if args.catalog:  # what follows prices and classifies rows with the presets just written
+            from simspec import catalog
+
+            catalog.forget_parsed()
     folds = None
     if not args.in_sample_only:
         from simspec.fit.nested import nested_folds
@@ -214,26 +218,21 @@ def execute(args: argparse.Namespace) -> int:
         )
     oos: dict[str, Any] = summary.get("out_of_sample") or {}
     for category in CATEGORIES if oos else ():
-        o = oos[category]
-        median = o["median_abs_relative_error"]
-        print(
-            f"{category} out of sample: {o['predicted_rows']} of {o['rows']} rows, median |err| "
-            f"{'-' if median is None else f'{median:.0%}'}, wrong signs {o['wrong_signs']}"
-        )
+        print(_stats_line(f"{category} out of sample", oos[category], "rows"))
     for category in CATEGORIES:
-        s = summary[category]
-        median = s["median_abs_relative_error"]
-        print(
-            f"{category}: {s['predicted_rows']} of {s['rows']} rows predicted, median |err| "
-            f"{'-' if median is None else f'{median:.0%}'}, wrong signs {s['wrong_signs']}"
-        )
+        print(_stats_line(category, summary[category], "rows predicted"))
     for category in CATEGORIES:  # rows the shipped presets and kernel constants never saw
-        u = summary["not_fitted"][category]
-        median = u["median_abs_relative_error"]
-        print(
-            f"{category} held out by construction (not fitted by the shipped numbers): "
-            f"{u['predicted_rows']} of {u['rows']} rows, median |err| "
-            f"{'-' if median is None else f'{median:.0%}'}, wrong signs {u['wrong_signs']}"
-        )
+        unseen = summary["not_fitted"][category]
+        held = f"{category} held out by construction (not fitted by the shipped numbers)"
+        print(_stats_line(held, unseen, "rows"))
     print(f"wrote {out / 'REPORT.md'}")
     return 0
+
+
+def _stats_line(label: str, stats: dict[str, Any], rows: str) -> str:
+    """One category's statistics of the summary as one printed line."""
+    median = stats["median_abs_relative_error"]
+    return (
+        f"{label}: {stats['predicted_rows']} of {stats['rows']} {rows}, median |err| "
+        f"{'-' if median is None else f'{median:.0%}'}, wrong signs {stats['wrong_signs']}"
+    )

@@ -423,3 +423,22 @@ def test_the_shipped_table_names_the_misses_the_report_shows():
     assert entry["median_abs_relative_error"] >= guardrails.PUBLISHED_MISS_ERROR
     fine = table[guardrails.published_key("gpt-oss-120b", "h100-sxm", 8)]["vllm"]["decode"]
     assert fine["median_abs_relative_error"] < 0.15  # SemiAnalysis's TP8 rows: predicted well
+    # The README's other examples: DeepSeek-V3 at TP8 on H100 (vLLM, physics only) and
+    # Qwen3-235B-A22B at TP4 on GB200.
+    for model, gpu, tp, presets in (
+        ("deepseek-v3", "h100-sxm", 8, ("vllm", "ideal")),
+        ("qwen3-235b-a22b", "gb200", 4, ("trtllm", "ideal")),
+    ):
+        for preset in presets:
+            miss = table[guardrails.published_key(model, gpu, tp)][preset]["decode"]
+            assert miss["rows"] >= guardrails.PUBLISHED_MIN_ROWS, (model, preset)
+            assert miss["median_abs_relative_error"] >= guardrails.PUBLISHED_MISS_ERROR
+
+
+def test_the_catalog_forgets_its_parsed_entries_when_asked():
+    """After a command rewrote catalog files it reads them again (``forget_parsed``)."""
+    catalog.get_engine("sglang")
+    assert catalog._entry.cache_info().currsize > 0
+    catalog.forget_parsed()
+    assert catalog._entry.cache_info().currsize == 0
+    assert catalog.get_engine("sglang").name == "sglang"
