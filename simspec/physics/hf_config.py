@@ -37,7 +37,11 @@ attention always carries ``q_norm`` / ``k_norm``) and the ``use_qk_norm`` of glm
 for GLM-4.5, false for GLM-4.5-Air) and minimax_m2 (whose norm spans all heads together: the
 same two norm kernels). Weights are taken as bf16 (2 bytes per parameter) apart from gpt-oss's
 MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale per 32, OCP MX spec v1.0), as the
-catalog does; a scenario's ``[model] precision`` changes them. MiniMax-M2's config.json declares
+catalog does, and an FP8 checkpoint's (``quantization_config.quant_method = "fp8"``: DeepSeek-V3's,
+Qwen3's and GLM-4.5's FP8 releases), whose experts, shared experts, dense FFNs and attention
+projections are read as fp8 with run-time activation quantisation
+(:func:`simspec.physics.precision.with_precision`; embeddings, LM head and router stay bf16);
+a scenario's ``[model] precision`` changes them. MiniMax-M2's config.json declares
 MTP modules (``num_mtp_modules``) whose weights are not released: they are not read.
 Multi-token prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as
 in the catalog; their number is kept (``mtp_layers``) for an MTP drafter. The headline parameter
@@ -53,6 +57,7 @@ from typing import Any
 
 from simspec.errors import FieldError, InputError, describe
 from simspec.physics.models import AttentionSpec, FfnSpec, ModelSpec, MoeSpec, derive_shape
+from simspec.physics.precision import with_precision
 
 #: The ``model_type`` values :func:`model_spec_from_hf` reads.
 FAMILIES = (
@@ -329,8 +334,9 @@ def _spec(f: _Fields, family: str, name: str, source: str) -> ModelSpec:
         _softmax_only(f, layers)
     moe, dense_width = _moe(f, family, layers)
     quant = f.get("quantization_config", {})
-    mxfp4 = isinstance(quant, Mapping) and quant.get("quant_method") == "mxfp4"
-    return ModelSpec(
+    method = quant.get("quant_method") if isinstance(quant, Mapping) else None
+    mxfp4 = method == "mxfp4"
+    spec = ModelSpec(
         name=name,
         display_name=str(f.get("_name_or_path", name)),
         family=family,
@@ -347,3 +353,4 @@ def _spec(f: _Fields, family: str, name: str, source: str) -> ModelSpec:
         moe=moe,
         attention=_attention(f, family, hidden, layers),
     )
+    return with_precision(spec, "fp8") if method == "fp8" else spec

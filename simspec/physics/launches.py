@@ -28,6 +28,23 @@ Per layer:
 
 Per pass (5): embedding gather, final RMSNorm, LM head GEMM, logits processing, sampling.
 
+A checkpoint that quantises activations as well as weights (fp8 W8A8 with dynamic activation
+scales, as DeepSeek-V3's, Qwen3's and GLM-4.5's FP8 releases are; NVFP4 W4A4) runs a
+quantisation kernel on the input of every quantised GEMM before the GEMM itself: TensorRT-LLM's
+FP8 block-scale linear calls ``fp8_quantize_1x128`` and then ``fp8_block_scaling_gemm``
+(``tensorrt_llm/_torch/modules/linear.py``, ``FP8BlockScalesLinearMethod``), SGLang's
+``sglang_per_token_group_quant_fp8`` and then the block GEMM
+(``sglang/srt/layers/quantization/fp8_utils.py``), vLLM's ``QuantFP8`` and then the GEMM
+(``vllm/model_executor/layers/quantization/utils/fp8_utils.py``); TensorRT-LLM's NVFP4 linear
+calls ``fp4_quantize`` before ``nvfp4_gemm``. Counted per quantised GEMM input
+(:data:`ACTIVATION_QUANT_KERNELS`): a GQA or sliding block's QKV and output GEMMs (2), MLA's
+fused q_a/kv_a, q_b and output GEMMs (3), linear attention's two input projections and output
+GEMM (3), and a shared expert's or dense FFN's gate/up and down GEMMs (2). The router and the LM
+head stay in bf16; the routed experts quantise inside their fused kernel (``moe_launch_s``).
+An engine that fuses the quantisation into the preceding norm or activation (vLLM's
+torch.compile fusion passes, TensorRT-LLM's fused RMSNorm + NVFP4 quantise) launches fewer:
+these are the unfused counts, an upper bound by a few kernels per layer.
+
 When a MoE layer sends tokens to experts outside its attention group (expert parallelism
 over more ranks than the tensor-parallel group, :mod:`simspec.costs.parallel`) it adds the
 dispatch's own kernels around its two all-to-alls (4): counting tokens per rank, permuting
@@ -54,6 +71,11 @@ QK_NORM_KERNELS = 2
 MOE_KERNELS, SHARED_EXPERT_KERNELS = 3, 4
 #: Kernels of a dense FFN block.
 DENSE_FFN_KERNELS = 4
+#: Activation-quantisation kernels of an attention block whose projections quantise their
+#: inputs at run time, by kind, and of a shared-expert or dense FFN block whose GEMMs do
+#: (module docstring).
+ACTIVATION_QUANT_KERNELS = {"gqa": 2, "sliding": 2, "mla": 3, "linear": 3}
+FFN_ACTIVATION_QUANT_KERNELS = 2
 #: Kernels an expert-parallel MoE layer adds around its dispatch and combine.
 EXPERT_PARALLEL_KERNELS = 4
 #: Kernels of a pass outside its layers: embedding, final norm, LM head, logits, sampling.
@@ -65,19 +87,35 @@ DRAFT_STEP_KERNELS = 8
 VERIFY_KERNELS = 6
 
 
-def layer_kernels(attention: str, is_moe: bool, shared_experts: bool, qk_norm: bool = False) -> int:
+def layer_kernels(
+    attention: str,
+    is_moe: bool,
+    shared_experts: bool,
+    qk_norm: bool = False,
+    *,
+    quantised_attention: bool = False,
+    quantised_ffn: bool = False,
+) -> int:
     """Kernels one layer launches: its attention block (``gqa``, ``sliding``, ``mla`` or
     ``linear``; with ``qk_norm`` a softmax-attention block adds :data:`QK_NORM_KERNELS`) and
-    its FFN block (MoE, with or without shared experts, or dense).
+    its FFN block (MoE, with or without shared experts, or dense); ``quantised_attention`` and
+    ``quantised_ffn`` add the activation-quantisation kernels of a W8A8 / W4A4 checkpoint's
+    attention projections and shared-expert or dense FFN GEMMs
+    (:data:`ACTIVATION_QUANT_KERNELS`).
 
     >>> layer_kernels("gqa", True, False, qk_norm=True)  # Qwen3-30B-A3B
     11
     >>> layer_kernels("mla", True, True)  # DeepSeek-V3's MoE layers
     18
+    >>> layer_kernels("mla", True, True, quantised_attention=True, quantised_ffn=True)  # in fp8
+    23
     """
     ffn = MOE_KERNELS + (SHARED_EXPERT_KERNELS if shared_experts else 0) if is_moe else 0
     norms = QK_NORM_KERNELS if qk_norm and attention in ("gqa", "sliding") else 0
-    return ATTENTION_KERNELS[attention] + norms + (ffn if is_moe else DENSE_FFN_KERNELS)
+    quant = ACTIVATION_QUANT_KERNELS[attention] if quantised_attention else 0
+    if quantised_ffn and (shared_experts or not is_moe):
+        quant += FFN_ACTIVATION_QUANT_KERNELS
+    return ATTENTION_KERNELS[attention] + norms + (ffn if is_moe else DENSE_FFN_KERNELS) + quant
 
 
 #: Of those, the kernels a calibration profile's tables time (their floors are in the measured

@@ -173,6 +173,17 @@ class ModelSpec:
     attention_weight_bytes: float = param(
         0.0, "bytes per parameter of attention projections (0 = weight_bytes)", ge=0, le=MAX_BYTES
     )
+    attention_activation_quant: bool = param(
+        False,
+        "the attention projections' inputs are quantised at run time, one kernel per "
+        "projection (a W8A8 or W4A4 checkpoint: simspec.physics.precision."
+        "ACTIVATION_QUANT_FORMATS)",
+    )
+    shared_activation_quant: bool = param(
+        False,
+        "the shared experts' and dense FFNs' inputs are quantised at run time, one kernel per "
+        "GEMM (as attention_activation_quant)",
+    )
     total_params_b: float = param(0.0, "headline total parameters, billions", ge=0, le=MAX_PARAMS_B)
     active_params_b: float = param(
         0.0, "headline active parameters, billions", ge=0, le=MAX_PARAMS_B
@@ -384,7 +395,12 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
                 is_moe=moe,
                 kernels=layer_kernels(
-                    a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0, a.qk_norm
+                    a.kind if kind == "full" else kind,
+                    moe,
+                    m.num_shared_experts > 0,
+                    a.qk_norm,
+                    quantised_attention=spec.attention_activation_quant,
+                    quantised_ffn=spec.shared_activation_quant,
                 ),
                 table_kernels=table_kernels(
                     a.kind if kind == "full" else kind, moe, m.num_shared_experts > 0

@@ -46,8 +46,10 @@ experts and dense FFN layers) and the attention projections; ``expert_precision`
 ``shared_precision`` and ``attention_precision`` override one part (gpt-oss: ``precision =
 "bf16"``, ``expert_precision = "mxfp4"``). Embeddings, the LM head, the router and the KV cache
 keep the catalog's ``weight_bytes`` (quantised checkpoints keep them in bf16). ``"catalog"`` (the
-default) keeps the catalog's numbers, i.e. today's behaviour. FLOPs are counted per parameter at
-the bf16 tensor rate whatever the format (fp8/fp4 tensor-core rates are not modelled).
+default) keeps the catalog's numbers, i.e. today's behaviour. A part in fp8 or nvfp4 also
+quantises its GEMM inputs at run time, a kernel per GEMM (:data:`ACTIVATION_QUANT_FORMATS`).
+FLOPs are counted per parameter at the bf16 tensor rate whatever the format (fp8/fp4
+tensor-core rates are not modelled).
 """
 
 from __future__ import annotations
@@ -74,11 +76,25 @@ BYTES_PER_PARAM: dict[str, float] = {
     "iq4_xs": 136 / 256,
 }
 
+#: Formats whose checkpoints quantise activations at run time as well as weights (fp8 W8A8
+#: with dynamic activation scales, NVFP4 W4A4): a part stored in one of them runs a
+#: quantisation kernel before each of its GEMMs (:mod:`simspec.physics.launches`). The integer,
+#: MXFP4 and GGUF formats keep bf16 activations (weight-only kernels dequantise in the GEMM).
+ACTIVATION_QUANT_FORMATS = ("fp8", "nvfp4")
+
 #: ``[model] precision`` values: the catalog's numbers, or one of :data:`BYTES_PER_PARAM`.
 PRECISIONS: tuple[str, ...] = ("catalog", *BYTES_PER_PARAM)
 
 #: Per-part overrides: "" follows ``precision``.
 PART_PRECISIONS: tuple[str, ...] = ("", *PRECISIONS)
+
+
+#: The flag of :class:`~simspec.physics.models.ModelSpec` that says whether a part's GEMM inputs
+#: are quantised (the routed experts quantise inside their fused kernel: no flag).
+_ACTIVATION_FLAGS = {
+    "shared_weight_bytes": "shared_activation_quant",
+    "attention_weight_bytes": "attention_activation_quant",
+}
 
 
 def with_precision(
@@ -105,7 +121,8 @@ def with_precision(
     ModelSpec
         ``spec`` itself when every part is ``"catalog"`` (so today's numbers are reproduced
         exactly), else a copy with ``expert_weight_bytes``, ``shared_weight_bytes`` and
-        ``attention_weight_bytes`` replaced where a format is named.
+        ``attention_weight_bytes`` replaced where a format is named (and the shared and
+        attention parts' activation-quantisation flags set: :data:`ACTIVATION_QUANT_FORMATS`).
 
     Examples
     --------
@@ -125,7 +142,15 @@ def with_precision(
             raise ValueError(f"unknown precision {name!r}: one of {', '.join(PRECISIONS)}")
         if name != "catalog":
             changes[field] = BYTES_PER_PARAM[name]
+            if field in _ACTIVATION_FLAGS:
+                changes[_ACTIVATION_FLAGS[field]] = name in ACTIVATION_QUANT_FORMATS
     return dataclasses.replace(spec, **changes) if changes else spec
 
 
-__all__ = ["BYTES_PER_PARAM", "PART_PRECISIONS", "PRECISIONS", "with_precision"]
+__all__ = [
+    "ACTIVATION_QUANT_FORMATS",
+    "BYTES_PER_PARAM",
+    "PART_PRECISIONS",
+    "PRECISIONS",
+    "with_precision",
+]

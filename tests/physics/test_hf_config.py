@@ -320,3 +320,25 @@ def test_query_key_norms_come_from_the_architecture_and_use_qk_norm(config, qk_n
     """Per-head query/key RMSNorm is read from config.json: the qwen3_moe family's own,
     glm4_moe's ``use_qk_norm``; absent elsewhere."""
     assert model_spec_from_hf(config, "m").attention.qk_norm is qk_norm
+
+
+def test_an_fp8_checkpoint_is_read_as_fp8_with_quantised_activations():
+    """deepseek-ai/DeepSeek-V3's config.json declares quant_method fp8 (128x128 blocks): the
+    linear weights are 1 byte per parameter, embeddings / LM head / router stay bf16."""
+    config = {
+        **DEEPSEEK_V3,
+        "quantization_config": {
+            "activation_scheme": "dynamic",
+            "fmt": "e4m3",
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+        },
+    }
+    spec = model_spec_from_hf(config, "d")
+    assert (spec.expert_weight_bytes, spec.shared_weight_bytes) == (1.0, 1.0)
+    assert (spec.attention_weight_bytes, spec.weight_bytes) == (1.0, 2.0)
+    assert spec.attention_activation_quant and spec.shared_activation_quant
+    bf16 = model_spec_from_hf(DEEPSEEK_V3, "d")
+    assert spec.shape.expert_bytes == bf16.shape.expert_bytes / 2
+    assert spec.total_params_b == bf16.total_params_b
+    assert spec.active_params_b == bf16.active_params_b

@@ -141,3 +141,34 @@ def test_shared_experts_and_router_flops_do_not_depend_on_the_format():
         unique = np.full(shape.num_moe_layers, float(shape.num_experts))
         costs.append(target_pass_cost(shape, gpu, params, tokens, ctx, unique))
     assert costs[1].moe_s == pytest.approx(costs[0].moe_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "quantised"),
+    [("fp8", True), ("nvfp4", True), ("mxfp4", False), ("int4", False), ("q8_0", False)],
+)
+def test_activation_quantisation_follows_the_format(fmt, quantised):
+    """W8A8 fp8 and W4A4 NVFP4 quantise activations at run time; weight-only formats do not."""
+    spec = with_precision(catalog.get_model("qwen3-30b-a3b"), fmt)
+    assert spec.attention_activation_quant is quantised
+    assert spec.shared_activation_quant is quantised
+
+
+def test_expert_precision_alone_sets_no_activation_flag():
+    spec = with_precision(catalog.get_model("deepseek-v3"), "bf16", expert="fp8")
+    assert not spec.attention_activation_quant and not spec.shared_activation_quant
+
+
+def test_fp8_pass_pays_the_floor_of_each_activation_quantisation():
+    """A decode pass of DeepSeek-V3 in fp8 costs 61 x 5 more kernel floors than in bf16 (one per
+    quantised GEMM input: MLA's 3, the shared expert's or dense FFN's 2), at the GPU's floor."""
+    spec, gpu = catalog.get_model("deepseek-v3"), catalog.get_gpu("h200")
+    params = RooflineParams()
+    tokens, ctx = np.array([1]), np.array([1024])
+    floors = [
+        target_pass_cost(
+            with_precision(spec, p).shape, gpu, params, tokens, ctx, np.full(58, 8.0)
+        ).floors_s
+        for p in ("bf16", "fp8")
+    ]
+    assert floors[1] - floors[0] == pytest.approx(61 * 5 * gpu.kernel_floor_s(True), rel=1e-12)
