@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simspec._version import __version__
 from simspec.analysis.guardrails import run_warnings
@@ -35,6 +35,9 @@ from simspec.rng import stream
 from simspec.sim.engine import run_policy
 from simspec.sim.records import RunLog
 from simspec.sim.setup import build_setup
+
+if TYPE_CHECKING:
+    from simspec.text.reference import ReferenceSet
 
 #: ``progress(done, total)`` is called after each simulated policy.
 Progress = Callable[[int, int], None]
@@ -63,6 +66,7 @@ def run_experiment(
     oracle: bool = False,
     progress: Progress | None = None,
     keep_logs: bool = False,
+    references: ReferenceSet | None = None,
 ) -> RunResult:
     """Run the baseline, every policy of ``scenario`` and optionally the oracle (module doc).
 
@@ -77,12 +81,16 @@ def run_experiment(
     keep_logs : bool
         Keep each run's engine records (:class:`~simspec.sim.engine.RunLog`, by row label) in
         :attr:`RunResult.logs`, e.g. for a timeline (:mod:`simspec.io.perfetto`).
+    references : ReferenceSet, optional
+        Reference sequences shared with other runs of the same text
+        (:func:`~simspec.sim.setup.reference_set`, :func:`~simspec.sim.setup.shares_text`):
+        what they have drawn is drawn once for all of them; the results are the same.
 
     Returns
     -------
     RunResult
     """
-    setup = build_setup(scenario, oracle=oracle)
+    setup = build_setup(scenario, oracle=oracle, references=references)
     declared = next(
         (i for i, spec in enumerate(scenario.policies) if is_plain_decoding(spec.policy)), None
     )

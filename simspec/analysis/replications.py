@@ -253,6 +253,14 @@ class Replicated:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
 
 
+def replication_scenario(scenario: Scenario, r: int) -> Scenario:
+    """``scenario`` as replication ``r`` runs it: replication 0 as it is, the others under the
+    seed :func:`~simspec.rng.replication_seed` derives from its seed."""
+    if not r:
+        return scenario
+    return with_overrides(scenario, {"seed": replication_seed(scenario.seed, r)})
+
+
 def replicate(
     scenario: Scenario,
     replications: int,
@@ -282,9 +290,7 @@ def replicate(
         raise ValueError(f"replications must be >= 1, not {replications}")
     runs = []
     for r in range(replications):
-        seeded = scenario
-        if r:
-            seeded = with_overrides(scenario, {"seed": replication_seed(scenario.seed, r)})
+        seeded = replication_scenario(scenario, r)
 
         def step(done: int, total: int, offset: int = r) -> None:
             if progress is not None:

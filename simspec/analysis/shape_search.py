@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from simspec.analysis import experiment
 from simspec.analysis.experiment import Progress
 from simspec.analysis.guardrails import (
     PRESET_RANGE,
@@ -43,7 +44,8 @@ from simspec.analysis.guardrails import (
     within_error_warning,
 )
 from simspec.analysis.recommend import Candidate, batch_scenario
-from simspec.analysis.replications import Interval, replicate
+from simspec.analysis.replications import Interval, Replicated, replication_scenario
+from simspec.analysis.results import RunResult
 from simspec.analysis.shapes import (
     TOPKS,
     TREE_SIZES,
@@ -57,6 +59,7 @@ from simspec.analysis.shapes import (
 )
 from simspec.config.load import with_overrides
 from simspec.config.scenario import Scenario
+from simspec.sim.setup import reference_set
 from simspec.text.tree import tree_capacity
 
 #: The screen simulates about 1/SCREEN_FRACTION of the scenario's output tokens.
@@ -209,14 +212,31 @@ def _group_scenario(scenario: Scenario, shapes: Sequence[DraftShape]) -> Scenari
 def _speedups(
     scenario: Scenario, shapes: Sequence[DraftShape], replications: int
 ) -> tuple[dict[DraftShape, np.ndarray], tuple[str, ...]]:
-    """Each shape's speedup over k = 0 in each replication, and the runs' preset warnings."""
+    """Each shape's speedup over k = 0 in each replication, and the runs' preset warnings.
+
+    The groups' scenarios differ in draft shapes and policies alone, so one replication's runs
+    read one text: they share one reference set (:func:`~simspec.sim.setup.reference_set`),
+    and the rejected drafts' experts, most of a Monte-Carlo run's time, are drawn once per
+    replication rather than once per group, with the same ids. A replication's set is let go
+    before the next one is drawn."""
+    groups = list(_groups(shapes).values())
+    scenarios = [_group_scenario(scenario, group) for group in groups]
+    trees = any(s.speculation.is_tree for s in scenarios)
+    runs: list[list[RunResult]] = [[] for _ in groups]
+    for r in range(replications):
+        seeded = [replication_scenario(s, r) for s in scenarios]
+        shared = reference_set(seeded[0], every_k=True, trees=trees)
+        for group_runs, s in zip(runs, seeded, strict=True):
+            # Looked up at call time: the one driver, also when a test substitutes it.
+            group_runs.append(experiment.run_experiment(s, references=shared))
+        del shared
     out: dict[DraftShape, np.ndarray] = {}
     warnings: list[str] = []
-    for group in _groups(shapes).values():
-        runs = replicate(_group_scenario(scenario, group), replications)
-        warnings += [w for w in runs.warnings if w.startswith((PRESET_RANGE, PUBLISHED_MISS))]
+    for group, group_runs in zip(groups, runs, strict=True):
+        replicated = Replicated(tuple(group_runs))
+        warnings += [w for w in replicated.warnings if w.startswith((PRESET_RANGE, PUBLISHED_MISS))]
         for shape in group:
-            out[shape] = runs.values(f"fixed-{shape.steps}")
+            out[shape] = replicated.values(f"fixed-{shape.steps}")
     return out, tuple(dict.fromkeys(warnings))
 
 

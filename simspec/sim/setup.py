@@ -73,15 +73,56 @@ def draft_bound(scenario: Scenario, *, oracle: bool = False) -> int | None:
     return max((min(p.policy.budget_cap(cap), cap) for p in scenario.policies), default=0)
 
 
+def reference_set(
+    scenario: Scenario, *, every_k: bool = False, trees: bool | None = None
+) -> ReferenceSet:
+    """The reference sequences of ``scenario``, drawn lazily: what its runs share (the text and
+    its routing, from the seed), independent of costs, policies and draft shapes. ``every_k``:
+    a reader may feed any k up to K_max (the oracle, or runs of other policies sharing the
+    set), not only ``scenario``'s policies' budget caps (:func:`draft_bound`); ``trees``:
+    whether draft trees will read them (default: ``scenario``'s own speculation)."""
+    s = scenario
+    replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
+    tree_reads = s.speculation.is_tree if trees is None else trees
+    return ReferenceSet(
+        seed=s.seed,
+        workload=s.workload,
+        acceptance=s.acceptance,
+        routing=s.routing,
+        shape=s.target.shape,
+        max_draft_tokens=s.drafter.max_draft_tokens,
+        routing_trace=replayed[0],
+        acceptance_trace=replayed[1],
+        draft_bound=None if tree_reads else draft_bound(s, oracle=every_k),
+        trees=tree_reads,
+    )
+
+
+def shares_text(references: ReferenceSet, scenario: Scenario) -> bool:
+    """Whether ``references`` are the reference sequences :func:`reference_set` draws for
+    ``scenario`` (same seed, workload, acceptance, routing, target and K_max), so a run of
+    ``scenario`` may read them: scenarios that differ in costs, policies or draft shapes alone
+    share them, and a run reads the same ids from a shared set as from its own."""
+    s = scenario
+    return (
+        references.seed == s.seed
+        and references.workload == s.workload
+        and references.acceptance == s.acceptance
+        and references.routing == s.routing
+        and references.shape == s.target.shape
+        and references.max_draft_tokens == s.drafter.max_draft_tokens
+        and not (s.speculation.is_tree and not references.trees)
+    )
+
+
 def build_setup(
     scenario: Scenario, *, oracle: bool = False, references: ReferenceSet | None = None
 ) -> EngineSetup:
     """Reference sequences, cost model and limits of ``scenario``; ``oracle``: the oracle will
     read them too (every k up to K_max, :func:`draft_bound`). A run of a policy that drafts
     deeper than the bound still gets the right ids (the reference set draws what was left out
-    again), only slower. ``references``: the reference set of an earlier setup of a scenario
-    that differs from this one in its cost parameters alone (the text does not depend on
-    them), reused with what it has drawn so far."""
+    again), only slower. ``references``: a reference set of an earlier setup whose scenario
+    shares this one's text (:func:`shares_text`), reused with what it has drawn so far."""
     s = scenario
     target, drafter = s.target, s.drafter
     common: dict[str, Any] = {
@@ -101,17 +142,11 @@ def build_setup(
             common["profile"] = profile  # a model that reads the measured tables
     cost_model: CostModel = COST_MODELS.create(s.costs.model, **common)
     if references is None:
-        replayed = s.replay_traces()  # recorded traces (routing.mode / acceptance.process "trace")
-        references = ReferenceSet(
-            seed=s.seed,
-            workload=s.workload,
-            acceptance=s.acceptance,
-            routing=s.routing,
-            shape=target.shape,
-            max_draft_tokens=drafter.max_draft_tokens,
-            routing_trace=replayed[0],
-            acceptance_trace=replayed[1],
-            draft_bound=draft_bound(s, oracle=oracle),
+        references = reference_set(s, every_k=oracle)
+    elif not shares_text(references, s):
+        raise ValueError(
+            f"the reference set given was drawn for another text than scenario {s.name!r}'s "
+            "(seed, workload, acceptance, routing, target or K_max differ)"
         )
     offload = offload_costs(s, cost_model, references) if s.offload.enabled else None
     return EngineSetup(

@@ -73,6 +73,7 @@ class ReferenceSet:
         routing_trace: RoutingTrace | None = None,
         acceptance_trace: RoutingTrace | None = None,
         draft_bound: int | None = None,
+        trees: bool = False,
     ):
         self.seed = seed
         self.workload = workload
@@ -87,12 +88,17 @@ class ReferenceSet:
         self.draft_bound = (
             draft_bound if draft_bound is not None and draft_bound < max_draft_tokens else None
         )
+        #: Whether draft trees read these sequences: a tree feeds the nodes off its accepted
+        #: path as rejected depths up to its size − 1 at any state, which no chain's K_max
+        #: caps, so every depth keeps every row (a cap would leave out rows a tree reads and
+        #: make each block draw its depths twice).
+        self.trees = trees
         self._rejected = RejectedStore(
             self._rejected_inputs,
             self._draw_rejected,
             self.draft_bound,
             self._draft_memory,
-            cap=max_draft_tokens,
+            cap=None if trees else max_draft_tokens,
         )
         self.num_layers = shape.num_moe_layers
         self.num_experts = shape.num_experts

@@ -46,6 +46,37 @@ def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha, requests):
     assert parse_sglang(rec.best.flags) == rec.best.shape
 
 
+def test_shapes_sharing_one_reference_set_get_the_speedups_of_separate_runs():
+    """The search's groups share one reference set per replication (Monte-Carlo routing): each
+    shape's speedups equal those of its group run alone, on a set of its own."""
+    from simspec.analysis.replications import replicate
+
+    scenario = batch_scenario(
+        tiny('routing.mode="monte_carlo"', "workload.num_requests=4", "workload.output_tokens=32"),
+        2,
+        0,
+        [],
+    )
+    shapes = [DraftShape(2, 1, 3), DraftShape(3, 4, 8), DraftShape(4, 2, 12)]
+    shared, _ = _speedups(scenario, shapes, 2)
+    for shape in shapes:
+        alone = replicate(search_module._group_scenario(scenario, [shape]), 2)
+        assert shared[shape].tolist() == alone.values(f"fixed-{shape.steps}").tolist()
+
+
+def test_a_reference_set_of_another_text_is_refused():
+    from simspec.sim.setup import build_setup, reference_set
+
+    s = tiny("workload.output_tokens=32")
+    references = reference_set(tiny("workload.output_tokens=40"))
+    with pytest.raises(ValueError, match="another text"):
+        build_setup(s, references=references)
+    chains_only = reference_set(s)
+    with pytest.raises(ValueError, match="another text"):  # drawn without trees' depths
+        build_setup(tiny("workload.output_tokens=32", "speculation.topk=2"), references=chains_only)
+    assert build_setup(s, references=reference_set(s)).references.workload == s.workload
+
+
 def test_the_screen_is_a_shorter_workload_of_the_same_batch():
     s = batch_scenario(tiny("workload.num_requests=64", "workload.output_tokens=256"), 2, 0, [])
     screen = screen_scenario(s)

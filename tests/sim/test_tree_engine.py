@@ -155,3 +155,25 @@ def test_analytic_trees_load_fewer_experts_as_siblings_route_alike():
     assert committed[0] == committed[1] == committed[2]
     unique = [np.mean([step.unique_experts for step in log.steps]) for log in runs]
     assert unique[0] > unique[1] > unique[2]
+
+
+def test_a_tree_run_draws_each_rejected_depth_of_a_block_once(monkeypatch):
+    """A tree feeds rejected depths beyond K_max at any state: the reference set keeps every
+    row of them, so no read finds a row left out and makes its block draw its depths again
+    (a chain's K_max cap would leave those rows out)."""
+    from simspec.text.reference import ReferenceSet
+
+    drawn: list[tuple[int, int]] = []
+    draw = ReferenceSet._draw_rejected
+
+    def counted(self, block, level, *args):
+        drawn.append((block, level))
+        return draw(self, block, level, *args)
+
+    monkeypatch.setattr(ReferenceSet, "_draw_rejected", counted)
+    s = tiny("speculation.topk=4", "speculation.num_draft_tokens=16", "workload.output_tokens=40")
+    setup = build_setup(s)
+    assert s.drafter.max_draft_tokens < 15  # the tree reads depths a chain never reads
+    run_policy(setup, FixedPolicy(draft_tokens=3))
+    assert drawn and max(level for _, level in drawn) >= s.drafter.max_draft_tokens
+    assert len(drawn) == len(set(drawn))
