@@ -12,7 +12,8 @@ replication; the search cuts that in three steps, the first two exact:
 3. **screen, then finals** (coarse to fine in fidelity; a grid of at most
    :data:`SCREEN_ABOVE` shapes skips the screen): every remaining shape runs once, under
    the scenario's seed on a shortened workload (:func:`screen_scenario`, about
-   1/:data:`SCREEN_FRACTION` of its output tokens); the screen's best :data:`FINALISTS`
+   1/:data:`SCREEN_FRACTION` of its output tokens, sampled routing priced analytically);
+   the screen's best :data:`FINALISTS`
    shapes, any other within :data:`SCREEN_MARGIN` of its best (up to :data:`MAX_FINALISTS`)
    and the best screened chain run under all R replications on the full workload. The finals
    alone decide: the best shape has the highest mean speedup (fewest verified tokens, then
@@ -182,15 +183,19 @@ class ShapeRecommendation:
 def screen_scenario(scenario: Scenario) -> Scenario:
     """``scenario`` (at its batch size) on about 1/:data:`SCREEN_FRACTION` of its output tokens:
     fewer requests (at least one full batch), then shorter ones (at least
-    :data:`SCREEN_MIN_OUTPUT` tokens); the requests kept are the scenario's first ones."""
+    :data:`SCREEN_MIN_OUTPUT` tokens); the requests kept are the scenario's first ones. Sampled
+    routing (``monte_carlo``) is screened in ``analytic`` mode, on the expected unique experts
+    of the same routing statistics: the ranking the screen needs without the draws, which
+    are most of a sampled run's time (the finals run the scenario's own mode)."""
     w = scenario.workload
     batch = w.concurrency if w.loop == "closed" else w.max_batch_size
     requests = min(w.num_requests, max(batch, math.ceil(w.num_requests / SCREEN_FRACTION)))
     budget = w.num_requests * w.output_tokens / SCREEN_FRACTION
     output = min(w.output_tokens, max(SCREEN_MIN_OUTPUT, math.ceil(budget / requests)))
-    return with_overrides(
-        scenario, {"workload.num_requests": requests, "workload.output_tokens": output}
-    )
+    changes: dict[str, Any] = {"workload.num_requests": requests, "workload.output_tokens": output}
+    if scenario.routing.mode == "monte_carlo":
+        changes["routing.mode"] = "analytic"
+    return with_overrides(scenario, changes)
 
 
 def _groups(shapes: Sequence[DraftShape]) -> dict[tuple[int, int], list[DraftShape]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,16 +18,22 @@ SMALL_GRID = ShapeGrid("sglang", 4, (1, 2, 4), (3, 4, 6, 8, 12))
 
 
 @pytest.mark.parametrize(
-    ("batch", "alpha", "requests"),
-    [(1, 0.7, 8), (2, 0.5, 16), (2, 0.85, 16)],
-    ids=["b1-a0.7", "b2-a0.5", "b2-a0.85"],
+    ("batch", "alpha", "requests", "mode"),
+    [
+        (1, 0.7, 8, "analytic"),
+        (2, 0.5, 16, "analytic"),
+        (2, 0.85, 16, "analytic"),
+        (2, 0.7, 16, "monte_carlo"),
+    ],
+    ids=["b1-a0.7", "b2-a0.5", "b2-a0.85", "b2-a0.7-sampled"],
 )
-def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha, requests):
+def test_the_pruned_search_keeps_the_brute_force_best(batch, alpha, requests, mode):
     """Every grid shape under every replication (brute force) against the search: same best
     shape, and the finalists' numbers are the brute force's own (the finals are full runs).
-    The screen runs one batch of the requests (1/8 of the tokens, as in a full-size search)."""
+    The screen runs one batch of the requests (1/8 of the tokens, as in a full-size search);
+    with sampled routing it ranks on the analytic union, and the finals sample."""
     scenario = tiny(
-        "routing.mode='analytic'",
+        f"routing.mode='{mode}'",
         f"acceptance.alpha={alpha}",
         f"workload.num_requests={requests}",
         "workload.output_tokens=32",
@@ -82,6 +90,10 @@ def test_the_screen_is_a_shorter_workload_of_the_same_batch():
     screen = screen_scenario(s)
     w = screen.workload
     assert w.concurrency == 2 and w.num_requests == 8 and w.output_tokens == 256
+    assert s.routing.mode == "monte_carlo" and screen.routing.mode == "analytic"
+    assert dataclasses.replace(screen.routing, mode="monte_carlo") == s.routing  # else the same
+    analytic = batch_scenario(tiny("routing.mode='analytic'"), 2, 0, [])
+    assert screen_scenario(analytic).routing == analytic.routing
     big = screen_scenario(batch_scenario(s, 64, 0, []))
     assert big.workload.num_requests == 64 and big.workload.output_tokens == 64
 
