@@ -17,7 +17,7 @@ from simspec.cli import COMMANDS, main
 # equal lengths (no jitter): the token counts below are exact
 SMALL = ["--set", "workload.num_requests=4", "--set", "workload.output_tokens=16"]
 SMALL += ["--set", "workload.length_jitter=0"]
-LABELS = [f"fixed-{k}" for k in range(5)]
+LABELS = [f"fixed-{k}" for k in range(9)]  # the default scenario: k = 0..8
 ROW_FIELDS = {
     "name",
     "params",
@@ -123,7 +123,7 @@ def test_run_prints_one_row_per_policy(default_run):
     # fixed-0 is the baseline: no drafts, speedup 1, verify = decode.
     assert rows["fixed-0"][4:7] == ["1.000", "0.00", "1.000"]
     assert rows["fixed-0"][8] == "1.000"
-    assert [rows[label][5] for label in LABELS] == ["0.00", "1.00", "2.00", "3.00", "4.00"]
+    assert [rows[label][5] for label in LABELS] == [f"{k}.00" for k in range(9)]
     assert lines[-1] == f"wrote {out_path}"
 
 

@@ -66,14 +66,14 @@ def test_md_is_a_pipe_table(outputs):
     assert len({len(c) for c in cells}) == 1  # every row has the header's column count
     rule = cells[1]
     assert rule[0] == ":---" and all(c == "---:" for c in rule[1:])  # text left, numbers right
-    assert len(lines) == 2 + 5  # header, rule, five policies
+    assert len(lines) == 2 + 9  # header, rule, the default's nine policies (k = 0..8)
 
 
 def test_dash_writes_the_rows_to_stdout_and_notes_to_stderr(capsys):
     code, out, err = run_main(capsys, "run", *SMALL, "--format", "csv", "--output", "-")
     assert code == 0
     assert out.splitlines()[0].startswith("policy,tokens_per_s,")
-    assert len(out.splitlines()) == 6
+    assert len(out.splitlines()) == 1 + 9  # header, k = 0..8
     assert not_warnings(err)[0].startswith("scenario default")
 
 

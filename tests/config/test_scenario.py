@@ -87,7 +87,7 @@ def load_error(path: Path, overrides: tuple[str, ...] = ()) -> ScenarioError:
 # -- the embedded default ----------------------------------------------------------------------
 
 
-def test_default_scenario_loads_with_fixed_k_0_to_4():
+def test_default_scenario_loads_with_fixed_k_0_to_the_drafters_maximum():
     s = load_scenario()
     assert isinstance(s, Scenario)
     assert s.name == "default"
@@ -97,10 +97,12 @@ def test_default_scenario_loads_with_fixed_k_0_to_4():
     assert s.routing.overlap == pytest.approx(0.38)
     assert s.acceptance.alpha == pytest.approx(0.7)
     assert s.workload.concurrency == 8
-    assert [p.name for p in s.policies] == ["fixed"] * 5
-    assert [p.label for p in s.policies] == [f"fixed-{k}" for k in range(5)]
-    assert [p.policy for p in s.policies] == [FixedPolicy(draft_tokens=k) for k in range(5)]
-    assert [p.params() for p in s.policies] == [{"draft_tokens": k} for k in range(5)]
+    top = s.drafter.max_draft_tokens  # every draft length the drafter runs
+    assert top == 8
+    assert [p.name for p in s.policies] == ["fixed"] * (top + 1)
+    assert [p.label for p in s.policies] == [f"fixed-{k}" for k in range(top + 1)]
+    assert [p.policy for p in s.policies] == [FixedPolicy(draft_tokens=k) for k in range(top + 1)]
+    assert [p.params() for p in s.policies] == [{"draft_tokens": k} for k in range(top + 1)]
     assert s.target.name == "qwen3-30b-a3b"
     assert s.drafter.max_draft_tokens == 8
     assert s.draft_model is None
@@ -521,8 +523,9 @@ def test_apply_overrides_bad_keys(override, key_path):
 
 
 def test_override_changes_a_policy_of_the_default():
-    s = load_scenario(None, ["policies[1].draft_tokens=7"])
-    assert [p.label for p in s.policies] == ["fixed-0", "fixed-7", "fixed-2", "fixed-3", "fixed-4"]
+    s = load_scenario(None, ["policies[1].draft_tokens=7", "policies[7].draft_tokens=1"])
+    ks = [0, 7, 2, 3, 4, 5, 6, 1, 8]  # k = 1 and 7 swapped
+    assert [p.label for p in s.policies] == [f"fixed-{k}" for k in ks]
     # fixed-4 twice: the labels clash.
     with pytest.raises(ScenarioError) as info:
         load_scenario(None, ["policies[1].draft_tokens=4"])
