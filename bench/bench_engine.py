@@ -92,6 +92,13 @@ def _engine_only(scenario, repeats: int) -> tuple[list[float], int]:
     return cpus, steps
 
 
+#: The policies these figures have always been measured on (the default scenario's before it ran
+#: every k up to the drafter's maximum), pinned so that RESULTS.md's rows stay comparable.
+FIXED_K_0_TO_4 = (
+    "policies=[" + ", ".join(f'{{name = "fixed", draft_tokens = {k}}}' for k in range(5)) + "]"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -120,6 +127,7 @@ def main() -> None:
     overrides = [
         f"workload.concurrency={args.concurrency}",
         f"workload.num_requests={args.requests}",
+        FIXED_K_0_TO_4,
     ]
     events = simpy_event_rate()
     print(f"raw SimPy event rate: {events:,.0f} events per CPU second")

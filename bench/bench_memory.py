@@ -28,6 +28,13 @@ def peak_rss_mb(command: list[str]) -> tuple[float, float]:
     return usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
+#: The five fixed-k policies these figures have always been measured on (the default scenario's
+#: before it ran every k up to the drafter's maximum), pinned so RESULTS.md's rows stay comparable.
+FIXED_K_0_TO_4 = (
+    "policies=[" + ", ".join(f'{{name = "fixed", draft_tokens = {k}}}' for k in range(5)) + "]"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=800)
@@ -59,6 +66,8 @@ def main() -> None:
             f"workload.num_requests={args.requests}",
             "--set",
             f'routing.mode="{mode}"',
+            "--set",
+            FIXED_K_0_TO_4,
         ]
         if args.concurrency is not None:
             command += ["--set", f"workload.concurrency={args.concurrency}"]
