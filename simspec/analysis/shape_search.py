@@ -322,15 +322,19 @@ def search(
     )
 
 
-def planned_runs(scenario: Scenario, shape_grid: ShapeGrid, replications: int) -> int:
+def planned_runs(
+    scenario: Scenario, shape_grid: ShapeGrid, replications: int, *, screen: bool = True
+) -> int:
     """Simulated policies :func:`search` runs at most for one batch size (for the work guard):
     the screen (about 1/:data:`SCREEN_FRACTION` of a full run per shape and per k = 0 baseline
-    of each group), then each finalist and its group's baseline under every replication."""
+    of each group), then each finalist and its group's baseline under every replication.
+    ``screen=False`` leaves out the screen's runs: those the scenario's own routing mode
+    prices (the screen of a sampled scenario runs in analytic mode, :func:`screen_scenario`)."""
     kept = prune(shape_grid.shapes(scenario), _tree_of(scenario))
     if len(kept) <= SCREEN_ABOVE:
         return (len(kept) + len(_groups(kept))) * replications
-    screen = math.ceil((len(kept) + len(_groups(kept))) / SCREEN_FRACTION)
-    return screen + 2 * (MAX_FINALISTS + 1) * replications
+    screened = math.ceil((len(kept) + len(_groups(kept))) / SCREEN_FRACTION) if screen else 0
+    return screened + 2 * (MAX_FINALISTS + 1) * replications
 
 
 def _tree_of(scenario: Scenario) -> TreeOf:

@@ -122,6 +122,9 @@ def execute_flags(
     copies = math.ceil(per_batch / (max_k + 1))
     planned = [s for _, s in runs for _ in range(copies)]
     check_work(planned, oracle=False, allow_large=args.allow_large)
+    # The hint counts the runs in the scenario's own routing: the screen's are analytic.
+    finals = planned_runs(scenario, shape_grid, args.replications, screen=False)
+    sampled = [s for _, s in runs for _ in range(math.ceil(finals / (max_k + 1)))]
     rows_as_data = args.format != "table" or args.output != "-"
     outputs: list[Output] = [
         ("--markdown", args.markdown),
@@ -140,7 +143,7 @@ def execute_flags(
 
     for hint in (
         sweep_table_hint(args.scenario, "recommend"),
-        analytic_routing_hint(planned, False),
+        analytic_routing_hint(sampled, False),
     ):
         if hint:
             print(hint, file=sys.stderr, flush=True)

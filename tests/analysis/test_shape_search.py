@@ -143,3 +143,24 @@ def test_the_edge_warning_fires_when_the_optimum_is_on_the_grids_edge(monkeypatc
         optimum.topk,
         optimum.num_draft_tokens,
     )
+
+
+def test_the_runs_in_the_scenarios_own_routing_leave_out_the_screen():
+    """planned_runs counts the screen's runs (about 1/8 of a full run per shape and per group
+    baseline) for the work guard; without them it counts what the scenario's own routing
+    prices: each finalist and its baseline under every replication."""
+    import math
+
+    from simspec.analysis.shape_search import MAX_FINALISTS, SCREEN_FRACTION, planned_runs
+
+    scenario = batch_scenario(tiny(), 2, 0, [])
+    grid = ShapeGrid("sglang", 8, (1, 2, 4, 8), (3, 4, 6, 8, 12, 16, 24, 32, 48, 64))
+    kept = search_module.prune(grid.shapes(scenario), search_module._tree_of(scenario))
+    groups = len(search_module._groups(kept))
+    assert len(kept) > search_module.SCREEN_ABOVE
+    finals = 2 * (MAX_FINALISTS + 1) * 3
+    assert planned_runs(scenario, grid, 3, screen=False) == finals
+    screen = math.ceil((len(kept) + groups) / SCREEN_FRACTION)
+    assert planned_runs(scenario, grid, 3) == finals + screen
+    small = ShapeGrid("sglang", 2, (1,), (3,))  # too few shapes to screen: every run counts
+    assert planned_runs(scenario, small, 3, screen=False) == planned_runs(scenario, small, 3)
