@@ -13,9 +13,9 @@ replication; the search cuts that in three steps, the first two exact:
    :data:`SCREEN_ABOVE` shapes skips the screen): every remaining shape runs once, under
    the scenario's seed on a shortened workload (:func:`screen_scenario`, about
    1/:data:`SCREEN_FRACTION` of its output tokens, sampled routing priced analytically);
-   the screen's best :data:`FINALISTS`
-   shapes, any other within :data:`SCREEN_MARGIN` of its best (up to :data:`MAX_FINALISTS`)
-   and the best screened chain run under all R replications on the full workload. The finals
+   the screen's best :data:`FINALISTS` shapes, any other within :data:`SCREEN_MARGIN` of its
+   best (up to :data:`MAX_FINALISTS`) and the best screened chain run under all R
+   replications on the full workload, in the scenario's own routing. The finals
    alone decide: the best shape has the highest mean speedup (fewest verified tokens, then
    fewest steps, on ties); a runner-up is a finalist whose paired 95 % interval of the
    speedup difference to the best contains 0 (:class:`~simspec.analysis.recommend.Candidate`).
