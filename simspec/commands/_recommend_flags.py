@@ -117,14 +117,19 @@ def execute_flags(
         _values(args.num_draft_tokens, "--num-draft-tokens", TREE_SIZES, 2, 1024),
     )
     runs = [(b, batch_scenario(scenario, b, max_k, [])) for b in batches]
+
     # the work guard counts a scenario's policies + 1 runs: as many copies as the search runs
-    per_batch = planned_runs(scenario, shape_grid, args.replications)
-    copies = math.ceil(per_batch / (max_k + 1))
-    planned = [s for _, s in runs for _ in range(copies)]
-    check_work(planned, oracle=False, allow_large=args.allow_large)
+    def copies(per_batch: int) -> list[Scenario]:
+        """As many copies of each batch's scenario as ``per_batch`` runs make."""
+        return [s for _, s in runs for _ in range(math.ceil(per_batch / (max_k + 1)))]
+
+    check_work(
+        copies(planned_runs(scenario, shape_grid, args.replications)),
+        oracle=False,
+        allow_large=args.allow_large,
+    )
     # The hint counts the runs in the scenario's own routing: the screen's are analytic.
-    finals = planned_runs(scenario, shape_grid, args.replications, screen=False)
-    sampled = [s for _, s in runs for _ in range(math.ceil(finals / (max_k + 1)))]
+    sampled = copies(planned_runs(scenario, shape_grid, args.replications, screen=False))
     rows_as_data = args.format != "table" or args.output != "-"
     outputs: list[Output] = [
         ("--markdown", args.markdown),
