@@ -23,7 +23,9 @@ out-of-sample errors. Kernel constants reach decode rows only through the defaul
 are fitted on every kernel row: exact for a group without kernel rows, and a group holding both
 is named under ``caveats`` (:func:`nested_folds`).
 Simulations are probe runs (:mod:`simspec.fit.presets`: times affine in the overheads), one
-set per row and per rank decay / spread the row depends on, shared by every fold.
+set per row and per rank decay / spread the row depends on, shared by every fold. A test row,
+which no fold fits on, is simulated for its own fold alone, at that fold's rank decay and the
+spread the fold chooses.
 """
 
 from __future__ import annotations
@@ -187,8 +189,9 @@ def _fold_decode(
     grid = _grid(train)
     best: tuple[float, float | None, dict[str, np.ndarray | None]] | None = None
     scored = [c for c in jittered if c.id not in labels]
+    fitted = [c for c in train if not is_test_row(c)]
     for jitter in grid:
-        rows = [r for c in train if (r := probes.row(c, rho, jitter)) is not None]
+        rows = [r for c in fitted if (r := probes.row(c, rho, jitter)) is not None]
         thetas = _fit_engines(rows, labels)
         errors = []
         for c in scored:  # the rows the spread changes, as the file has them (not the variant)
@@ -302,10 +305,19 @@ def nested_folds(
     tasks = []
     for _g, train, rho, _prior in plan:
         grid = _grid(train)
-        for c in cases:  # the training rows, and the held-out ones at what the fold chooses
-            if c.category != "kernel":
+        for c in cases:  # the rows a fold may fit on, at every spread it may choose
+            if c.category != "kernel" and not is_test_row(c):
                 for jitter in grid if _variant_jitter(c) else (None,):
                     tasks += store.tasks(c, rho, jitter)
+    store.simulate(tasks, workers, progress)
+    tasks = []  # a test row informs no fit: only its own fold predicts it, at the fold's spread
+    for g, train, rho, _prior in plan[:-1]:
+        tested = [c for c in cases if fold_key(c) == g and is_test_row(c)]
+        tested = [c for c in tested if c.category != "kernel"]
+        if tested:
+            jitter, _, _ = _fold_decode(train, [], store, rho, inconsistent(train))
+            for c in tested:
+                tasks += store.tasks(c, rho, jitter)
     store.simulate(tasks, workers, progress)
     default = simspec.load_scenario()
     kernel_cases = [c for c in cases if c.category == "kernel"]

@@ -383,17 +383,19 @@ def report(
             *intro,
             "",
             "| category | held-out rows predicted | median abs rel. error | target | max | "
-            "wrong sign of speedup − 1 |",
-            "|---|---|---|---|---|---|",
+            "wrong sign of speedup − 1 | median of reporter medians (reporters) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for category in CATEGORIES:
             o = oos[category]
             med, mx = o["median_abs_relative_error"], o["max_abs_relative_error"]
+            balanced = o["median_of_group_medians"]
             lines.append(
                 f"| {category} | {o['predicted_rows']} of {o['rows']} | "
                 f"{'—' if med is None else f'{med:.0%}'} | ≤ {OOS_TARGETS[category]:.0%} | "
                 f"{'—' if mx is None else f'{mx:.0%}'} | "
-                f"{_signs(o['wrong_signs'], o['signs_checked'])} |"
+                f"{_signs(o['wrong_signs'], o['signs_checked'])} | "
+                f"{'—' if balanced is None else f'{balanced:.0%}'} ({o['groups_predicted']}) |"
             )
     if lines[-1] == "":  # no table above
         lines.pop()

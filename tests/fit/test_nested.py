@@ -9,7 +9,7 @@ import pytest
 from simspec.fit import nested
 from simspec.text.tree import expected_acceptance_length, fit_alpha
 from simspec.validation.cases import Case
-from simspec.validation.holdout import out_of_sample
+from simspec.validation.holdout import group_medians, out_of_sample
 
 ROW = Case(
     id="a", category="decode", model="qwen3-30b-a3b", gpu="h100-sxm", num_gpus=1, tp=1, ep=1,
@@ -82,6 +82,26 @@ def test_a_test_row_is_predicted_when_held_out_and_never_fitted(probes):
     assert _predicted(tagged, "c")["predicted"] is not None
 
 
+def test_a_test_row_is_simulated_only_for_the_fold_that_holds_it_out():
+    """A test row informs no fit, so only its own fold predicts it: the folds that train on it
+    (here the one without the rank decay's rows, which falls back to the prior) never simulate
+    it at their own rank decay."""
+    alpha = fit_alpha(CHAIN.acceptance_length, 3, 1, 4, 0.0)
+    al = expected_acceptance_length(alpha, 3, 3, 8, 0.7)
+    chain = dataclasses.replace(CHAIN, source="x", reporter="x")
+    tree = dataclasses.replace(chain, id="tree", topk=3, draft_tokens=8, acceptance_length=al)
+    found = dataclasses.replace(
+        tree, id="found", source="t", reporter="t", role="test", value=0.9, batch=2
+    )
+    runs: dict = {}
+    folds = nested.nested_folds([chain, tree, found], probes=runs)
+    rhos = {f["group"]: f["rank_decay"] for f in folds["folds"]}
+    assert rhos["x"] == nested.RANK_DECAY_PRIOR and rhos["t"] == pytest.approx(0.7, abs=1e-4)
+    simulated = {key.split("|r")[1] for key in runs if key.startswith("found|")}
+    assert simulated == {f"{rhos['t']:g}"}
+    assert _predicted(folds, "found")["predicted"] is not None
+
+
 def test_a_fold_chooses_the_benchmark_spread_its_training_rows_measure():
     from simspec.validation.predictions import quantity, run_times
 
@@ -97,3 +117,21 @@ def test_a_fold_chooses_the_benchmark_spread_its_training_rows_measure():
     assert fold["length_jitter"] == spread
     # Held out, the benchmark row is predicted at the spread of the rows left (none: the file's).
     assert _predicted(folds, "bench")["predicted"] == pytest.approx(measured, rel=0.5)
+
+
+def test_every_reporter_weighs_the_same_in_the_median_of_reporter_medians():
+    """Three rows of reporter a (errors 10, 20, 90 %) and one of b (5 %): the row median is
+    15 %, the median of the reporters' medians (20 % and 5 %) 12.5 %; an unpredicted row
+    counts in neither."""
+    rows = [
+        {"id": f"r{i}", "category": "decode", "engine": "vllm", "group": g, "measured": 1.0,
+         "predicted": None if e is None else 1.0 + e}
+        for i, (g, e) in enumerate([("a", 0.1), ("a", 0.2), ("a", -0.9), ("b", 0.05), ("c", None)])
+    ]  # fmt: skip
+    assert group_medians(rows) == pytest.approx({"a": 0.2, "b": 0.05})
+    folds = {"rows": rows, "folds": [], "full": {"rank_decay": 0.5, "length_jitter": None,
+             "labels": {}}, "caveats": []}  # fmt: skip
+    decode = out_of_sample(folds)["decode"]
+    assert decode["median_abs_relative_error"] == pytest.approx(0.15)
+    assert decode["median_of_group_medians"] == pytest.approx(0.125)
+    assert decode["groups_predicted"] == 2 and decode["not_identifiable"] == 1
