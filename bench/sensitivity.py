@@ -7,10 +7,12 @@ assumptions (``assumed_keys``). For each protocol key among them this script mov
 over a stated plausible range (:data:`RANGES`), one key at a time, predicts the row with the
 shipped engine presets at each value (:func:`simspec.validation.predictions.predict_run`) and
 reports the relative error at the row's value and at each end of the range: which rows'
-errors depend on which assumption, and by how much. Keys that are not a length or a count
-(``quantity``, ``gpu``, ``model``, ``precision``, ``tp``, ``ep``, ``batch``) are listed, not
-varied. Nothing here is fitted or chosen: the rows keep the values ``cases.toml`` states, and
-the report says how far the errors would move if those values were wrong.
+errors depend on which assumption, and by how much. An assumed tensor-parallel degree is moved
+to half and twice its value within one 8-GPU node, the GPU count with it (rows without
+expert parallelism). Keys that are neither (``quantity``, ``gpu``, ``model``, ``precision``,
+``ep``, ``batch``) are listed, not varied. Nothing here is fitted or chosen: the rows keep
+the values ``cases.toml`` states, and the report says how far the errors would move if those
+values were wrong.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from simspec.errors import InputError  # noqa: E402
 from simspec.validation.cases import Case, load_cases  # noqa: E402
 from simspec.validation.predictions import predict_run  # noqa: E402
 
+#: The most GPUs an assumed tensor-parallel degree is moved up to: one NVLink node.
+NODE_GPUS = 8
 #: The plausible range of each varied protocol key: (what the range is, low and high value
 #: from the row's value). Lengths: from half to twice a stated prompt (few-shot and chat
 #: prompts differ by that much), from half to 1.5 times an output (a benchmark's capped
 #: outputs end early or run to the cap); output spread: none to the widest the nested
-#: validation chooses from (0, 0.4, 0.8); requests: half to twice the count.
+#: validation chooses from (0, 0.4, 0.8); requests: half to twice the count; tensor parallelism:
+#: half to twice the degree within one node, the GPU count moving with it.
 RANGES: dict[str, tuple[str, Callable[[Case], tuple[float, float]]]] = {
     "prompt_tokens": ("x0.5 .. x2", lambda c: (max(c.prompt_tokens // 2, 1), c.prompt_tokens * 2)),
     "output_tokens": (
@@ -46,6 +51,10 @@ RANGES: dict[str, tuple[str, Callable[[Case], tuple[float, float]]]] = {
     "num_requests": (
         "x0.5 .. x2",
         lambda c: (max(c.num_requests // 2, 1), c.num_requests * 2),
+    ),
+    "tp": (
+        "x0.5 .. x2, at most 8",
+        lambda c: (max(c.tp // 2, 1), c.tp * 2 if c.tp * 2 <= NODE_GPUS else c.tp),
     ),
 }
 
@@ -75,10 +84,13 @@ def variants(case: Case) -> list[tuple[str, str, Case]]:
             continue
         if key == "length_jitter" and case.batch == 1:
             continue
+        if key == "tp" and (case.ep > 1 or case.num_gpus != case.tp):
+            continue  # expert or data parallelism: the layout is not one knob
         low, high = RANGES[key][1](case)
         for end, value in (("low", low), ("high", high)):
             if value != getattr(case, key):
-                out.append((key, end, dataclasses.replace(case, **{key: value})))
+                moved = {key: value} | ({"num_gpus": value} if key == "tp" else {})
+                out.append((key, end, dataclasses.replace(case, **moved)))
     return out
 
 
@@ -99,11 +111,12 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
         "",
         "Written by `python bench/sensitivity.py` from `validation/cases.toml`; do not edit by",
         "hand. Each decode or speculative row lists the keys whose values are assumptions",
-        "(`assumed_keys`; `assumed` says what stands in and why). Each length or count among them",
-        "is moved over the range below, one key at a time, and the row is predicted with the",
-        "shipped engine presets (in sample: the presets are not refitted per variant). *Swing* is",
-        "the largest change of |relative error| over the range, in percentage points. Keys that",
-        "are not lengths or counts are listed per row, not varied. The rows keep the values",
+        "(`assumed_keys`; `assumed` says what stands in and why). Each length or count among them,",
+        "and an assumed tensor-parallel degree (with the GPU count, rows without expert",
+        "parallelism), is moved over the range below, one key at a time, and the row is predicted",
+        "with the shipped engine presets (in sample: the presets are not refitted per variant).",
+        "*Swing* is the largest change of |relative error| over the range, in percentage points.",
+        "Other assumed keys are listed per row, not varied. The rows keep the values",
         "`cases.toml` states: nothing is tuned to the errors.",
         "",
         "| key | range | rows varied | median swing | max swing | sign of speedup − 1 flips |",
