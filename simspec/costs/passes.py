@@ -83,6 +83,9 @@ class PassConstants:
     mask_bytes_per_entry: float = 0.0
     mask_bw: float = 1.0
     mask_floor_s: float = 0.0
+    #: Bytes a verify writes per verified token beyond a request's first, at ``kv_bw``
+    #: (:func:`verify_state_bytes`); 0 without linear attention.
+    verify_state_bytes: float = 0.0
     #: Memos of :func:`pass_terms` for one pass: the terms of a token count, and the MoE total
     #: of a (token count, read-only experts array) pair. Pure functions of their keys, so a
     #: pass costs the same with or without them; each is cleared at :data:`MEMO_ENTRIES`.
@@ -143,6 +146,7 @@ def pass_constants(
         mask_bytes_per_entry=tree_mask_bytes_per_entry(shape),
         mask_bw=gpu.hbm_bytes_per_s * params.kv_efficiency,
         mask_floor_s=TREE_MASK_KERNELS * gpu.kernel_floor_s(params.cuda_graphs),
+        verify_state_bytes=verify_state_bytes(shape, split.tensor),
     )
 
 
@@ -171,12 +175,23 @@ def tree_mask_bytes_per_entry(shape: ModelShape) -> float:
     return 2.0 * MASK_BUILD_BYTES + MASK_PACKED_BYTES * (1 + masked)
 
 
+def verify_state_bytes(shape: ModelShape, tensor: int = 1) -> float:
+    """Bytes the ``tensor`` ranks of a verify write together per verified token beyond a
+    request's first: one state per linear-attention (Gated DeltaNet) layer. The accepted prefix
+    may end at any verified token, so the state after each is kept (SGLang's
+    ``intermediate_ssm_state_cache``: layers × requests × draft tokens × state, written by its
+    verify kernel), n_b − 1 more than the one a decode step reads and writes
+    (:func:`~simspec.costs.kernels.attention_core_s`), float32 as the layer holds it."""
+    return sum(g.count * (g.state_bytes / 2) * g.kv_copies(tensor) for g in shape.groups)
+
+
 def tree_attention_s(c: PassConstants, tokens, ctx, counts=None, share: float = 1.0):
-    """The verify mask's time in a pass of ``tokens`` (B,) or (N, B) at contexts ``ctx``:
-    Σ_b n_b·(c_b + n_b) entries × :func:`tree_mask_bytes_per_entry` at one GPU's KV
-    bandwidth, plus the packing kernel's floor; 0 for a pass that verifies no drafts (every
-    n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one pass, else (N,).
-    ``share``: the busiest data-parallel attention group's share of the entries
+    """A verify's attention beyond a decode step's, in a pass of ``tokens`` (B,) or (N, B) at
+    contexts ``ctx``: its mask, Σ_b n_b·(c_b + n_b) entries × :func:`tree_mask_bytes_per_entry`
+    at one GPU's KV bandwidth plus the packing kernel's floor, and the linear-attention states
+    kept, Σ_b (n_b − 1) × :func:`verify_state_bytes` at the pass's. 0 for a pass that verifies
+    no drafts (every n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one
+    pass, else (N,). ``share``: the busiest data-parallel attention group's share
     (:func:`~simspec.costs.parallel.attention_share`)."""
     if not c.mask_bytes_per_entry:
         return 0.0
@@ -186,6 +201,8 @@ def tree_attention_s(c: PassConstants, tokens, ctx, counts=None, share: float = 
     if share != 1.0:
         entries = entries * share
     time = entries * (c.mask_bytes_per_entry / c.mask_bw) + c.mask_floor_s
+    if c.verify_state_bytes:
+        time = time + (n - requests) * share * (c.verify_state_bytes / c.kv_bw)
     if isinstance(n, float):
         return time if n > requests else 0.0
     return np.where(n > requests, time, 0.0)

@@ -231,9 +231,10 @@ class PassCost:
     ``overhead_s`` is the engine's host time, ``floors_s`` every kernel's fixed floor
     (:mod:`simspec.physics.launches`), ``collectives_s`` the pass's all-reduces and
     all-to-alls (:mod:`simspec.costs.parallel`); ``other_s`` holds dense FFNs, the LM head and a
-    sampled verify's top-p renormalisation; ``tree_attention_s`` a verify pass's attention mask
-    over its draft tokens (built, packed and read by every attention layer,
-    :func:`simspec.costs.passes.tree_attention_s`; 0 for a plain decode or a prefill).
+    sampled verify's top-p renormalisation; ``tree_attention_s`` a verify pass's attention
+    beyond a decode step's: the mask over its draft tokens (built, packed and read by every
+    attention layer) and the linear-attention states kept per verified token
+    (:func:`simspec.costs.passes.tree_attention_s`; 0 for a plain decode or a prefill).
     """
 
     overhead_s: float

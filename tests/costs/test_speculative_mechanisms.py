@@ -120,3 +120,31 @@ def test_a_draft_extend_samples_one_row_per_request():
     two = model.speculation_overhead_s(np.array([3, 3]), np.array([100, 100]))
     one = model.speculation_overhead_s(np.array([6]), np.array([200]))
     assert two - one == pytest.approx(_draft_wave(one_sm, DRAFTER.draft_vocab_size), rel=1e-9)
+
+
+NEXT = catalog.get_model("qwen3-next-80b-a3b")
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_a_verify_pass_keeps_a_linear_attention_state_per_verified_token(gpus):
+    """Gated DeltaNet layers fold each token into a float32 state of value heads × key dim ×
+    value dim; a verify of n_b tokens keeps the state after each of them, n_b − 1 more than
+    the decode step writes, split over the tensor ranks with the value heads."""
+    a, params = NEXT.attention, RooflineParams()
+    linear_layers = NEXT.num_layers - NEXT.num_layers // a.full_attention_interval  # 3 in 4
+    state = 4.0 * a.linear_num_value_heads * a.linear_key_head_dim * a.linear_value_head_dim
+    c = pass_constants(NEXT.shape, H100, params, gpus)
+    tokens, ctx = np.array([4, 1, 3]), np.array([1000, 50, 7000])
+    unique = np.full(NEXT.shape.num_moe_layers, 30.0)
+    masked = dataclasses.replace(c, verify_state_bytes=0.0)
+    extra = pass_cost(c, tokens, ctx, unique).tree_attention_s
+    extra -= pass_cost(masked, tokens, ctx, unique).tree_attention_s
+    bandwidth = H100.hbm_bytes_per_s * gpus * params.kv_efficiency
+    assert extra == pytest.approx((3 + 0 + 2) * linear_layers * state / bandwidth, rel=1e-12)
+    # A decode step and a prefill keep no more than their one state.
+    drafter = catalog.get_drafter("eagle3-qwen3-next-80b-a3b")
+    model = RooflineCostModel(target=NEXT, drafter=drafter, gpu=H100)
+    assert model.verify_pass(np.array([1, 1]), ctx[:2], unique).tree_attention_s == 0.0
+    assert model.prefill(np.array([500, 300])).tree_attention_s == 0.0
+    # A model without linear attention keeps none.
+    assert pass_constants(QWEN.shape, H100, params, gpus).verify_state_bytes == 0.0
