@@ -181,10 +181,11 @@ def _fit_engines(
     return out
 
 
-def _fold_decode(
-    train: list[Case], held: list[Case], probes: Probes, rho: float, labels: dict[str, str]
-) -> tuple[float | None, dict[str, np.ndarray | None], list[dict[str, Any]]]:
-    """The fold's spread, its presets, and its held-out decode / speculative predictions."""
+Fit = tuple[float | None, dict[str, np.ndarray | None]]
+
+
+def _fold_fit(train: list[Case], probes: Probes, rho: float, labels: dict[str, str]) -> Fit:
+    """The fold's spread and its presets, from its training rows alone."""
     jittered = [c for c in train if _variant_jitter(c) and not is_test_row(c)]
     grid = _grid(train)
     best: tuple[float, float | None, dict[str, np.ndarray | None]] | None = None
@@ -205,7 +206,12 @@ def _fold_decode(
         if best is None or score < best[0] - 1e-12:
             best = (score, jitter, thetas)
     assert best is not None
-    _, jitter, thetas = best
+    return best[1], best[2]
+
+
+def _fold_predict(held: list[Case], probes: Probes, rho: float, fit: Fit) -> list[dict[str, Any]]:
+    """The held-out decode / speculative rows predicted with the fold's spread and presets."""
+    jitter, thetas = fit
     out = []
     for c in held:
         engine = engine_preset(c)
@@ -221,7 +227,7 @@ def _fold_decode(
             assert row is not None
             item["predicted"] = row.predict(theta)
         out.append(item)
-    return jitter, thetas, out
+    return out
 
 
 def _kernel_form(rows: list[kernels.Row], groups: list[str]) -> tuple[kernels.Form, str]:
@@ -310,14 +316,15 @@ def nested_folds(
                 for jitter in grid if _variant_jitter(c) else (None,):
                     tasks += store.tasks(c, rho, jitter)
     store.simulate(tasks, workers, progress)
+    fits: dict[str | None, Fit] = {}  # each fold's, made once
     tasks = []  # a test row informs no fit: only its own fold predicts it, at the fold's spread
-    for g, train, rho, _prior in plan[:-1]:
-        tested = [c for c in cases if fold_key(c) == g and is_test_row(c)]
-        tested = [c for c in tested if c.category != "kernel"]
-        if tested:
-            jitter, _, _ = _fold_decode(train, [], store, rho, inconsistent(train))
-            for c in tested:
-                tasks += store.tasks(c, rho, jitter)
+    for g, train, rho, _prior in plan:  # g None: every row trains, none is held out
+        held = [c for c in cases if fold_key(c) == g and c.category != "kernel"]
+        if held or g is None:
+            fits[g] = _fold_fit(train, store, rho, inconsistent(train))
+        for c in held:
+            if is_test_row(c):
+                tasks += store.tasks(c, rho, fits[g][0])
     store.simulate(tasks, workers, progress)
     default = simspec.load_scenario()
     kernel_cases = [c for c in cases if c.category == "kernel"]
@@ -328,7 +335,8 @@ def nested_folds(
         decode_held = [c for c in held if c.category != "kernel"]
         fold: dict[str, Any] = {"group": g, "held_out": len(held), "labels": sorted(labels)}
         if decode_held:
-            jitter, thetas, out = _fold_decode(train, decode_held, store, rho, labels)
+            jitter, thetas = fits[g]
+            out = _fold_predict(decode_held, store, rho, fits[g])
             fold |= {"rank_decay": rho, "rank_decay_prior": prior, "length_jitter": jitter}
             fold["presets"] = {
                 e: None if t is None else dict(zip(presets.fitted_keys(e), t.tolist(), strict=True))
@@ -347,7 +355,7 @@ def nested_folds(
         folds.append(fold)
     _, _, full_rho, full_prior = plan[-1]
     full_labels = inconsistent(cases)
-    full_jitter, _, _ = _fold_decode(cases, [], store, full_rho, full_labels)
+    full_jitter = fits[None][0]
     full = {
         "labels": full_labels,
         "rank_decay": full_rho,

@@ -223,7 +223,7 @@ def out_of_sample_lines(oos: dict[str, Any], folds: dict[str, Any]) -> list[str]
     ]
     for fold in folds["folds"]:
         mine = [r for r in folds["rows"] if r["group"] == fold["group"]]
-        errors = [abs(r["predicted"] / r["measured"] - 1) for r in mine if r["predicted"]]
+        errors = [_error(r) for r in mine if r["predicted"]]
         rho = fold.get("rank_decay")
         rho_text = (
             "—" if rho is None else f"{rho:g}" + (" (prior)" if fold["rank_decay_prior"] else "")
