@@ -300,3 +300,64 @@ def test_the_readme_quotes_the_current_deepseek_trtllm_test_rows():
     assert f"EP 4 and 8 within {max(abs(e) for e in fp8_ep):.0f} %" in text
     assert f"pure TP8 {min(fast):.0f}-{max(fast):.0f} % too fast" in text
     assert f"(6 rows, {min(slow):.0f}-{max(slow):.0f} % too slow" in text
+
+
+def _pct1(fraction: float) -> str:
+    return f"{100 * fraction:.1f} %"
+
+
+def test_the_readme_quotes_the_current_per_reporter_speculative_errors():
+    """README's numbers on the SpecBundle rows and on each reporter's speculative rows are the
+    fold table's, recomputed here: medians per source, per draft shape and per model, the wrong
+    signs, and zzsf11's rows against SpecBundle's rows of the same model."""
+    from simspec.validation.holdout import group_medians
+    from simspec.validation.predictions import is_tree_row
+
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    cases = {c.id: c for c in load_cases(CASES).cases}
+    folds = json.loads((FOLDER / "folds.json").read_text(encoding="utf-8"))
+    spec = [r for r in folds["rows"] if r["category"] == "speculative" and r["predicted"]]
+
+    def err(r: dict) -> float:
+        return abs(r["predicted"] / r["measured"] - 1)
+
+    def sign(r: dict) -> bool | None:
+        return speedup_sign_right("speculative", r["predicted"], r["measured"])
+
+    bundle = [r for r in spec if r["group"] == "specbundle"]
+    chains = [r for r in bundle if not is_tree_row(cases[r["id"]])]
+    trees = [r for r in bundle if is_tree_row(cases[r["id"]])]
+    wrong = [r for r in bundle if sign(r) is False]
+    per_model: dict[str, list[float]] = {}
+    for r in bundle:
+        per_model.setdefault(cases[r["id"]].model, []).append(err(r))
+    models = sorted(statistics.median(v) for v in per_model.values())
+    assert (
+        f"{len(chains)} chains and {len(trees)} trees. They are test rows, never fitted, and they "
+        f"are predicted within a median {_pct1(statistics.median(map(err, bundle)))} out of "
+        f"sample (chains {_pct1(statistics.median(map(err, chains)))}, trees "
+        f"{_pct1(statistics.median(map(err, trees)))}; per model {100 * models[0]:.1f}-"
+        f"{_pct1(models[-1])}, Qwen3-Next the worst), with {len(wrong)} wrong signs"
+    ) in text
+    assert max(per_model, key=lambda m: statistics.median(per_model[m])) == "qwen3-next-80b-a3b"
+    medians = group_medians(spec)
+    quoted = re.search(r"seven reporters' speculative medians are (.*?), median ([\d.]+) %", text)
+    assert quoted, "README no longer lists the reporters' speculative medians"
+    listed = {
+        m.group(2): int(m.group(1)) for m in re.finditer(r"(\d+) % \(([\w-]+)", quoted.group(1))
+    }
+    assert listed == {g: round(100 * v) for g, v in medians.items()}
+    assert float(quoted.group(2)) == round(100 * statistics.median(medians.values()), 1)
+    zz = [r for r in spec if r["group"] == "zzsf11"]
+    zz_wrong = sum(1 for r in zz if sign(r) is False)
+    zz_checked = sum(1 for r in zz if sign(r) is not None)
+    assert (
+        f"by a median {statistics.median(map(err, zz)):.0%} with {zz_wrong} of {zz_checked} "
+        "signs wrong".replace("%", " %")
+    ) in text
+    same = [r for r in bundle if cases[r["id"]].model == "qwen3-30b-a3b"]
+    low, high = min(r["measured"] for r in same), max(r["measured"] for r in same)
+    assert (
+        f"measure {low:.2f}-{high:.2f}x and are predicted within a median "
+        f"{_pct1(statistics.median(map(err, same)))}"
+    ) in text
