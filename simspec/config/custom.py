@@ -39,6 +39,12 @@ from simspec.physics.models import ModelSpec
 AUTO_DRAFTER = "eagle3-auto"
 #: Draft vocabulary of the synthesized head (SpecForge's EAGLE-3 configs use 32000).
 AUTO_DRAFT_VOCAB = 32000
+#: MLP width over hidden size of a synthesized head for a MoE target: the median over the MoE
+#: heads SpecForge publishes configs for (configs/*-eagle3.json: Qwen3-30B-A3B, Qwen3-235B-A22B,
+#: Qwen3-Coder-30B-A3B and gpt-oss 6, DeepSeek-V3 5.7, Llama-4-Scout 6.4, Qwen3-Next and
+#: Qwen3.5-35B-A3B 8, DeepSeek-V2-Lite 5.3, Qwen3-Coder-Next 4, Ling-flash-2.0 3.5,
+#: Qwen3-Coder-480B 2.7, LongCat-Flash 2); NVIDIA's gpt-oss-120b head also has 6.
+MOE_HEAD_MLP_PER_HIDDEN = 6
 
 
 def _named(table: dict[str, Any], section: str, name_key: str, fallback: str, source: str) -> None:
@@ -88,11 +94,13 @@ def with_custom_names(data: Mapping[str, Any], key: str, source: str) -> Any:
 
 
 def auto_drafter(target: ModelSpec) -> DrafterSpec:
-    """An EAGLE-3 head shaped after ``target``, as the catalog's heads are after theirs.
+    """An EAGLE-3 head shaped after ``target`` by the convention of SpecForge's published heads.
 
-    One decoder layer at the target's hidden size with its dense-FFN width (config.json's
-    ``intermediate_size``) and its attention heads; an MLA target's head uses 128-dim GQA
-    heads (hidden / 128 query heads, 8 KV heads), as SpecForge's DeepSeek-V3 head does.
+    One decoder layer at the target's hidden size with its attention heads; an MLA target's
+    head uses 128-dim GQA heads (hidden / 128 query heads, 8 KV heads), as SpecForge's
+    DeepSeek-V3 head does. MLP width: a dense target's own FFN width (config.json's
+    ``intermediate_size``), as SpecForge's heads for dense models have it; for a MoE target
+    :data:`MOE_HEAD_MLP_PER_HIDDEN` × hidden, the median over SpecForge's published MoE heads.
     """
     a, h = target.attention, target.hidden_size
     mla = a.kind == "mla"
@@ -102,10 +110,14 @@ def auto_drafter(target: ModelSpec) -> DrafterSpec:
         kind="eagle3",
         targets=(target.name,),
         source="simspec.config.custom.auto_drafter",
-        notes="synthesized: 1 layer, the target's hidden size, FFN width and attention heads",
+        notes="synthesized: 1 layer at the target's hidden size with its attention heads; MLP "
+        f"{MOE_HEAD_MLP_PER_HIDDEN} x hidden for a MoE target, its own FFN width for a dense one",
         num_layers=1,
         hidden_size=h,
-        intermediate_size=target.ffn.dense_intermediate_size or 3 * h,
+        intermediate_size=(
+            MOE_HEAD_MLP_PER_HIDDEN * h if target.is_moe else target.ffn.dense_intermediate_size
+        )
+        or 3 * h,
         num_heads=max(h // 128, 1) if mla else a.num_heads,
         num_kv_heads=8 if mla else a.num_kv_heads,
         head_dim=128 if mla else a.head_dim,

@@ -41,11 +41,10 @@ class PassConstants:
     """What a target pass's cost takes from (shape, GPU, params, parallelism) alone.
 
     Built once per cost model (:func:`pass_constants`) so a pass does not re-derive them. On
-    one GPU every parallel factor is 1 and the terms reduce to the single-device roofline. Split
-    over GPUs
-    (:mod:`simspec.costs.parallel`), ``bw`` and ``flops_per_s`` are one GPU's times t: each GPU
-    reads and computes 1/t of every dense weight and of the KV cache; the routed experts use
-    ``moe_bw`` / ``moe_flops_per_s`` (one GPU's times the t_moe shards of an expert).
+    one GPU every parallel factor is 1 and the terms reduce to the single-device roofline.
+    Split over GPUs (:mod:`simspec.costs.parallel`), ``bw`` and ``flops_per_s`` are one GPU's
+    times t: each GPU reads and computes 1/t of every dense weight and of the KV cache; the
+    routed experts use ``moe_bw`` / ``moe_flops_per_s`` (one GPU's times the t_moe shards).
     """
 
     shape: ModelShape
@@ -176,12 +175,13 @@ def tree_mask_bytes_per_entry(shape: ModelShape) -> float:
 
 
 def verify_state_bytes(shape: ModelShape, tensor: int = 1) -> float:
-    """Bytes the ``tensor`` ranks of a verify write together per verified token beyond a
-    request's first: one state per linear-attention (Gated DeltaNet) layer. The accepted prefix
-    may end at any verified token, so the state after each is kept (SGLang's
-    ``intermediate_ssm_state_cache``: layers × requests × draft tokens × state, written by its
-    verify kernel), n_b − 1 more than the one a decode step reads and writes
-    (:func:`~simspec.costs.kernels.attention_core_s`), float32 as the layer holds it."""
+    """Bytes of one float32 recurrent state per linear-attention (Gated DeltaNet) layer, over
+    the ``tensor`` ranks together. A decode step reads and writes each request's state
+    (:func:`~simspec.costs.kernels.attention_core_s`). The accepted prefix may end at any
+    verified token, so SGLang's verify kernel writes the state after each of a request's n_b
+    tokens (``intermediate_ssm_state_cache``, layers × requests × draft tokens × state) and
+    ``update_mamba_state_after_mtp_verify`` then copies the accepted one into the request's
+    slot (a read and a write): n_b + 1 states per request beyond a decode step's."""
     return sum(g.count * (g.state_bytes / 2) * g.kv_copies(tensor) for g in shape.groups)
 
 
@@ -189,9 +189,9 @@ def tree_attention_s(c: PassConstants, tokens, ctx, counts=None, share: float = 
     """A verify's attention beyond a decode step's, in a pass of ``tokens`` (B,) or (N, B) at
     contexts ``ctx``: its mask, Σ_b n_b·(c_b + n_b) entries × :func:`tree_mask_bytes_per_entry`
     at one GPU's KV bandwidth plus the packing kernel's floor, and the linear-attention states
-    kept, Σ_b (n_b − 1) × :func:`verify_state_bytes` at the pass's. 0 for a pass that verifies
-    no drafts (every n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A float for one
-    pass, else (N,). ``share``: the busiest data-parallel attention group's share
+    kept and committed, Σ_b (n_b + 1) × :func:`verify_state_bytes` at the pass's. 0 for a pass
+    that verifies no drafts (every n_b = 1) and for a prefill (``mask_bytes_per_entry`` 0). A
+    float for one pass, else (N,). ``share``: the busiest data-parallel attention group's share
     (:func:`~simspec.costs.parallel.attention_share`)."""
     if not c.mask_bytes_per_entry:
         return 0.0
@@ -202,7 +202,7 @@ def tree_attention_s(c: PassConstants, tokens, ctx, counts=None, share: float = 
         entries = entries * share
     time = entries * (c.mask_bytes_per_entry / c.mask_bw) + c.mask_floor_s
     if c.verify_state_bytes:
-        time = time + (n - requests) * share * (c.verify_state_bytes / c.kv_bw)
+        time = time + (n + requests) * share * (c.verify_state_bytes / c.kv_bw)
     if isinstance(n, float):
         return time if n > requests else 0.0
     return np.where(n > requests, time, 0.0)

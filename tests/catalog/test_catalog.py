@@ -163,8 +163,11 @@ def test_drafters_reference_known_models():
         elif d.kind == "ngram":  # no weights, every target
             assert d.head_weight_bytes() == 0 and not d.targets and not d.model
             assert all(d.serves(m) for m in catalog.model_names())
-        else:
-            assert 0.05e9 < d.head_weight_bytes() < 2e9
+        else:  # one layer and a draft-vocabulary LM head: SpecForge's DeepSeek-V3 head, the
+            # largest published, is 2.9 GB; a head stays a few % of its target at most
+            for target in d.targets:
+                target_bytes = catalog.get_model(target).shape.total_weight_bytes
+                assert 0.05e9 < d.head_weight_bytes() < min(4e9, 0.05 * target_bytes)
 
 
 def test_every_drafter_documents_its_acceptance_or_says_it_has_none():

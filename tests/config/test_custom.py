@@ -72,10 +72,19 @@ def test_inline_model_and_gpu_tables(catalog_run):
 
 @pytest.mark.parametrize(
     "target",
-    ["qwen3-30b-a3b", "mixtral-8x7b", "olmoe-1b-7b-0924", "gpt-oss-20b", "glm-4.5", "deepseek-v3"],
+    [
+        "qwen3-30b-a3b",
+        "qwen3-235b-a22b",
+        "qwen3-coder-30b-a3b",
+        "gpt-oss-20b",
+        "gpt-oss-120b",
+        "qwen3-8b",
+    ],
 )
 def test_auto_drafter_has_the_catalog_heads_shape(target):
-    """The synthesized head follows the rule the catalog's EAGLE-3 heads were built by."""
+    """The synthesized head has the shape of the catalog's heads that follow SpecForge's
+    convention: 6 × hidden MLP for a MoE target (its Qwen3 and gpt-oss heads), the target's own
+    FFN width for a dense one (its Qwen3-8B head)."""
     ours, theirs = auto_drafter(catalog.get_model(target)), catalog.get_drafter(f"eagle3-{target}")
     keys = ("num_layers", "hidden_size", "intermediate_size", "num_heads", "num_kv_heads")
     assert [getattr(ours, k) for k in keys] == [getattr(theirs, k) for k in keys]

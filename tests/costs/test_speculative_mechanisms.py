@@ -128,8 +128,10 @@ NEXT = catalog.get_model("qwen3-next-80b-a3b")
 @pytest.mark.parametrize("gpus", [1, 2, 4])
 def test_a_verify_pass_keeps_a_linear_attention_state_per_verified_token(gpus):
     """Gated DeltaNet layers fold each token into a float32 state of value heads × key dim ×
-    value dim; a verify of n_b tokens keeps the state after each of them, n_b − 1 more than
-    the decode step writes, split over the tensor ranks with the value heads."""
+    value dim, split over the tensor ranks with the value heads. A decode step reads and
+    writes one per request; a verify of n_b tokens reads it, writes the state after each
+    token and then copies the accepted one into the request's slot (a read and a write):
+    n_b + 1 states more."""
     a, params = NEXT.attention, RooflineParams()
     linear_layers = NEXT.num_layers - NEXT.num_layers // a.full_attention_interval  # 3 in 4
     state = 4.0 * a.linear_num_value_heads * a.linear_key_head_dim * a.linear_value_head_dim
@@ -140,7 +142,7 @@ def test_a_verify_pass_keeps_a_linear_attention_state_per_verified_token(gpus):
     extra = pass_cost(c, tokens, ctx, unique).tree_attention_s
     extra -= pass_cost(masked, tokens, ctx, unique).tree_attention_s
     bandwidth = H100.hbm_bytes_per_s * gpus * params.kv_efficiency
-    assert extra == pytest.approx((3 + 0 + 2) * linear_layers * state / bandwidth, rel=1e-12)
+    assert extra == pytest.approx((5 + 2 + 4) * linear_layers * state / bandwidth, rel=1e-12)
     # A decode step and a prefill keep no more than their one state.
     drafter = catalog.get_drafter("eagle3-qwen3-next-80b-a3b")
     model = RooflineCostModel(target=NEXT, drafter=drafter, gpu=H100)
