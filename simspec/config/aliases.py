@@ -56,6 +56,9 @@ ALIASES: dict[str, tuple[str, str, _Expand]] = {
         "hardware.num_gpus + hardware.tensor_parallel",
         _key("hardware.num_gpus", "hardware.tensor_parallel"),
     ),
+    "kv_cache_dtype": ("vLLM, SGLang", "model.kv_cache_dtype", _key("model.kv_cache_dtype")),
+    "mamba_ssm_dtype": ("SGLang", "model.ssm_state_dtype", _key("model.ssm_state_dtype")),
+    "mamba_ssm_cache_dtype": ("vLLM", "model.ssm_state_dtype", _key("model.ssm_state_dtype")),
 }
 
 

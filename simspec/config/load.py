@@ -55,7 +55,7 @@ from simspec.errors import ScenarioError, describe
 from simspec.inputs import load_toml, read_input_text
 from simspec.physics.models import kv_bytes_for_context
 from simspec.physics.mtp import mtp_module
-from simspec.physics.precision import with_precision
+from simspec.physics.precision import with_cache_dtypes, with_precision
 from simspec.policies.base import POLICIES
 from simspec.policies.fixed import BASELINE_LABEL, is_plain_decoding
 from simspec.routing.config import RoutingConfig
@@ -179,6 +179,7 @@ def _resolve(
         shared=model.shared_precision,
         attention=model.attention_precision,
     )
+    target = with_cache_dtypes(target, model.kv_cache_dtype, model.ssm_state_dtype)
     draft_model = None
     if drafter.kind == "dense":
         draft_model = catalog.get_model(drafter.model)

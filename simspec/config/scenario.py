@@ -34,7 +34,12 @@ from simspec.physics.drafters import DrafterSpec
 from simspec.physics.hardware import GpuSpec, HostSpec
 from simspec.physics.models import ModelSpec
 from simspec.physics.mtp import drafter_weight_bytes
-from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
+from simspec.physics.precision import (
+    KV_CACHE_DTYPES,
+    PART_PRECISIONS,
+    PRECISIONS,
+    SSM_STATE_DTYPES,
+)
 from simspec.policies.base import BudgetPolicy
 from simspec.profile import CalibrationProfile
 from simspec.routing.config import RoutingConfig
@@ -75,6 +80,19 @@ class ModelConfig:
     )
     attention_precision: str = param(
         "", "attention-projection weight format ('' = precision)", choices=PART_PRECISIONS
+    )
+    kv_cache_dtype: str = param(
+        "auto",
+        "KV-cache format, as the engines' --kv-cache-dtype: auto (the model's weight_bytes, the "
+        "engines' default), bf16 / fp16, or fp8 (fp8_e4m3, fp8_e5m2): half the KV bytes read "
+        "per context token and twice the tokens a GPU holds",
+        choices=tuple(KV_CACHE_DTYPES),
+    )
+    ssm_state_dtype: str = param(
+        "float32",
+        "format of a linear-attention layer's recurrent state (SGLang's --mamba-ssm-dtype, "
+        "vLLM's --mamba-ssm-cache-dtype): float32 or bfloat16 / float16",
+        choices=tuple(SSM_STATE_DTYPES),
     )
     config: str = param(
         "",

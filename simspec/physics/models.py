@@ -173,6 +173,20 @@ class ModelSpec:
     attention_weight_bytes: float = param(
         0.0, "bytes per parameter of attention projections (0 = weight_bytes)", ge=0, le=MAX_BYTES
     )
+    kv_cache_bytes: float = param(
+        0.0,
+        "bytes per KV-cache value (0 = weight_bytes: the engines' default, auto, KV dtype; 1 "
+        "for an fp8 KV cache)",
+        ge=0,
+        le=MAX_BYTES,
+    )
+    state_value_bytes: float = param(
+        4.0,
+        "bytes per value of a linear-attention layer's recurrent state (4: float32, SGLang's "
+        "--mamba-ssm-dtype default; 2 for bfloat16)",
+        ge=MIN_BYTES,
+        le=MAX_BYTES,
+    )
     attention_activation_quant: bool = param(
         False,
         "the attention projections' inputs are quantised at run time, one kernel per "
@@ -365,6 +379,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
     wb = spec.weight_bytes
     ab = spec.attention_weight_bytes or wb
     sb = spec.shared_weight_bytes or wb
+    kvb = spec.kv_cache_bytes or wb
     counts: dict[tuple[str, bool], int] = {}
     for layer in range(spec.num_layers):
         key = (_layer_kind(spec, layer), _is_moe_layer(spec, layer))
@@ -383,14 +398,19 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         linear = kind == "linear"
         state = 0.0
         if linear:
-            state = 4.0 * a.linear_num_value_heads * a.linear_key_head_dim * a.linear_value_head_dim
+            state = (
+                spec.state_value_bytes
+                * a.linear_num_value_heads
+                * a.linear_key_head_dim
+                * a.linear_value_head_dim
+            )
         groups.append(
             LayerGroup(
                 count=count,
                 attention_weight_bytes=attention_params(spec, kind) * ab,
-                kv_bytes_per_token=0.0 if linear else _kv_values(a, kind, kv_values) * wb,
+                kv_bytes_per_token=0.0 if linear else _kv_values(a, kind, kv_values) * kvb,
                 window_tokens=float(a.sliding_window) if kind == "sliding" else float("inf"),
-                state_bytes=2.0 * state,  # fp32 state, read and written once per pass
+                state_bytes=2.0 * state,  # the state, read and written once per pass
                 attention_flops_per_pair=0.0 if linear else pair_flops,
                 ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
                 is_moe=moe,

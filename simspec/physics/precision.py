@@ -44,8 +44,10 @@ parameter are what the roofline needs (block scales included):
 A scenario's ``[model] precision`` sets the routed experts, the always-active FFN weights (shared
 experts and dense FFN layers) and the attention projections; ``expert_precision``,
 ``shared_precision`` and ``attention_precision`` override one part (gpt-oss: ``precision =
-"bf16"``, ``expert_precision = "mxfp4"``). Embeddings, the LM head, the router and the KV cache
-keep the catalog's ``weight_bytes`` (quantised checkpoints keep them in bf16). ``"catalog"`` (the
+"bf16"``, ``expert_precision = "mxfp4"``). Embeddings, the LM head and the router keep the
+catalog's ``weight_bytes`` (quantised checkpoints keep them in bf16), and so does the KV cache
+unless ``kv_cache_dtype`` names another (:func:`with_cache_dtypes`, which also sets
+``ssm_state_dtype``, the linear-attention states' format). ``"catalog"`` (the
 default) keeps the catalog's numbers, i.e. today's behaviour. A part in fp8 or nvfp4 also
 quantises its GEMM inputs at run time, a kernel per GEMM (:data:`ACTIVATION_QUANT_FORMATS`).
 FLOPs are counted per parameter at the bf16 tensor rate whatever the format (fp8/fp4
@@ -87,6 +89,46 @@ PRECISIONS: tuple[str, ...] = ("catalog", *BYTES_PER_PARAM)
 
 #: Per-part overrides: "" follows ``precision``.
 PART_PRECISIONS: tuple[str, ...] = ("", *PRECISIONS)
+
+
+#: Bytes per KV-cache value of each ``[model] kv_cache_dtype`` (SGLang's and vLLM's
+#: ``--kv-cache-dtype`` names; TensorRT-LLM's ``kv_cache_config.dtype``); ``auto`` (0) keeps the
+#: model's ``weight_bytes``, the engines' default.
+KV_CACHE_DTYPES: dict[str, float] = {
+    "auto": 0.0,
+    "bf16": 2.0,
+    "bfloat16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+}
+
+#: Bytes per value of a linear-attention layer's recurrent state for each ``[model]
+#: ssm_state_dtype`` (SGLang's ``--mamba-ssm-dtype``, vLLM's ``--mamba-ssm-cache-dtype``).
+SSM_STATE_DTYPES: dict[str, float] = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+
+
+def with_cache_dtypes(spec: ModelSpec, kv: str = "auto", state: str = "float32") -> ModelSpec:
+    """``spec`` with its KV cache and linear-attention states stored as ``kv`` and ``state``.
+
+    A KV cache in fp8 halves the bytes a decode or verify pass reads per context token and
+    doubles the tokens a GPU holds; a bfloat16 state halves what a linear-attention layer reads
+    and writes per request and pass (and what a verify keeps per token).
+
+    >>> from simspec import catalog
+    >>> m = with_cache_dtypes(catalog.get_model("qwen3-next-80b-a3b"), "fp8", "bfloat16")
+    >>> m.kv_cache_bytes, m.state_value_bytes
+    (1.0, 2.0)
+    """
+    if kv not in KV_CACHE_DTYPES:
+        raise ValueError(f"unknown KV-cache dtype {kv!r}: one of {', '.join(KV_CACHE_DTYPES)}")
+    if state not in SSM_STATE_DTYPES:
+        raise ValueError(f"unknown state dtype {state!r}: one of {', '.join(SSM_STATE_DTYPES)}")
+    kv_bytes, state_bytes = KV_CACHE_DTYPES[kv], SSM_STATE_DTYPES[state]
+    if (spec.kv_cache_bytes, spec.state_value_bytes) == (kv_bytes, state_bytes):
+        return spec
+    return dataclasses.replace(spec, kv_cache_bytes=kv_bytes, state_value_bytes=state_bytes)
 
 
 #: The flag of :class:`~simspec.physics.models.ModelSpec` that says whether a part's GEMM inputs
@@ -150,7 +192,10 @@ def with_precision(
 __all__ = [
     "ACTIVATION_QUANT_FORMATS",
     "BYTES_PER_PARAM",
+    "KV_CACHE_DTYPES",
     "PART_PRECISIONS",
     "PRECISIONS",
+    "SSM_STATE_DTYPES",
+    "with_cache_dtypes",
     "with_precision",
 ]

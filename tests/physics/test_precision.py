@@ -7,11 +7,12 @@ import pytest
 
 from simspec import catalog
 from simspec.config.load import load_scenario
+from simspec.costs.kernels import attention_core_s
 from simspec.costs.passes import target_pass_cost
 from simspec.errors import ScenarioError
 from simspec.params import RooflineParams
 from simspec.physics.models import attention_params
-from simspec.physics.precision import BYTES_PER_PARAM, with_precision
+from simspec.physics.precision import BYTES_PER_PARAM, with_cache_dtypes, with_precision
 
 
 def test_bytes_per_parameter_of_each_format():
@@ -172,3 +173,84 @@ def test_fp8_pass_pays_the_floor_of_each_activation_quantisation():
         for p in ("bf16", "fp8")
     ]
     assert floors[1] - floors[0] == pytest.approx(61 * 5 * gpu.kernel_floor_s(True), rel=1e-12)
+
+
+NEXT = catalog.get_model("qwen3-next-80b-a3b")
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [
+        # GQA: K and V of each KV head per full-attention layer (Qwen3-30B-A3B: 4 heads x 128).
+        ("qwen3-30b-a3b", 48 * 2 * 4 * 128),
+        # MLA: the latent (512) and the RoPE key (64) per layer, shared by all heads.
+        ("deepseek-v3", 61 * (512 + 64)),
+    ],
+)
+def test_an_fp8_kv_cache_stores_one_byte_per_value(model, values):
+    spec = catalog.get_model(model)
+    assert spec.shape.kv_bytes_per_token == values * spec.weight_bytes  # auto: bf16
+    fp8 = with_cache_dtypes(spec, "fp8")
+    assert fp8.shape.kv_bytes_per_token == values * 1.0
+    assert with_cache_dtypes(spec, "fp8_e5m2").shape == fp8.shape
+
+
+def test_a_bfloat16_state_halves_what_a_linear_attention_layer_moves():
+    a = NEXT.attention
+    values = a.linear_num_value_heads * a.linear_key_head_dim * a.linear_value_head_dim
+    (linear,) = [g for g in NEXT.shape.groups if g.state_bytes > 0]
+    assert linear.state_bytes == 2 * 4.0 * values  # read and written, float32 by default
+    (half,) = [g for g in with_cache_dtypes(NEXT, state="bfloat16").shape.groups if g.state_bytes]
+    assert half.state_bytes == 2 * 2.0 * values
+
+
+def test_default_cache_dtypes_keep_the_catalog_spec_and_unknown_ones_are_refused():
+    assert with_cache_dtypes(NEXT) is NEXT
+    with pytest.raises(ValueError, match="KV-cache dtype"):
+        with_cache_dtypes(NEXT, "int4")
+    with pytest.raises(ValueError, match="state dtype"):
+        with_cache_dtypes(NEXT, state="fp8")
+
+
+def test_the_engines_kv_and_state_flags_reach_the_target():
+    s = load_scenario(
+        None,
+        {
+            "kv_cache_dtype": "fp8",
+            "model.target": "qwen3-next-80b-a3b",
+            "model.drafter": "eagle3-qwen3-next-80b-a3b",
+            "hardware.gpu": "h200",
+            "model.precision": "fp8",
+            "mamba_ssm_cache_dtype": "bfloat16",
+        },
+    )
+    assert (s.target.kv_cache_bytes, s.target.state_value_bytes) == (1.0, 2.0)
+    with pytest.raises(ScenarioError, match="kv_cache_dtype"):
+        load_scenario(None, {"model.kv_cache_dtype": "fp4"})
+
+
+#: vLLM PR #31722 (https://github.com/vllm-project/vllm/pull/31722), H200:
+#: fused_recurrent_gated_delta_rule_fwd with Qwen3-Next's shapes after the PR, µs per call (one
+#: layer's decode step), by tensor-parallel degree and batch. The states were bfloat16 (vLLM's
+#: default then, the model dtype): in float32 the 1024-request TP2 call would move 2 GB in
+#: 420 µs, above the H200's 4.8 TB/s.
+GDN_DECODE_US = {
+    2: {256: 111.14, 512: 212.70, 1024: 420.22},
+    4: {256: 60.29, 512: 113.28, 1024: 215.12},
+}
+
+
+@pytest.mark.parametrize("tensor", [2, 4])
+def test_a_linear_attention_decode_step_moves_its_states_at_the_kv_efficiency(tensor):
+    """Each request's state is read and written once per layer at the KV efficiency over the
+    tensor ranks' share of the value heads: within 10 % of vLLM's measured kernel where the
+    states' bytes dominate (256+ requests; below that the kernel's launch floor, priced apart
+    in simspec.physics.launches, dominates)."""
+    spec = with_cache_dtypes(NEXT, state="bfloat16")
+    (linear,) = [g for g in spec.shape.groups if g.state_bytes > 0]
+    h200, eff = catalog.get_gpu("h200"), RooflineParams().kv_efficiency
+    for batch, measured_us in GDN_DECODE_US[tensor].items():
+        requests = np.ones(batch)
+        bandwidth = h200.hbm_bytes_per_s * eff * tensor / linear.kv_copies(tensor)
+        predicted = attention_core_s(linear, requests, 0 * requests, bandwidth, 1e18)
+        assert predicted * 1e6 == pytest.approx(measured_us, rel=0.10)
