@@ -18,10 +18,12 @@ from simspec import catalog
 from simspec.costs.passes import pass_constants, pass_cost, pass_cost_many
 from simspec.costs.roofline import RooflineCostModel
 from simspec.params import RooflineParams
+from simspec.physics.precision import with_cache_dtypes
 
 H100 = catalog.get_gpu("h100-sxm")
 QWEN = catalog.get_model("qwen3-30b-a3b")
 DRAFTER = catalog.get_drafter("eagle3-qwen3-30b-a3b")
+KV_EFFICIENCY = RooflineParams().kv_efficiency
 
 
 def _mask_closed_form(model, gpu, params, tokens, ctx) -> float:
@@ -150,3 +152,14 @@ def test_a_verify_pass_keeps_a_linear_attention_state_per_verified_token(gpus):
     assert model.prefill(np.array([500, 300])).tree_attention_s == 0.0
     # A model without linear attention keeps none.
     assert pass_constants(QWEN.shape, H100, params, gpus).verify_state_bytes == 0.0
+
+
+def test_an_fp8_kv_cache_halves_the_heads_kv_reads_too():
+    """The engine's --kv-cache-dtype sets the draft head's cache as the target's: at a context
+    long enough for KV reads to matter, a draft step reads half the head's KV bytes."""
+    ctx = np.full(4, 32_000.0)
+    bf16 = RooflineCostModel(target=QWEN, drafter=DRAFTER, gpu=H100)
+    fp8 = RooflineCostModel(target=with_cache_dtypes(QWEN, "fp8"), drafter=DRAFTER, gpu=H100)
+    seen = (ctx + 1).sum()  # each drafted token attends to itself as well
+    kv_s = seen * DRAFTER.head_kv_bytes_per_token() / (H100.hbm_bytes_per_s * KV_EFFICIENCY)
+    assert bf16.draft_step(ctx) - fp8.draft_step(ctx) == pytest.approx(kv_s / 2, rel=1e-9)
