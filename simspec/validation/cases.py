@@ -21,7 +21,7 @@ from typing import Any
 
 from simspec import catalog
 from simspec.errors import InputError, describe
-from simspec.physics.precision import PART_PRECISIONS, PRECISIONS
+from simspec.physics.precision import KV_CACHE_DTYPES, PART_PRECISIONS, PRECISIONS
 from simspec.schema import build, param
 
 #: Where the shipped cases live in a checkout of the repository (relative to its root).
@@ -83,6 +83,11 @@ class Case:
     source: str = param(help="a key of [sources]")
     reporter: str = param(help="who ran the measurement (a lowercase slug; leave-one-out unit)")
     expert_precision: str = param("", "routed experts' weight format", choices=PART_PRECISIONS)
+    kv_cache_dtype: str = param(
+        "auto",
+        "KV-cache format the run used ([model] kv_cache_dtype: auto = the engine's default)",
+        choices=tuple(KV_CACHE_DTYPES),
+    )
     batch: int = param(1, "batch size / concurrency", ge=1)
     tokens: int = param(0, "kernel rows' M", ge=0)
     prompt_tokens: int = param(0, "prompt length", ge=0)

@@ -70,6 +70,7 @@ def _setting(case: Case) -> tuple[Any, ...]:
         case.gpu,
         case.precision,
         case.expert_precision,
+        case.kv_cache_dtype,
         engine_preset(case),
         case.ep,
         case.prompt_tokens,

@@ -146,6 +146,8 @@ def scenario_data(
         data["model"]["drafter"] = "ngram"
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
+    if case.kv_cache_dtype != "auto":
+        data["model"]["kv_cache_dtype"] = case.kv_cache_dtype
     data["hardware"] = {
         "gpu": case.gpu,
         "num_gpus": case.num_gpus,

@@ -49,6 +49,21 @@ def test_every_decode_and_speculative_case_builds_a_valid_scenario():
             assert scenario.hardware.num_gpus == case.num_gpus
 
 
+def test_a_rows_kv_cache_format_reaches_its_scenario():
+    """A row whose launch config stores the KV cache in fp8 is simulated with one byte per KV
+    value; a row that states nothing keeps the engine's default (the model's bf16 bytes)."""
+    rows = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    fp8 = rows["glm-4.7-8xh100-tp8ep8-trtllm-1k1k[0]"]
+    auto = rows["qwen3-30b-2xh100-tp2-sglang[0]"]
+    assert (fp8.kv_cache_dtype, auto.kv_cache_dtype) == ("fp8", "auto")
+    glm = scenario_from_dict(predict.scenario_data(fp8), fp8.id).target
+    qwen = scenario_from_dict(predict.scenario_data(auto), auto.id).target
+    assert glm.shape.kv_bytes_per_token * 2 == catalog.get_model("glm-4.7").shape.kv_bytes_per_token
+    assert (
+        qwen.shape.kv_bytes_per_token == catalog.get_model("qwen3-30b-a3b").shape.kv_bytes_per_token
+    )
+
+
 def test_every_row_names_its_reporter_and_role():
     cases = cases_mod.load_cases(CASES).cases
     assert all(c.reporter and c.role in cases_mod.ROLES for c in cases)
