@@ -155,9 +155,8 @@ class RooflineCostModel:
         draft_moe = 0 if self.draft_model is None else self.draft_model.shape.num_moe_layers
         object.__setattr__(self, "_draft_layers", draft_moe)
         object.__setattr__(self, "_head_bytes", self.drafter.head_weight_bytes())
-        # The head's KV cache takes the engine's KV format, as the target's does.
-        kv_scale = (self.target.kv_cache_bytes / self.drafter.weight_bytes) or 1.0
-        object.__setattr__(self, "_head_kv", self.drafter.head_kv_bytes_per_token() * kv_scale)
+        head_kv = self.drafter.head_kv_bytes_per_token(self.target.kv_cache_bytes)
+        object.__setattr__(self, "_head_kv", head_kv)
         floors = draft_step_kernels(max(self.drafter.num_layers, 1)) * self.gpu.kernel_floor_s(
             self.params.cuda_graphs
         )

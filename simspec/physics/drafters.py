@@ -192,6 +192,9 @@ class DrafterSpec:
         lm_head = self.draft_vocab_size * h
         return float(self.num_layers * (attention + mlp) + fusion + lm_head) * self.weight_bytes
 
-    def head_kv_bytes_per_token(self) -> float:
-        """KV-cache bytes per context token of the head's own layers."""
-        return float(self.num_layers * 2 * self.num_kv_heads * self.head_dim) * self.weight_bytes
+    def head_kv_bytes_per_token(self, value_bytes: float = 0.0) -> float:
+        """KV-cache bytes per context token of the head's own layers, ``value_bytes`` per value
+        (0: the head's ``weight_bytes``; an engine's KV format applies to the head's cache as
+        to the target's, :attr:`~simspec.physics.models.ModelSpec.kv_cache_bytes`)."""
+        values = self.num_layers * 2 * self.num_kv_heads * self.head_dim
+        return float(values) * (value_bytes or self.weight_bytes)
