@@ -154,7 +154,11 @@ class Case:
         "one after the other, so one GPU with their summed memory stands in",
         ge=1,
     )
-    drafter: str = param("", "catalog drafter of a speculative offload row ('' = none)")
+    drafter: str = param(
+        "",
+        "catalog drafter of a speculative or speculative offload row ('' = the model's default "
+        "for the row's method)",
+    )
     configuration: str = param("", "the system's configuration within its series (a label)")
     framework: str = param(
         "", "the offloading runtime: an offload framework preset ('' = none, physics only)"
@@ -367,13 +371,18 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
                 "1 <= acceptance_length <= steps + 1",
                 f"{case.acceptance_length} with steps = {case.steps}",
             )
+        if case.drafter:
+            _check_drafter(case, path, source)
+    elif case.category != OFFLOAD and "drafter" in given:
+        expected = "no drafter on a kernel or decode row (it runs no speculation)"
+        raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
 
 
 #: The keys only an offload row may set.
 _OFFLOAD_KEYS = frozenset(
     {"experts", "cache_experts_per_layer", "cache_gb", "cache_policy", "prefetch", "miss"}
     | {"prefetch_accuracy", "attention_precision", "pcie_generation", "host_link_gb_per_s"}
-    | {"host_memory_gb_per_s", "drafter", "configuration", "framework", "working_set"}
+    | {"host_memory_gb_per_s", "configuration", "framework", "working_set"}
 )
 
 
@@ -403,13 +412,18 @@ def _check_offload(case: Case, given: set[str], path: str, source: str) -> None:
         expected = "an offload framework of simspec/catalog/offload_frameworks"
         raise InputError(source, f"{path}.framework", expected, repr(case.framework))
     if case.drafter:
-        if case.drafter not in catalog.drafter_names():
-            raise InputError(
-                source, f"{path}.drafter", "a drafter from `simspec models`", repr(case.drafter)
-            )
-        if not catalog.get_drafter(case.drafter).serves(case.model):
-            expected = f"a drafter whose targets include {case.model}"
-            raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
+        _check_drafter(case, path, source)
+
+
+def _check_drafter(case: Case, path: str, source: str) -> None:
+    """A row's ``drafter`` comes from the catalog and serves the row's model."""
+    if case.drafter not in catalog.drafter_names():
+        raise InputError(
+            source, f"{path}.drafter", "a drafter from `simspec models`", repr(case.drafter)
+        )
+    if not catalog.get_drafter(case.drafter).serves(case.model):
+        expected = f"a drafter whose targets include {case.model}"
+        raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))
 
 
 def load_cases(path: str | Path) -> CaseFile:

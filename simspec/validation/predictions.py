@@ -144,6 +144,8 @@ def scenario_data(
         data["model"]["drafter"] = mtp_drafters(case.model)[0]
     elif case.category == "speculative" and case.method in NGRAM_METHODS:
         data["model"]["drafter"] = "ngram"
+    if case.category in RATIO_CATEGORIES and case.drafter:  # the row's own head
+        data["model"]["drafter"] = case.drafter
     if case.expert_precision:
         data["model"]["expert_precision"] = case.expert_precision
     if case.kv_cache_dtype != "auto":

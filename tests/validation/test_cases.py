@@ -64,6 +64,22 @@ def test_a_rows_kv_cache_format_reaches_its_scenario():
     )
 
 
+def test_a_rows_own_draft_head_reaches_its_scenario():
+    """AngelSlim's vLLM rows ran AngelSlim's head (MLP 6144), not the catalog's default
+    SpecForge head (MLP 12288): the scenario drafts with the lighter head, and a draft step
+    reads fewer weight bytes."""
+    rows = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    own = rows["qwen3-30b-a3b-1xh20-vllm-eagle3-angelslim[0]"]
+    default = rows["qwen3-30b-a3b-1xh200-sglang-eagle3-specbundle-gsm8k[0]"]
+    assert own.drafter == "eagle3-qwen3-30b-a3b-angelslim" and default.drafter == ""
+    head = scenario_from_dict(predict.scenario_data(own), own.id).drafter
+    spec = scenario_from_dict(predict.scenario_data(default), default.id).drafter
+    assert (head.name, head.intermediate_size) == ("eagle3-qwen3-30b-a3b-angelslim", 6144)
+    assert spec.intermediate_size == 12288
+    # One layer of MLP 3 x 2048 x 6144 fewer parameters, in bf16.
+    assert spec.head_weight_bytes() - head.head_weight_bytes() == 3 * 2048 * 6144 * 2
+
+
 def test_every_row_names_its_reporter_and_role():
     cases = cases_mod.load_cases(CASES).cases
     assert all(c.reporter and c.role in cases_mod.ROLES for c in cases)
@@ -148,6 +164,7 @@ reporter = "someone"
             "cases[0].assumed_keys[1]",
         ),
         ('source = "s"', 'source = "s"\nassumed_keys = ["tp"]', "cases[0].assumed"),
+        ('source = "s"', 'source = "s"\ndrafter = "eagle3-qwen3-30b-a3b"', "cases[0].drafter"),
     ],
 )
 def test_bad_case_files_name_the_key(tmp_path, old, new, key_path):

@@ -49,7 +49,7 @@ def _oos() -> dict[str, float | None]:
 #: Categories whose committed out-of-sample median misses its target today, with the number:
 #: expected failures (strict), so each flips to a failure to remove from here when the model
 #: meets its target. Every other category is held to its target for real.
-MISSED_TODAY = {"overlap": "9.3 %"}
+MISSED_TODAY = {"overlap": "9.3 %", "decode": "15.4 %"}
 
 
 def _target(category: str) -> object:
@@ -70,8 +70,8 @@ def test_out_of_sample_median_meets_its_target(category):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 27: 17 of 145 out-of-sample signs of speedup - 1 wrong (zzsf11's 14, "
-    "SpecBundle's Qwen3-Next FinanceQA 3; validation/summary.json)",
+    reason="issue 27: 19 of 149 out-of-sample signs of speedup - 1 wrong (zzsf11's 14, "
+    "SpecBundle's Qwen3-Next FinanceQA 5; validation/summary.json)",
 )
 def test_every_out_of_sample_sign_of_a_speedup_is_right():
     """Issue 27's sign target: where the measured speedup is more than 2 % from 1, the
@@ -341,13 +341,15 @@ def test_the_readme_quotes_the_current_per_reporter_speculative_errors():
     ) in text
     assert max(per_model, key=lambda m: statistics.median(per_model[m])) == "qwen3-next-80b-a3b"
     medians = group_medians(spec)
-    quoted = re.search(r"seven reporters' speculative medians are (.*?), median ([\d.]+) %", text)
+    quoted = re.search(r"(\w+) reporters' speculative medians are (.*?), median ([\d.]+) %", text)
     assert quoted, "README no longer lists the reporters' speculative medians"
+    words = ("six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+    assert quoted.group(1) == words[len(medians) - 6], "README counts the reporters wrong"
     listed = {
-        m.group(2): int(m.group(1)) for m in re.finditer(r"(\d+) % \(([\w-]+)", quoted.group(1))
+        m.group(2): int(m.group(1)) for m in re.finditer(r"(\d+) % \(([\w-]+)", quoted.group(2))
     }
     assert listed == {g: round(100 * v) for g, v in medians.items()}
-    assert float(quoted.group(2)) == round(100 * statistics.median(medians.values()), 1)
+    assert float(quoted.group(3)) == round(100 * statistics.median(medians.values()), 1)
     zz = [r for r in spec if r["group"] == "zzsf11"]
     zz_wrong = sum(1 for r in zz if sign(r) is False)
     zz_checked = sum(1 for r in zz if sign(r) is not None)
