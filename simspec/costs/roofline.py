@@ -6,13 +6,20 @@ KV cache, and each head layer ends in two all-reduces. Besides draft steps and t
 speculative iteration of a real engine does more (:meth:`RooflineCostModel.speculation_overhead_s`):
 verify bookkeeping kernels, host synchronisations an engine without an overlap scheduler
 exposes, and the drafter's extend over the accepted tokens (EAGLE-3 in SGLang/vLLM: the
-accepted tokens' target hidden states are fed through the head before the next draft). A draft
-step costs its kernels' floors (:func:`~simspec.physics.launches.draft_step_kernels`) besides
-its weights, KV reads and collectives, and its sampling over the draft vocabulary
-(:func:`draft_sampling_wave_s`). An MTP drafter's step (:mod:`simspec.physics.mtp`) is one
-pass of the target's own MTP module, split over the GPUs as the target is: its attention, its
-MoE layer loading the union of the drafting tokens' experts, the full-vocabulary LM head, the
-2h -> h projection and the kernels of both. An n-gram drafter (``kind = "ngram"``,
+accepted tokens' target hidden states are fed through the head before the next draft). That
+extend is the draft phase's first pass, widened: its logits give the first draft token, and the
+engine then runs k - 1 more head passes for k draft tokens (SGLang's ``draft_forward`` skips
+the last of its ``speculative_num_steps`` forwards, "we get 1 token from draft prefill";
+vLLM's EAGLE ``propose`` returns after that first forward when ``num_speculative_tokens`` is
+1 and loops k - 1 times otherwise). The draft phase keeps its k one-row passes (the depths a
+policy prices), so the first extend pass adds only what its committed rows add to a one-row
+pass (:meth:`RooflineCostModel._extend_s`). A draft step costs its kernels' floors
+(:func:`~simspec.physics.launches.draft_step_kernels`) besides its weights, KV reads and
+collectives, and its sampling over the draft vocabulary (:func:`draft_sampling_wave_s`). An
+MTP drafter's step (:mod:`simspec.physics.mtp`) is one pass of the target's own MTP module,
+split over the GPUs as the target is: its attention, its MoE layer loading the union of the
+drafting tokens' experts, the full-vocabulary LM head, the 2h -> h projection and the kernels
+of both. An n-gram drafter (``kind = "ngram"``,
 :mod:`simspec.physics.drafters`) runs nothing on the GPU: its draft steps and extend passes
 cost 0, and its host lookup, once per speculative iteration over every running request
 (:meth:`~simspec.physics.drafters.DrafterSpec.lookup_s`), is part of the iteration's
@@ -343,7 +350,7 @@ class RooflineCostModel:
         if not (p.draft_extend_passes and tokens.shape[-1]):
             return np.full(len(tokens), verify + 0.0)
         ctx = np.asarray(context_tokens, dtype=float)
-        return verify + p.draft_extend_passes * self._drafter_pass(tokens, ctx)
+        return verify + self._extend_s(tokens, ctx)
 
     def verify_terms(
         self, tokens_per_request: np.ndarray, context_tokens: np.ndarray, unique_experts: np.ndarray
@@ -381,11 +388,12 @@ class RooflineCostModel:
         kernel, gathers of the accepted tokens' KV slots and hidden states, the output), the
         host synchronisations ``params.verify_overhead_s`` unless the engine overlaps
         scheduling (``params.overlap_scheduling``), and ``params.draft_extend_passes`` drafter
-        passes over each request's committed tokens (``accepted_tokens``: a_b + 1), each
-        priced like a draft step over those tokens. The top-p renormalisation of a sampled
-        verify is part of the verify pass (:func:`~simspec.costs.passes.pass_terms`). An
-        n-gram drafter has no extend; its host lookup over every running request (contexts
-        ``context_tokens``) takes the extend's place.
+        passes over each request's committed tokens (``accepted_tokens``: a_b + 1), the first
+        of them the draft phase's first step widened to those tokens (:meth:`_extend_s`).
+        The top-p renormalisation of a sampled verify is part of the verify pass
+        (:func:`~simspec.costs.passes.pass_terms`). An n-gram drafter has no extend; its host
+        lookup over every running request (contexts ``context_tokens``) takes the extend's
+        place.
         """
         p = self.params
         if self._weightless:
@@ -394,8 +402,19 @@ class RooflineCostModel:
         if p.draft_extend_passes and len(accepted_tokens):
             tokens = np.asarray(accepted_tokens, dtype=float)
             ctx = np.asarray(context_tokens, dtype=float)
-            extend = p.draft_extend_passes * self._drafter_pass(tokens, ctx)
+            extend = self._extend_s(tokens, ctx)
         return self._verify_fixed_s() + extend
+
+    def _extend_s(self, tokens: np.ndarray, ctx: np.ndarray):
+        """The drafter's extend passes over each request's committed ``tokens`` (contexts
+        ``ctx``; (B,) or (N, B)) beyond the draft phase: the first pass is the draft phase's
+        first step widened from one row per request to the committed tokens (module docstring),
+        so it adds its pass less a one-row pass; passes beyond the first
+        (``draft_extend_passes`` > 1) cost in full."""
+        passes = self.params.draft_extend_passes
+        full = self._drafter_pass(tokens, ctx)
+        widened = full - self._drafter_pass(np.ones_like(tokens), ctx)
+        return min(passes, 1.0) * widened + max(passes - 1.0, 0.0) * full
 
     def _verify_fixed_s(self) -> float:
         """The part of a speculative iteration's overhead that does not depend on its batch:

@@ -57,7 +57,8 @@ FITTED = {
 #: What each fitted term stands for, written into the preset's notes (:func:`preset_toml`).
 MEANING = {
     "pass_overhead_s": "host time per target pass the GPU waits for (scheduler step, batch "
-    "metadata, sampler launch; plausible 0.1-1 ms for a Python scheduler)",
+    "metadata, sampler launch; plausible 0.1-1 ms for a Python scheduler, 0-1 ms where an "
+    "overlap scheduler prepares the next pass while the GPU runs this one)",
     "verify_overhead_s": "host time a speculative iteration exposes without an overlap "
     "scheduler (the scheduler step the baseline hides, accepted tokens copied to the host, the "
     "next draft planned from them; 1.1-2.0 ms measured directly as what SGLang's overlap "
@@ -76,18 +77,31 @@ PLAUSIBLE = {
 }
 
 
-def implausible(values: Mapping[str, float]) -> list[str]:
-    """The fitted terms among ``values`` outside :data:`PLAUSIBLE`."""
+def plausible_range(key: str, engine: str = "") -> tuple[float, float]:
+    """:data:`PLAUSIBLE` of ``key`` for ``engine``: an engine whose design overlaps its
+    scheduler with the GPU (:data:`DESIGN`, TensorRT-LLM's by default) hides its host time per
+    pass behind the pass before, so none of it need be exposed (lower bound 0)."""
+    low, high = PLAUSIBLE[key]
+    if key == "pass_overhead_s" and DESIGN.get(engine, {}).get("overlap_scheduling"):
+        low = 0.0
+    return low, high
+
+
+def implausible(values: Mapping[str, float], engine: str = "") -> list[str]:
+    """The fitted terms among ``values`` outside their plausible range for ``engine``
+    (:func:`plausible_range`)."""
     return [
         key
         for key, value in values.items()
-        if key in PLAUSIBLE and not PLAUSIBLE[key][0] <= value <= PLAUSIBLE[key][1]
+        if key in PLAUSIBLE
+        and not plausible_range(key, engine)[0] <= value <= plausible_range(key, engine)[1]
     ]
 
 
 #: Set by the engine's design, not fitted: EAGLE-3 in SGLang and vLLM runs one draft-extend
-#: pass over the accepted tokens after every verify (sglang/srt/speculative/eagle_worker.py,
-#: forward_draft_extend_after_decode; vllm/v1/spec_decode/eagle.py).
+#: pass over the accepted tokens after every verify, whose logits give the first draft token
+#: (sglang/srt/speculative/eagle_worker.py, forward_draft_extend_after_decode and
+#: draft_forward; vllm/v1/spec_decode/eagle.py, propose).
 FIXED = {"sglang": {"draft_extend_passes": 1.0}, "vllm": {"draft_extend_passes": 1.0}}
 #: The engine's design settings (``[engine]`` keys a preset sets, not fitted): whether it
 #: overlaps the next iteration's host work with the GPU during speculative decoding. SGLang's
@@ -316,7 +330,7 @@ def preset_toml(engine: str, result: dict[str, Any]) -> str:
         + "".join(
             f" {key} = {result['values'][key]:.3g} s is OUTSIDE its plausible range: it absorbs "
             "time the physics misses on these rows."
-            for key in implausible(result["values"])
+            for key in implausible(result["values"], engine)
         )
         + '"',
     ]

@@ -181,7 +181,9 @@ class RooflineParams:
     draft_extend_passes: float = param(
         0.0,
         "drafter passes over the accepted tokens after each verify (EAGLE-3 in SGLang and vLLM "
-        "run 1, a draft extend), each priced as a draft step over those tokens (0 = none)",
+        "run 1, a draft extend); the first is the draft phase's first step widened to those "
+        "tokens (it adds what they add to a one-row step), further ones cost a full pass over "
+        "them (0 = none)",
         ge=0,
         le=4,
     )

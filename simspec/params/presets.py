@@ -13,7 +13,8 @@ three of them fitted:
   collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
 - ``draft_step_overhead_s``: host time per drafter pass beyond its kernels;
 - ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
-  EAGLE-3 in SGLang and vLLM; set by the engine's design, not fitted);
+  EAGLE-3 in SGLang and vLLM, whose extend is also the pass that drafts the first token; set by
+  the engine's design, not fitted);
 - ``top_p_renorm_passes``: the engine's sampling path at temperature > 0 (a design setting);
 - ``overlap_scheduling``: whether the engine hides a speculative iteration's host work behind
   the GPU (a design setting, the default of ``[engine] overlap_scheduling``).

@@ -166,13 +166,22 @@ def test_speculation_overhead_is_bookkeeping_floors_when_ideal_and_an_extend_oth
     assert ideal.speculation_overhead_s(np.array([1, 3, 2]), ctx) == pytest.approx(bookkeeping)
     params = RooflineParams(verify_overhead_s=2e-3, draft_extend_passes=1.0)
     engine = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=params)
-    # One committed token each: the extend is exactly one draft step at those contexts.
+    # The extend is the draft phase's first step widened to the committed tokens: with one
+    # committed token each it adds nothing to that step; with four it adds the head's KV reads
+    # of the three extra rows per request (9 entries; the head's weights are read once either
+    # way, and 12 rows leave it memory-bound).
     ones = np.ones(3, dtype=int)
-    assert engine.speculation_overhead_s(ones, ctx) == pytest.approx(
-        bookkeeping + 2e-3 + engine.draft_step(ctx), rel=1e-12
+    assert engine.speculation_overhead_s(ones, ctx) == pytest.approx(bookkeeping + 2e-3, rel=1e-12)
+    kv = drafter.head_kv_bytes_per_token(QWEN.kv_cache_bytes)
+    wider = 9 * kv / (params.kv_efficiency * H100.hbm_bytes_per_s)
+    assert engine.speculation_overhead_s(np.array([4, 4, 4]), ctx) == pytest.approx(
+        bookkeeping + 2e-3 + wider, rel=1e-9
     )
-    assert engine.speculation_overhead_s(np.array([4, 4, 4]), ctx) > engine.speculation_overhead_s(
-        ones, ctx
+    # A second extend pass costs a full pass over the committed tokens: one draft step here.
+    twice = dataclasses.replace(params, draft_extend_passes=2.0)
+    engine2 = RooflineCostModel(target=QWEN, drafter=drafter, gpu=H100, params=twice)
+    assert engine2.speculation_overhead_s(ones, ctx) == pytest.approx(
+        bookkeeping + 2e-3 + engine.draft_step(ctx), rel=1e-12
     )
 
 

@@ -115,13 +115,20 @@ def test_a_draft_step_pays_its_sampling_and_a_head_without_its_own_vocab_uses_th
 
 
 def test_a_draft_extend_samples_one_row_per_request():
-    """Same tokens fed and KV seen, 2 requests against 1: one wave more on one SM."""
+    """A draft extend samples one row per request, as the one-row first draft step it widens
+    does, so it adds no sampling to that step; a second extend pass samples in full. On one
+    SM every sampled row is a wave: 2 requests against 1 (same tokens fed) differ by one."""
     one_sm = dataclasses.replace(H100, num_sms=1)
-    params = RooflineParams(draft_extend_passes=1.0)
-    model = RooflineCostModel(target=QWEN, drafter=DRAFTER, gpu=one_sm, params=params)
-    two = model.speculation_overhead_s(np.array([3, 3]), np.array([100, 100]))
-    one = model.speculation_overhead_s(np.array([6]), np.array([200]))
-    assert two - one == pytest.approx(_draft_wave(one_sm, DRAFTER.draft_vocab_size), rel=1e-9)
+    wave = _draft_wave(one_sm, DRAFTER.draft_vocab_size)
+    kv = DRAFTER.head_kv_bytes_per_token(QWEN.kv_cache_bytes)
+    entry = kv / (RooflineParams().kv_efficiency * one_sm.hbm_bytes_per_s)  # one KV entry read
+    for passes, waves in ((1.0, 0), (2.0, 1)):
+        params = RooflineParams(draft_extend_passes=passes)
+        model = RooflineCostModel(target=QWEN, drafter=DRAFTER, gpu=one_sm, params=params)
+        two = model.speculation_overhead_s(np.array([3, 3]), np.array([100, 100]))
+        one = model.speculation_overhead_s(np.array([6]), np.array([200]))
+        # The widened step: 2 x 2 extra rows against 5 (KV entries beyond the one-row step's).
+        assert two - one == pytest.approx(waves * wave - entry, rel=1e-9)
 
 
 NEXT = catalog.get_model("qwen3-next-80b-a3b")

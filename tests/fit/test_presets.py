@@ -130,6 +130,14 @@ def test_a_fitted_value_outside_its_plausible_range_is_flagged_in_the_notes():
     bad = {**ok, "values": {"pass_overhead_s": 2e-3}}
     assert presets.implausible(bad["values"]) == ["pass_overhead_s"]
     assert "pass_overhead_s = 0.002 s is OUTSIDE" in presets.preset_toml("vllm", bad)
+    # No host time per pass is implausible for an engine that exposes its scheduler (vLLM,
+    # SGLang without their overlap) and plausible for one that overlaps it (TensorRT-LLM).
+    none = {**ok, "values": {"pass_overhead_s": 0.0}}
+    assert presets.implausible(none["values"], "vllm") == ["pass_overhead_s"]
+    assert presets.implausible(none["values"], "trtllm") == []
+    assert presets.DESIGN["trtllm"]["overlap_scheduling"]
+    assert not presets.DESIGN["vllm"]["overlap_scheduling"]
+    assert "OUTSIDE" not in presets.preset_toml("trtllm", none)
 
 
 def test_every_reporter_weighs_the_same_in_the_fit():
