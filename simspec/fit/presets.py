@@ -90,12 +90,13 @@ def plausible_range(key: str, engine: str = "") -> tuple[float, float]:
 def implausible(values: Mapping[str, float], engine: str = "") -> list[str]:
     """The fitted terms among ``values`` outside their plausible range for ``engine``
     (:func:`plausible_range`)."""
-    return [
-        key
-        for key, value in values.items()
-        if key in PLAUSIBLE
-        and not plausible_range(key, engine)[0] <= value <= plausible_range(key, engine)[1]
-    ]
+    outside = []
+    for key, value in values.items():
+        if key in PLAUSIBLE:
+            low, high = plausible_range(key, engine)
+            if not low <= value <= high:
+                outside.append(key)
+    return outside
 
 
 #: Set by the engine's design, not fitted: EAGLE-3 in SGLang and vLLM runs one draft-extend

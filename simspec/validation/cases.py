@@ -373,6 +373,16 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
             )
         if case.drafter:
             _check_drafter(case, path, source)
+            # An MTP or n-gram method runs its own kind of drafter, and such a drafter no other.
+            kind = catalog.get_drafter(case.drafter).kind
+            wanted = ""
+            if case.method in MTP_METHODS:
+                wanted = "mtp"
+            elif case.method in NGRAM_METHODS:
+                wanted = "ngram"
+            if (wanted or kind in ("mtp", "ngram")) and kind != wanted:
+                expected = f"a drafter of the row's method {case.method!r}"
+                raise InputError(source, f"{path}.drafter", expected, f"{case.drafter} ({kind})")
     elif case.category != OFFLOAD and "drafter" in given:
         expected = "no drafter on a kernel or decode row (it runs no speculation)"
         raise InputError(source, f"{path}.drafter", expected, repr(case.drafter))

@@ -80,6 +80,32 @@ def test_a_rows_own_draft_head_reaches_its_scenario():
     assert spec.head_weight_bytes() - head.head_weight_bytes() == 3 * 2048 * 6144 * 2
 
 
+def test_a_speculative_rows_drafter_matches_its_method(tmp_path):
+    """An EAGLE-3 row may not name an MTP module, nor an MTP row an EAGLE-3 head: exit-2 errors
+    naming the key; the row's own head of its method is accepted."""
+    rows = CASES.read_text(encoding="utf-8")
+    start = rows.index('id = "qwen3-30b-a3b-1xh20-vllm-eagle3-angelslim"')
+    table = "[[cases]]\n" + rows[start : rows.index("\n[[", start)] + "\n"
+    sources = rows[: rows.index("\n[[cases]]") + 1]
+    for drafter, method, ok in (
+        ("eagle3-qwen3-30b-a3b-angelslim", "eagle3", True),
+        ("ngram", "eagle3", False),
+        ("ngram", "ngram", True),
+        ("eagle3-qwen3-30b-a3b", "ngram", False),
+    ):
+        body = table.replace('method = "eagle3"', f'method = "{method}"').replace(
+            'drafter = "eagle3-qwen3-30b-a3b-angelslim"', f'drafter = "{drafter}"'
+        )
+        path = tmp_path / "cases.toml"
+        path.write_text(sources + body, encoding="utf-8")
+        if ok:
+            assert cases_mod.load_cases(path).cases[0].drafter == drafter
+        else:
+            with pytest.raises(InputError) as err:
+                cases_mod.load_cases(path)
+            assert err.value.key_path == "cases[0].drafter"
+
+
 def test_every_row_names_its_reporter_and_role():
     cases = cases_mod.load_cases(CASES).cases
     assert all(c.reporter and c.role in cases_mod.ROLES for c in cases)
