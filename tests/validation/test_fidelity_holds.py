@@ -363,3 +363,60 @@ def test_the_readme_quotes_the_current_per_reporter_speculative_errors():
         f"measure {low:.2f}-{high:.2f}x and are predicted within a median "
         f"{_pct1(statistics.median(map(err, same)))}"
     ) in text
+
+
+def _report_rows(prefix: str) -> list[list[str]]:
+    """The decode table's cells of REPORT.md's rows whose case id starts with ``prefix``."""
+    report = (FOLDER / "REPORT.md").read_text(encoding="utf-8")
+    return [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in report.splitlines()
+        if line.startswith(f"| {prefix}") and len(line.split("|")) == 17
+    ]
+
+
+def test_the_readme_quotes_the_current_new_source_errors():
+    """README's numbers on the InferenceX and AngelSlim rows and on the three TensorRT-LLM
+    reporters held out are the fold table's and the report's, recomputed here."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    folds = json.loads((FOLDER / "folds.json").read_text(encoding="utf-8"))
+    rows = [r for r in folds["rows"] if r["predicted"]]
+    error = {r["id"]: 100 * (r["predicted"] / r["measured"] - 1) for r in rows}
+
+    def pick(prefix: str) -> list[float]:
+        return [e for i, e in error.items() if i.startswith(prefix)]
+
+    def group(name: str) -> str:
+        mine = [abs(r["predicted"] / r["measured"] - 1) for r in rows if r["group"] == name]
+        return f"{100 * statistics.median(mine):.1f} %"
+
+    held = (group("nvidia-trtllm"), group("matkle"), group("semianalysis"))
+    assert f"median {held[0]}, matkle's {held[1]}, SemiAnalysis's {held[2]} (all its rows" in text
+    sglang = pick("deepseek-r1-8xh200-sglang-inferencex")
+    assert f"miss by {min(sglang):+.0f} to {max(sglang):+.0f} %" in text
+    fp8 = pick("deepseek-r1-8xb200-trtllm-inferencex")
+    assert len(fp8) == 8
+    assert f"within {min(fp8[:7]):+.0f} to {max(fp8[:7]):+.0f} % but for 8k/1k at" in text
+    assert f"concurrency 64 ({fp8[7]:+.0f} %)" in text
+    cells = _report_rows("deepseek-r1-fp4-8xb200-trtllm-inferencex")
+    c4 = [c for c in cells if c[4] == "4"]  # the concurrency-4 rows
+    slow = [error[c[0]] for c in c4]
+    ideal = [float(c[12].rstrip("%")) for c in c4]
+    assert f"{min(slow):.0f}-{max(slow):.0f} % too slow at concurrency 4" in text
+    assert f"physics alone is within {min(ideal):.0f}-{max(ideal):.0f} %" in text
+    batch1 = pick("deepseek-r1-fp4-8xb200-trtllm-ep")
+    assert f"{min(slow):.0f}-{max(slow + batch1):.0f} % too slow at batch 1-4" in text
+    h20 = _report_rows("qwen3-30b-a3b-1xh20-vllm-angelslim")
+    measured = [float(c[7]) for c in h20]
+    assert f"{min(measured):.0f}-{max(measured):.0f} tok/s measured" in text
+
+    def span(values: list[float]) -> str:
+        low, high = f"{min(values):.0f}", f"{max(values):.0f}"
+        return low if low == high else f"{low}-{high}"
+
+    preset, ideal_h20 = [float(c[8]) for c in h20], [float(c[11]) for c in h20]
+    assert f"{span(preset)} predicted with the vLLM preset ({span(ideal_h20)} with" in text
+    decode = [-e for e in pick("qwen3-30b-a3b-1xh20-vllm-angelslim")]
+    assert f"miss by {min(decode):.0f}-{max(decode):.0f} %" in text
+    spec = pick("qwen3-30b-a3b-1xh20-vllm-eagle3-angelslim")
+    assert f"predicted {min(spec):.0f}-{max(spec):.0f} % above the" in text
