@@ -27,6 +27,10 @@ either in the numbers:
   could as well show speculation losing as winning (:func:`within_error_warning`); a
   recommendation checks its best drafting k's mean speedup. A run priced from a calibration
   profile is not covered by those numbers and gets no such warning.
+* ``collectives-unpriced``: the run splits the model over GPUs (tensor or expert parallelism)
+  on a GPU whose catalog entry states neither a collective latency nor the engines' custom
+  all-reduce, so every all-reduce and all-to-all costs its bytes over the link at most, and
+  nothing at all without a stated link (:func:`collectives_warning`).
 * ``published-miss``: with the run's engine preset, simspec misses the published measurements
   of the run's target model on the run's GPU at the run's tensor-parallel degree that it was
   not fitted on by a median of at least :data:`PUBLISHED_MISS_ERROR` (decode times, and
@@ -55,6 +59,7 @@ PRESET_RANGE = "preset-range"
 K_AT_EDGE = "k-at-edge"
 ACCEPTANCE_EXTRAPOLATED = "acceptance-extrapolated"
 WITHIN_ERROR = "within-error"
+COLLECTIVES_UNPRICED = "collectives-unpriced"
 PUBLISHED_MISS = "published-miss"
 #: A run warns of published rows of its model, GPU and TP degree that simspec misses by a
 #: median of at least this, over at least PUBLISHED_MIN_ROWS rows: twice issue 27's decode and
@@ -137,7 +142,22 @@ def planned_warnings(scenario: Scenario) -> list[str]:
     limit = w.concurrency if w.loop == "closed" else w.max_batch_size
     speculates = any(not is_plain_decoding(spec.policy) for spec in scenario.policies)
     warnings = preset_range_warnings(scenario, min(limit, w.num_requests), speculates)
-    return warnings + published_miss_warnings(scenario, speculates)
+    return warnings + collectives_warning(scenario) + published_miss_warnings(scenario, speculates)
+
+
+def collectives_warning(scenario: Scenario) -> list[str]:
+    """The ``collectives-unpriced`` warning of a run over several GPUs whose GPU states no
+    collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`); empty
+    otherwise."""
+    hw, gpu = scenario.hardware, scenario.gpu
+    if max(hw.tensor_parallel or hw.num_gpus, hw.expert_parallel) <= 1 or gpu.collectives_stated:
+        return []
+    wire = "their bytes over the link" if gpu.link_bytes_per_s else "nothing"
+    return [
+        f"{COLLECTIVES_UNPRICED}: GPU {gpu.name} states no collective latency "
+        "(collective_latency_s) and no custom all-reduce, so this run's all-reduces and "
+        f"all-to-alls across {hw.num_gpus} GPUs cost {wire}: state them in the GPU's entry"
+    ]
 
 
 def published_key(model: str, gpu: str, tensor_parallel: int) -> str:
@@ -350,7 +370,7 @@ def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -
     the largest batch any of them ran."""
     speculates = any(p.mean_k > 0 for p in rows)
     warnings = preset_range_warnings(scenario, batch, speculates)
-    warnings += published_miss_warnings(scenario, speculates)
+    warnings += collectives_warning(scenario) + published_miss_warnings(scenario, speculates)
     fixed = [p for p in rows if p.name == "fixed" and not p.is_oracle]
     ks = [int(p.params["draft_tokens"]) for p in fixed]
     speedups = [p.speedup_vs_no_spec for p in fixed]

@@ -130,17 +130,23 @@ def allreduce_s(
     link_bytes_per_s: float,
     step_latency_s: float = 0.0,
     oneshot: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    mesh: bool = False,
 ) -> float | np.ndarray:
     """Ring all-reduce of ``nbytes`` among ``ranks`` GPUs:
-    alpha + 2(r − 1)·step + 2(r − 1)/r · m / beta (NCCL's model).
+    alpha + 2(r − 1)·step + 2(r − 1)/r · m / beta (NCCL's model, which RCCL keeps).
 
     Where the GPU states the engines' custom all-reduce (``oneshot`` = its latency a, per
     further GPU s and reached bandwidth b; a > 0 only then), the all-reduce costs the
     cheaper of that ring and a + s·(r − 1) + (r − 1)/r · m / b: vLLM, SGLang and TensorRT-LLM
-    run decode-sized all-reduces inside one NVLink domain with their own kernel and hand
-    large ones (a long prefill's) to NCCL, picking the faster path by message size; the
-    minimum is continuous in m, so a batch that crosses over does not jump. Beyond
-    :data:`CUSTOM_ALLREDUCE_MAX_RANKS` GPUs (more than one NVLink board) the ring alone.
+    run decode-sized all-reduces inside one node with their own kernel and hand large ones
+    (a long prefill's) to NCCL (RCCL), picking the faster path by message size; the minimum
+    is continuous in m, so a batch that crosses over does not jump. Beyond
+    :data:`CUSTOM_ALLREDUCE_MAX_RANKS` GPUs (more than one node) the ring alone.
+
+    On a ``mesh`` fabric (a direct link to every peer: :attr:`~simspec.physics.hardware.
+    GpuSpec.fabric`) ``link_bytes_per_s`` and b are one link's, and a collective over r GPUs
+    drives r − 1 links at once, so both bandwidths are r − 1 times theirs (RCCL's rings and
+    the custom all-reduce's reduce-scatter and all-gather each use every peer link).
 
     ``nbytes`` is a float or an array (one message per entry).
 
@@ -151,15 +157,20 @@ def allreduce_s(
     1.5e-05
     >>> allreduce_s(1e6, 1, 5e-6, 1e11)
     0.0
+    >>> round(allreduce_s(7e6, 8, 0.0, 1e11, mesh=True) * 1e6, 6)  # 7 links: 7 x the bandwidth
+    17.5
     """
     if ranks <= 1:
         return 0.0
-    wire = 2.0 * (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
+    links = ranks - 1 if mesh else 1
+    wire = (
+        2.0 * (ranks - 1) / ranks * nbytes / (link_bytes_per_s * links) if link_bytes_per_s else 0.0
+    )
     ring = latency_s + 2 * (ranks - 1) * step_latency_s + wire
     a, s, b = oneshot
     if a <= 0.0 or b <= 0.0 or ranks > CUSTOM_ALLREDUCE_MAX_RANKS:
         return ring
-    custom = a + s * (ranks - 1) + (ranks - 1) / ranks * nbytes / b
+    custom = a + s * (ranks - 1) + (ranks - 1) / ranks * nbytes / (b * links)
     return np.minimum(custom, ring) if isinstance(custom, np.ndarray) else min(custom, ring)
 
 
@@ -169,12 +180,15 @@ def all_to_all_s(
     latency_s: float,
     link_bytes_per_s: float,
     step_latency_s: float = 0.0,
+    mesh: bool = False,
 ) -> float | np.ndarray:
     """All-to-all where each rank holds ``nbytes`` to scatter:
-    alpha + (r − 1)·step + (r − 1)/r · m / beta."""
+    alpha + (r − 1)·step + (r − 1)/r · m / beta; on a ``mesh`` fabric beta is r − 1 links'
+    (:func:`allreduce_s`)."""
     if ranks <= 1:
         return 0.0
-    wire = (ranks - 1) / ranks * nbytes / link_bytes_per_s if link_bytes_per_s else 0.0
+    links = ranks - 1 if mesh else 1
+    wire = (ranks - 1) / ranks * nbytes / (link_bytes_per_s * links) if link_bytes_per_s else 0.0
     return latency_s + (ranks - 1) * step_latency_s + wire
 
 
@@ -223,8 +237,10 @@ def layer_collectives_s(
     overhead_s: float = 0.0,
     step_latency_s: float = 0.0,
     oneshot: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    mesh: bool = False,
 ) -> float | np.ndarray:
-    """Collectives of one layer over ``tokens`` tokens (module docstring).
+    """Collectives of one layer over ``tokens`` tokens (module docstring); ``mesh``: the GPUs
+    connect by a direct link to each peer (:func:`allreduce_s`).
 
     ``tokens`` is a float, or an array with one pass's token count per entry.
 
@@ -243,11 +259,11 @@ def layer_collectives_s(
         return 0.0
     message = tokens * hidden_size * ACTIVATION_BYTES
     t = parallel.tensor
-    total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
+    total = allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot, mesh)
     if is_moe and parallel.dispatches:
         e = parallel.expert
         per_rank = message * experts_per_token / t
-        total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s)
+        total += 2.0 * all_to_all_s(per_rank, e, latency_s, link_bytes_per_s, step_latency_s, mesh)
     else:
-        total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot)
+        total += allreduce_s(message, t, latency_s, link_bytes_per_s, step_latency_s, oneshot, mesh)
     return total + overhead_s

@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simspec.costs.kernels import (
-    _batch_sum,
-    attention_core_s,
-    kernel_floors_s,
-    routed_experts_s,
-)
+from simspec.costs.kernels import _batch_sum, attention_core_s, kernel_floors_s, routed_experts_s
 from simspec.costs.parallel import (
     Parallelism,
     attention_share,
@@ -66,6 +61,7 @@ class PassConstants:
     collective_latency_s: float = 0.0
     link_bytes_per_s: float = 0.0
     collective_step_latency_s: float = 0.0
+    mesh_fabric: bool = False  # a direct link to each peer GPU (GpuSpec.mesh)
     #: The engines' custom all-reduce (latency, per further GPU, reached bandwidth); a
     #: latency of 0 = NCCL's ring only (:func:`simspec.costs.parallel.allreduce_s`).
     oneshot_allreduce: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -138,6 +134,7 @@ def pass_constants(
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
         collective_step_latency_s=gpu.collective_step_latency_s,
+        mesh_fabric=gpu.mesh,
         oneshot_allreduce=gpu.custom_allreduce,
         floor_s=kernel_floors_s(shape, gpu, params, split),
         renorm_wave_s=renorm_wave_s(shape, gpu, params),
@@ -306,6 +303,7 @@ def collectives_s(c: PassConstants, n: float | np.ndarray) -> float | np.ndarray
             c.params.comm_s_per_layer,
             c.collective_step_latency_s,
             c.oneshot_allreduce,
+            c.mesh_fabric,
         )
         for g in c.shape.groups
     )

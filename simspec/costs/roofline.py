@@ -509,6 +509,7 @@ class RooflineCostModel:
                 gpu.link_bytes_per_s,
                 gpu.collective_step_latency_s,
                 gpu.custom_allreduce,
+                gpu.mesh,
             )
             comm = max(d.num_layers, 1) * (2.0 * one + self.params.comm_s_per_layer)
         return overhead + weights + kv + comm

@@ -49,6 +49,10 @@ PAGEABLE_FRACTION_OF_PINNED = 1 / 3
 #: 5-7 us per call measured for many small copies (DualPath, arXiv 2602.21548, section 5.2).
 HOST_COPY_LATENCY_S = 6e-6
 
+#: How a node's GPUs connect (:attr:`GpuSpec.fabric`): through a switch, or by a direct link
+#: between every pair (a fully connected mesh).
+FABRICS = ("switch", "mesh")
+
 #: SM boost clock the fixed kernel times are stated at, Hz: the H100 SXM's and H200's 1980 MHz
 #: (same GH100 die and clocks; the measured kernel floors come from an H200 and most published
 #: fused-MoE tables the MoE kernel's fixed time is fitted on from H100/H200/B200, all
@@ -84,11 +88,19 @@ class GpuSpec:
     )
     link_bytes_per_s: float = param(
         0.0,
-        "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s; 0 = not stated "
+        "GPU-to-GPU bandwidth per direction (NVLink, else PCIe), bytes/s: through the switch "
+        "(fabric = switch), or of one direct link to a peer (fabric = mesh); 0 = not stated "
         "(collectives then cost their latency only)",
         ge=0,
         zero_or_ge=1e6,
         le=1e15,
+    )
+    fabric: str = param(
+        "switch",
+        "how the GPUs of a node connect: switch (NVSwitch, PCIe: a collective reaches "
+        "link_bytes_per_s whatever its size) or mesh (a direct link to each peer, AMD's "
+        "Infinity Fabric: a collective over r GPUs drives r - 1 links at once)",
+        choices=FABRICS,
     )
     collective_latency_s: float = param(
         0.0,
@@ -106,10 +118,10 @@ class GpuSpec:
     )
     custom_allreduce_latency_s: float = param(
         0.0,
-        "latency a of the engines' custom all-reduce inside one NVLink domain (vLLM's and "
-        "SGLang's, TensorRT-LLM's one-shot) for decode-sized messages: a + s·(r − 1) + "
-        "(r − 1)/r · m / b over r GPUs, the cheaper of it and NCCL's ring, s (0 = not "
-        "measured: NCCL's ring)",
+        "latency a of the engines' custom all-reduce inside one node (vLLM's and SGLang's, "
+        "TensorRT-LLM's one-shot) for decode-sized messages: a + s·(r − 1) + "
+        "(r − 1)/r · m / (b·l) over r GPUs driving l links (l = 1 through a switch, r − 1 in "
+        "a mesh), the cheaper of it and the ring, s (0 = not measured: the ring)",
         ge=0,
         le=1.0,
     )
@@ -118,7 +130,8 @@ class GpuSpec:
     )
     custom_allreduce_bytes_per_s: float = param(
         0.0,
-        "bandwidth b the custom all-reduce reaches on decode-sized messages, bytes/s",
+        "bandwidth b the custom all-reduce reaches per link driven on decode-sized "
+        "messages, bytes/s",
         ge=0,
         le=1e15,
     )
@@ -194,6 +207,19 @@ class GpuSpec:
         if pinned:
             return pinned_bps
         return self.host_link_pageable_bytes_per_s or pinned_bps * PAGEABLE_FRACTION_OF_PINNED
+
+    @property
+    def mesh(self) -> bool:
+        """Whether each pair of GPUs has its own link (``fabric = "mesh"``): a collective over r
+        GPUs then drives r − 1 links at once (:func:`simspec.costs.parallel.allreduce_s`)."""
+        return self.fabric == "mesh"
+
+    @property
+    def collectives_stated(self) -> bool:
+        """Whether the catalog states what a collective costs on this GPU (a latency, or the
+        engines' measured custom all-reduce): without it a collective costs its bytes over
+        the link only, or nothing (:func:`simspec.analysis.guardrails.planned_warnings`)."""
+        return self.collective_latency_s > 0 or self.custom_allreduce_latency_s > 0
 
     @property
     def custom_allreduce(self) -> tuple[float, float, float]:

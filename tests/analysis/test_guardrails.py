@@ -442,3 +442,40 @@ def test_the_catalog_forgets_its_parsed_entries_when_asked():
     catalog.forget_parsed()
     assert catalog._entry.cache_info().currsize == 0
     assert catalog.get_engine("sglang").name == "sglang"
+
+
+def _on_custom_gpu(num_gpus: int, **gpu):
+    """A scenario on an inline GPU (``[hardware.custom]``) with the given collective keys."""
+    from simspec.config.load import scenario_from_dict
+
+    spec = {"memory_bytes": 8e10, "hbm_bytes_per_s": 3e12, "bf16_flops_per_s": 9e14, **gpu}
+    data = {
+        "name": "custom-gpu",
+        "model": {"target": "qwen3-30b-a3b"},
+        "hardware": {"custom": spec, "num_gpus": num_gpus},
+        "workload": {"concurrency": 1, "num_requests": 2, "output_tokens": 8},
+        "policies": [{"name": "fixed", "draft_tokens": 0}],
+    }
+    return scenario_from_dict(data, "custom-gpu.toml")
+
+
+@pytest.mark.parametrize(
+    "num_gpus, gpu, warns",
+    [
+        (2, {}, True),  # split over GPUs that state nothing: all-reduces cost nothing
+        (2, {"link_bytes_per_s": 4.5e11}, True),  # bytes over the link only
+        (2, {"collective_latency_s": 6.6e-6}, False),
+        (2, {"custom_allreduce_latency_s": 3.6e-6, "custom_allreduce_bytes_per_s": 3e10}, False),
+        (1, {}, False),  # one GPU: no collective
+    ],
+)
+def test_a_split_run_on_a_gpu_without_collective_costs_warns(num_gpus, gpu, warns):
+    scenario = _on_custom_gpu(num_gpus, **gpu)
+    found = guardrails.collectives_warning(scenario)
+    assert bool(found) is warns
+    assert (
+        guardrails.COLLECTIVES_UNPRICED in _codes(guardrails.planned_warnings(scenario))
+    ) is warns
+    if warns:
+        assert "custom-gpu" in found[0] and f"across {num_gpus} GPUs" in found[0]
+        assert ("bytes over the link" in found[0]) is bool(gpu.get("link_bytes_per_s"))

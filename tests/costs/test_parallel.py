@@ -234,6 +234,74 @@ def test_the_custom_allreduce_is_the_cheaper_of_its_closed_form_and_the_ring():
     )
 
 
+#: The engines' custom all-reduce on AMD's Infinity Fabric mesh, µs by message bytes: vLLM's at
+#: TP2 and SGLang's at TP4 on MI300-series GPUs (ROCm/aiter PR #801, sgl-project/sglang PR
+#: #6619) and vLLM's at TP8 on MI355X (vllm-project/vllm PR #39080).
+KIB, MIB = 1024, 1024 * 1024
+CUSTOM_ALLREDUCE_AMD = {
+    ("mi300x", 2): {4 * KIB: 7.07, 64 * KIB: 7.66, 256 * KIB: 11.45, MIB: 28.15, 8 * MIB: 181.43},
+    ("mi300x", 4): {2 * KIB: 7.18, 32 * KIB: 7.58, 512 * KIB: 14.65, MIB: 22.91, 8 * MIB: 118.31},
+    ("mi355x", 8): {24 * KIB: 6.3, 96 * KIB: 7.6, 384 * KIB: 13.1, 768 * KIB: 16.0},
+}
+
+
+@pytest.mark.parametrize("gpu_ranks", sorted(CUSTOM_ALLREDUCE_AMD))
+def test_the_amd_custom_allreduce_reproduces_its_published_latencies(gpu_ranks):
+    name, ranks = gpu_ranks
+    gpu = catalog.get_gpu(name)
+    assert gpu.mesh
+    for nbytes, measured in CUSTOM_ALLREDUCE_AMD[gpu_ranks].items():
+        args = (gpu.collective_latency_s, gpu.link_bytes_per_s, gpu.collective_step_latency_s)
+        t = allreduce_s(nbytes, ranks, *args, gpu.custom_allreduce, mesh=True) * 1e6
+        ring = allreduce_s(nbytes, ranks, *args, mesh=True) * 1e6
+        if nbytes <= MIB:  # decode-sized: the custom kernel's published latency
+            assert t == pytest.approx(measured, rel=0.15), (name, ranks, nbytes)
+        else:  # a prefill's: never above it; RCCL's ring is the engines' other path
+            assert t <= measured * 1.15, (name, ranks, nbytes)
+        if nbytes <= 256 * KIB:  # RCCL's ring (12 us + 0.8 us per step) is slower there
+            assert t < ring, (name, ranks, nbytes)
+
+
+def test_a_mesh_drives_one_link_per_peer():
+    """On a mesh each GPU reaches r − 1 peers over r − 1 links at once: a collective's wire time
+    is the switch form's over r − 1 (the same at r = 2, a seventh at r = 8); the latency terms
+    do not change."""
+    link, m = 6.4e10, 8.0 * MIB
+    for ranks in (2, 4, 8):
+        switch = allreduce_s(m, ranks, 0.0, link)
+        assert allreduce_s(m, ranks, 0.0, link, mesh=True) == pytest.approx(switch / (ranks - 1))
+        assert allreduce_s(0.0, ranks, ALPHA, link, STEP, mesh=True) == pytest.approx(
+            allreduce_s(0.0, ranks, ALPHA, link, STEP)
+        )
+        a2a = all_to_all_s(m, ranks, 0.0, link)
+        assert all_to_all_s(m, ranks, 0.0, link, mesh=True) == pytest.approx(a2a / (ranks - 1))
+        custom = (3e-6, 5e-7, 2e10)
+        expected = (
+            custom[0] + custom[1] * (ranks - 1) + (ranks - 1) / ranks * m / (2e10 * (ranks - 1))
+        )
+        ring = allreduce_s(m, ranks, 1.0, link, mesh=True)  # a slow ring: the custom path
+        assert allreduce_s(m, ranks, 1.0, link, 0.0, custom, mesh=True) == pytest.approx(expected)
+        assert expected < ring
+
+
+def test_every_catalog_gpu_states_what_a_collective_costs():
+    """No catalog GPU prices a tensor-parallel all-reduce at zero: each states NCCL's (or RCCL's)
+    latency or the engines' custom all-reduce, and a link bandwidth."""
+    for name in catalog.gpu_names():
+        gpu = catalog.get_gpu(name)
+        assert gpu.collectives_stated and gpu.link_bytes_per_s > 0, name
+        one = allreduce_s(
+            4096.0,
+            8,
+            gpu.collective_latency_s,
+            gpu.link_bytes_per_s,
+            gpu.collective_step_latency_s,
+            gpu.custom_allreduce,
+            gpu.mesh,
+        )
+        assert 1e-6 < one < 1e-4, name
+
+
 def test_mla_latent_projections_are_read_whole_on_every_tensor_rank():
     """MLA's down-projections to the latents are one replicated weight on every rank (SGLang's
     and vLLM's ``fused_qkv_a_proj_with_mqa``): at TP t a rank reads (A − R)/t + R of a layer's
