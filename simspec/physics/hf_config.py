@@ -32,21 +32,21 @@ num_key_value_heads (default: the heads), head_dim (default: hidden_size / heads
 tie_word_embeddings, max_position_embeddings, intermediate_size (the dense-FFN width where the
 family has dense layers). A sliding window at least as long as the context
 (``max_position_embeddings``; Phi-3.5-MoE's 131072) never slides: such layers are full.
-Per-head query/key normalisation (``qk_norm``) is the qwen3_moe architecture's own (its
-attention always carries ``q_norm`` / ``k_norm``) and the ``use_qk_norm`` of glm4_moe (true
-for GLM-4.5, false for GLM-4.5-Air) and minimax_m2 (whose norm spans all heads together: the
-same two norm kernels). Weights are taken as bf16 (2 bytes per parameter) apart from gpt-oss's
-MXFP4 experts (4.25 bits: 4-bit values plus one 8-bit scale per 32, OCP MX spec v1.0), as the
-catalog does, and an FP8 checkpoint's (``quantization_config.quant_method = "fp8"``: DeepSeek-V3's,
-Qwen3's and GLM-4.5's FP8 releases), whose experts, shared experts, dense FFNs and attention
-projections are read as fp8 with run-time activation quantisation
-(:func:`simspec.physics.precision.with_precision`; embeddings, LM head and router stay bf16);
-a scenario's ``[model] precision`` changes them. MiniMax-M2's config.json declares
-MTP modules (``num_mtp_modules``) whose weights are not released: they are not read.
-Multi-token prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as
-in the catalog; their number is kept (``mtp_layers``) for an MTP drafter. The headline parameter
-counts are derived from the shapes (total, and active per token with ``experts_per_token`` of
-the routed experts).
+Per-head query/key normalisation (``qk_norm``) is the qwen3_moe and olmoe architectures' own (their
+attention always carries ``q_norm`` / ``k_norm``; OLMoE's span all heads together, over the query
+and the key widths) and the ``use_qk_norm`` of glm4_moe (true for GLM-4.5, false for GLM-4.5-Air)
+and minimax_m2 (whose norm spans all heads together: the same two norm kernels). Weights are taken
+as bf16 (2 bytes per parameter) apart from gpt-oss's MXFP4 experts (4.25 bits: 4-bit values plus one
+8-bit scale per 32, OCP MX spec v1.0), as the catalog does, and an FP8 checkpoint's
+(``quantization_config.quant_method = "fp8"``: DeepSeek-V3's, Qwen3's and GLM-4.5's FP8 releases),
+whose experts, shared experts, dense FFNs and attention projections are read as fp8 with run-time
+activation quantisation (:func:`simspec.physics.precision.with_precision`; embeddings, LM head and
+router stay bf16); a scenario's ``[model] precision`` changes them. MiniMax-M2's config.json
+declares MTP modules (``num_mtp_modules``) whose weights are not released: they are not read.
+Multi-token prediction layers (``num_nextn_predict_layers``) are not counted in the layers, as in
+the catalog; their number is kept (``mtp_layers``) for an MTP drafter. The headline parameter counts
+are derived from the shapes (total, and active per token with ``experts_per_token`` of the routed
+experts).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _attention(f: _Fields, family: str, hidden: int, layers: int) -> AttentionSp
             v_head_dim=f.int("v_head_dim", minimum=1),
         )
     shape: dict[str, Any] = {
-        "qk_norm": family == "qwen3_moe" or bool(f.get("use_qk_norm", False)),
+        "qk_norm": family in ("qwen3_moe", "olmoe") or bool(f.get("use_qk_norm", False)),
         "num_heads": heads,
         "num_kv_heads": f.int("num_key_value_heads", heads, minimum=1),
         "head_dim": f.int("head_dim", hidden // heads, minimum=1),
