@@ -17,7 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Print the GPU table (host GB/s: host-to-device bandwidth reached from pinned memory)."""
+    """Print the GPU table (GPU link GB/s: per direction, through the switch or per peer link of
+    a mesh; host GB/s: host-to-device bandwidth reached from pinned memory)."""
     rows = []
     for name in catalog.gpu_names():
         g = catalog.get_gpu(name)
@@ -30,6 +31,7 @@ def execute(args: argparse.Namespace) -> int:
                 f"{g.bf16_flops_per_s / 1e12:.0f}",
                 f"{g.l2_bytes / 2**20:.0f}",
                 g.num_sms,
+                f"{g.link_bytes_per_s / 1e9:.0f} {g.fabric}" if g.link_bytes_per_s else "-",
                 f"{g.pcie_generation} x{g.pcie_lanes}" if g.pcie_generation else "-",
                 f"{g.host_link_bytes_per_s(pinned=True) / 1e9:.1f}"
                 if g.host_link_bytes_per_s()
@@ -44,6 +46,7 @@ def execute(args: argparse.Namespace) -> int:
         "bf16 TFLOP/s",
         "L2 MiB",
         "SMs",
+        "GPU link GB/s",
         "PCIe",
         "host GB/s",
     )

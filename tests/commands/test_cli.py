@@ -322,8 +322,10 @@ def test_gpus(capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "h100-sxm" in rows and "h200" in rows
     assert "NVIDIA H100 SXM5 80GB" in rows["h100-sxm"]
-    assert rows["h100-sxm"].split()[-4:] == ["132", "5", "x16", "50.4"]  # SMs, PCIe, 63 x 0.8
+    # SMs, GPU link (NVLink through the switch), PCIe, 63 GB/s line x 0.8
+    assert rows["h100-sxm"].split()[-6:] == ["132", "450", "switch", "5", "x16", "50.4"]
     assert rows["rtx-4090"].split()[-3:] == ["4", "x16", "25.2"]  # 31.5 GB/s line x 0.8
+    assert rows["mi300x"].split()[-5:-3] == ["64", "mesh"]  # one Infinity Fabric link per peer
 
 
 @pytest.mark.parametrize("command", COMMANDS)
