@@ -30,7 +30,10 @@ either in the numbers:
 * ``collectives-unpriced``: the run splits the model over GPUs (tensor or expert parallelism)
   on a GPU whose catalog entry states neither a collective latency nor the engines' custom
   all-reduce, so every all-reduce and all-to-all costs its bytes over the link at most, and
-  nothing at all without a stated link (:func:`collectives_warning`).
+  nothing at all without a stated link (:func:`gpu_warnings`).
+* ``kernels-unpriced``: the run's GPU states no kernel floor for its launch path (CUDA graph or
+  eager), so every kernel of a pass costs its bytes and FLOPs alone and small-batch steps come
+  out too fast (:func:`gpu_warnings`).
 * ``published-miss``: with the run's engine preset, simspec misses the published measurements
   of the run's target model on the run's GPU at the run's tensor-parallel degree that it was
   not fitted on by a median of at least :data:`PUBLISHED_MISS_ERROR` (decode times, and
@@ -60,6 +63,7 @@ K_AT_EDGE = "k-at-edge"
 ACCEPTANCE_EXTRAPOLATED = "acceptance-extrapolated"
 WITHIN_ERROR = "within-error"
 COLLECTIVES_UNPRICED = "collectives-unpriced"
+KERNELS_UNPRICED = "kernels-unpriced"
 PUBLISHED_MISS = "published-miss"
 #: A run warns of published rows of its model, GPU and TP degree that simspec misses by a
 #: median of at least this, over at least PUBLISHED_MIN_ROWS rows: twice issue 27's decode and
@@ -142,22 +146,34 @@ def planned_warnings(scenario: Scenario) -> list[str]:
     limit = w.concurrency if w.loop == "closed" else w.max_batch_size
     speculates = any(not is_plain_decoding(spec.policy) for spec in scenario.policies)
     warnings = preset_range_warnings(scenario, min(limit, w.num_requests), speculates)
-    return warnings + collectives_warning(scenario) + published_miss_warnings(scenario, speculates)
+    return warnings + gpu_warnings(scenario) + published_miss_warnings(scenario, speculates)
 
 
-def collectives_warning(scenario: Scenario) -> list[str]:
-    """The ``collectives-unpriced`` warning of a run over several GPUs whose GPU states no
-    collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`); empty
-    otherwise."""
+def gpu_warnings(scenario: Scenario) -> list[str]:
+    """The ``kernels-unpriced`` warning of a run whose GPU states no kernel floor for the run's
+    launch path, and the ``collectives-unpriced`` one of a run over several GPUs whose GPU
+    states no collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`);
+    empty for a catalog GPU (every one states both)."""
     hw, gpu = scenario.hardware, scenario.gpu
-    if max(hw.tensor_parallel or hw.num_gpus, hw.expert_parallel) <= 1 or gpu.collectives_stated:
-        return []
-    wire = "their bytes over the link" if gpu.link_bytes_per_s else "nothing"
-    return [
-        f"{COLLECTIVES_UNPRICED}: GPU {gpu.name} states no collective latency "
-        "(collective_latency_s) and no custom all-reduce, so this run's all-reduces and "
-        f"all-to-alls across {hw.num_gpus} GPUs cost {wire}: state them in the GPU's entry"
-    ]
+    warnings = []
+    graphs = scenario.roofline.cuda_graphs
+    if not gpu.kernel_floor_s(graphs):
+        key = "kernel_floor_graph_s" if graphs else "kernel_floor_eager_s"
+        warnings.append(
+            f"{KERNELS_UNPRICED}: GPU {gpu.name} states no kernel floor ({key}), so every "
+            "kernel of a pass costs its bytes and FLOPs alone and small batches come out too "
+            "fast: state it in the GPU's entry (simspec calibrate measures it)"
+        )
+    if max(hw.tensor_parallel or hw.num_gpus, hw.expert_parallel) > 1 and not (
+        gpu.collectives_stated
+    ):
+        wire = "their bytes over the link" if gpu.link_bytes_per_s else "nothing"
+        warnings.append(
+            f"{COLLECTIVES_UNPRICED}: GPU {gpu.name} states no collective latency "
+            "(collective_latency_s) and no custom all-reduce, so this run's all-reduces and "
+            f"all-to-alls across {hw.num_gpus} GPUs cost {wire}: state them in the GPU's entry"
+        )
+    return warnings
 
 
 def published_key(model: str, gpu: str, tensor_parallel: int) -> str:
@@ -370,7 +386,7 @@ def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -
     the largest batch any of them ran."""
     speculates = any(p.mean_k > 0 for p in rows)
     warnings = preset_range_warnings(scenario, batch, speculates)
-    warnings += collectives_warning(scenario) + published_miss_warnings(scenario, speculates)
+    warnings += gpu_warnings(scenario) + published_miss_warnings(scenario, speculates)
     fixed = [p for p in rows if p.name == "fixed" and not p.is_oracle]
     ks = [int(p.params["draft_tokens"]) for p in fixed]
     speedups = [p.speedup_vs_no_spec for p in fixed]

@@ -218,7 +218,7 @@ class GpuSpec:
     def collectives_stated(self) -> bool:
         """Whether the catalog states what a collective costs on this GPU (a latency, or the
         engines' measured custom all-reduce): without it a collective costs its bytes over
-        the link only, or nothing (:func:`simspec.analysis.guardrails.planned_warnings`)."""
+        the link only, or nothing (:func:`simspec.analysis.guardrails.gpu_warnings`)."""
         return self.collective_latency_s > 0 or self.custom_allreduce_latency_s > 0
 
     @property

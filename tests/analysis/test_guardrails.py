@@ -444,15 +444,24 @@ def test_the_catalog_forgets_its_parsed_entries_when_asked():
     assert catalog.get_engine("sglang").name == "sglang"
 
 
-def _on_custom_gpu(num_gpus: int, **gpu):
-    """A scenario on an inline GPU (``[hardware.custom]``) with the given collective keys."""
+def _on_custom_gpu(num_gpus: int, cuda_graphs: bool = True, **gpu):
+    """A scenario on an inline GPU (``[hardware.custom]``) with the given keys; kernel floors as
+    a catalog GPU's unless ``gpu`` sets them."""
     from simspec.config.load import scenario_from_dict
 
-    spec = {"memory_bytes": 8e10, "hbm_bytes_per_s": 3e12, "bf16_flops_per_s": 9e14, **gpu}
+    spec = {
+        "memory_bytes": 8e10,
+        "hbm_bytes_per_s": 3e12,
+        "bf16_flops_per_s": 9e14,
+        "kernel_floor_graph_s": 2.37e-6,
+        "kernel_floor_eager_s": 6e-6,
+        **gpu,
+    }
     data = {
         "name": "custom-gpu",
         "model": {"target": "qwen3-30b-a3b"},
         "hardware": {"custom": spec, "num_gpus": num_gpus},
+        "engine": {"cuda_graphs": cuda_graphs},
         "workload": {"concurrency": 1, "num_requests": 2, "output_tokens": 8},
         "policies": [{"name": "fixed", "draft_tokens": 0}],
     }
@@ -471,7 +480,7 @@ def _on_custom_gpu(num_gpus: int, **gpu):
 )
 def test_a_split_run_on_a_gpu_without_collective_costs_warns(num_gpus, gpu, warns):
     scenario = _on_custom_gpu(num_gpus, **gpu)
-    found = guardrails.collectives_warning(scenario)
+    found = [w for w in guardrails.gpu_warnings(scenario) if w.startswith("collectives")]
     assert bool(found) is warns
     assert (
         guardrails.COLLECTIVES_UNPRICED in _codes(guardrails.planned_warnings(scenario))
@@ -479,3 +488,24 @@ def test_a_split_run_on_a_gpu_without_collective_costs_warns(num_gpus, gpu, warn
     if warns:
         assert "custom-gpu" in found[0] and f"across {num_gpus} GPUs" in found[0]
         assert ("bytes over the link" in found[0]) is bool(gpu.get("link_bytes_per_s"))
+
+
+@pytest.mark.parametrize(
+    "floors, graphs, warns",
+    [
+        ({"kernel_floor_graph_s": 0.0}, True, True),
+        ({"kernel_floor_graph_s": 0.0}, False, False),  # eager: its own floor is stated
+        ({"kernel_floor_eager_s": 0.0, "kernel_floor_graph_s": 0.0}, False, True),
+        ({}, True, False),
+    ],
+)
+def test_a_gpu_without_the_runs_kernel_floor_warns(floors, graphs, warns):
+    scenario = _on_custom_gpu(1, cuda_graphs=graphs, **floors)
+    assert scenario.roofline.cuda_graphs is graphs
+    found = [w for w in guardrails.gpu_warnings(scenario) if w.startswith("kernels")]
+    assert bool(found) is warns
+    if warns:
+        key = "kernel_floor_graph_s" if graphs else "kernel_floor_eager_s"
+        assert key in found[0] and "custom-gpu" in found[0]
+    # every catalog GPU states both floors: no catalog run warns
+    assert not guardrails.gpu_warnings(tiny())
