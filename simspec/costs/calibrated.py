@@ -42,6 +42,7 @@ def calibrated_pass_cost(
     overhead_s: float | None = None,
     parallel: Parallelism | None = None,
     hidden_size: int = 0,
+    prefill: bool = False,
 ) -> PassCost:
     """Time of one target pass looked up in a profile's measured tables.
 
@@ -73,6 +74,9 @@ def calibrated_pass_cost(
         its fitted efficiencies.
     profile : CalibrationProfile
         The measured tables.
+    prefill : bool
+        The pass is a prefill (its attention roofline in the prefill form,
+        :func:`~simspec.costs.kernels.attention_core_s`).
 
     Returns
     -------
@@ -164,7 +168,8 @@ def calibrated_pass_cost(
         if linear or profile.attention is None or not batch:
             fallbacks += int(bool(batch))
             kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
-            core = float(attention_core_s(g, tokens, ctx, kv_bw, flops_per_s)) * share
+            core = attention_core_s(g, tokens, ctx, kv_bw, flops_per_s, prefill=prefill)
+            core = float(core) * share
             core += 0.0 if linear or not batch else cell_floors["attention"]
         else:
             seen = np.minimum(ctx + tokens, g.window_tokens)
@@ -175,7 +180,7 @@ def calibrated_pass_cost(
             if not within:
                 fallbacks += 1
                 kv_bw = bw * params.kv_efficiency / g.kv_copies(num_gpus)
-                roof = attention_core_s(g, tokens, ctx, kv_bw, flops_per_s)
+                roof = attention_core_s(g, tokens, ctx, kv_bw, flops_per_s, prefill=prefill)
                 core = max(core, float(roof) * share + cell_floors["attention"])
         attention += g.count * (proj + core)
         if g.ffn_weight_bytes:
@@ -245,7 +250,9 @@ class CalibratedCostModel:
         tree = tree_attention_s(self.drafter_costs.target_constants, tokens, ctx)
         return dataclasses.replace(cost, tree_attention_s=float(tree)) if tree else cost
 
-    def _pass(self, tokens_per_request, context_tokens, unique_experts) -> PassCost:
+    def _pass(
+        self, tokens_per_request, context_tokens, unique_experts, *, prefill: bool = False
+    ) -> PassCost:
         return calibrated_pass_cost(
             self.target.shape,
             self.gpu,
@@ -257,13 +264,14 @@ class CalibratedCostModel:
             num_gpus=self.num_gpus,
             parallel=Parallelism.of(self.num_gpus, self.tensor_parallel, self.expert_parallel),
             hidden_size=self.target.hidden_size,
+            prefill=prefill,
         )
 
     def prefill(self, prompt_tokens: np.ndarray) -> PassCost:
         """Prefill of new prompts (see :func:`prefill_unique_experts`)."""
         prompts = np.asarray(prompt_tokens, dtype=float)
         unique = prefill_unique_experts(self.target.shape, prompts)
-        return self._pass(prompts, np.zeros_like(prompts), unique)
+        return self._pass(prompts, np.zeros_like(prompts), unique, prefill=True)
 
     def draft_step(self, context_tokens: np.ndarray) -> float:
         """See :meth:`RooflineCostModel.draft_step`."""

@@ -99,6 +99,8 @@ def attention_core_s(
     bw: float,
     flops_per_s: float,
     counts: np.ndarray | None = None,
+    *,
+    prefill: bool = False,
 ):
     """KV-cache (or linear-attention state) reads and score FLOPs of one layer of ``group``.
 
@@ -106,14 +108,40 @@ def attention_core_s(
     ``context_tokens`` are (B,) for one pass, or (N, B) for N passes of B requests each (one
     pass per row, summed along the last axis: the same sums as one row alone). ``counts``
     (B,), if given, says how many identical requests each column stands for.
+
+    Each request's keys are read once; its query tokens attend causally, so query i of t
+    (i = 1..t) scores min(context + i, window) keys (:func:`attended_pairs`). ``prefill``:
+    the pass is a prefill, whose scores cost ``group.prefill_flops_per_pair`` (MLA prefills
+    run in the decompressed multi-head form; the other kinds cost the same either way).
     """
     seen = context_tokens + tokens
     if group.window_tokens != math.inf:  # full attention: the cap is inf, min() a no-op
         seen = np.minimum(seen, group.window_tokens)
     batch = tokens.shape[-1] if counts is None else counts.sum()
     kv_bytes = _batch_sum(seen, counts) * group.kv_bytes_per_token + batch * group.state_bytes
-    pair_flops = _batch_sum(tokens * seen, counts) * group.attention_flops_per_pair
+    per_pair = group.prefill_flops_per_pair if prefill else group.attention_flops_per_pair
+    pairs = attended_pairs(tokens, context_tokens, group.window_tokens)
+    pair_flops = _batch_sum(pairs, counts) * per_pair
     return _roofline(kv_bytes, pair_flops, bw, flops_per_s)
+
+
+def attended_pairs(tokens, context_tokens, window: float = math.inf):
+    """(query, key) pairs a request's ``tokens`` new tokens score under a causal mask after
+    ``context_tokens`` cached ones: the sum over i = 1..t of min(c + i, window).
+
+    Without a window that is t·c + t(t + 1)/2 (a decode token: c + 1; a prompt of L tokens:
+    L(L + 1)/2, half the L² a mask-blind count gives). With one, the first
+    m = clip(window − c, 0, t) queries see c + i keys and the rest see the window.
+
+    >>> float(attended_pairs(np.array([4.0]), np.array([10.0]))[0])  # 11 + 12 + 13 + 14
+    50.0
+    >>> float(attended_pairs(np.array([4.0]), np.array([10.0]), 12.0)[0])  # 11 + 12 + 12 + 12
+    47.0
+    """
+    if window == math.inf:
+        return tokens * (context_tokens + (tokens + 1) / 2)
+    below = np.clip(window - context_tokens, 0, tokens)
+    return below * (context_tokens + (below + 1) / 2) + (tokens - below) * window
 
 
 _add = np.add.reduce

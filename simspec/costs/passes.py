@@ -81,6 +81,7 @@ class PassConstants:
     #: Bytes a verify writes per verified token beyond a request's first, at ``kv_bw``
     #: (:func:`verify_state_bytes`); 0 without linear attention.
     verify_state_bytes: float = 0.0
+    prefill: bool = False  # a prefill: its scores cost LayerGroup.prefill_flops_per_pair
     #: Memos of :func:`pass_terms` for one pass: the terms of a token count, and the MoE total
     #: of a (token count, read-only experts array) pair. Pure functions of their keys, so a
     #: pass costs the same with or without them; each is cleared at :data:`MEMO_ENTRIES`.
@@ -373,7 +374,7 @@ def pass_terms(
     attention = 0.0
     for g, proj in zip(shape.groups, projections, strict=True):
         kv_bw = c.kv_bw / g.kv_copies(c.parallel.tensor)  # a replicated KV cache, read t times
-        core = attention_core_s(g, tokens, ctx, kv_bw, c.flops_per_s, counts)
+        core = attention_core_s(g, tokens, ctx, kv_bw, c.flops_per_s, counts, prefill=c.prefill)
         if share != 1.0:
             core = core * share
         attention += g.count * (proj + core)

@@ -123,10 +123,11 @@ class RooflineCostModel:
             hidden_size=self.target.hidden_size,
         )
         object.__setattr__(self, "_target", target)
-        # A prefill samples one token per prompt: no verified drafts to renormalise.
         # A prefill samples one token per prompt and masks causally: no verified drafts to
-        # renormalise, no verify mask.
-        prefill = dataclasses.replace(target, renorm_wave_s=0.0, mask_bytes_per_entry=0.0)
+        # renormalise, no verify mask; its attention runs in the prefill form.
+        prefill = dataclasses.replace(
+            target, renorm_wave_s=0.0, mask_bytes_per_entry=0.0, prefill=True
+        )
         object.__setattr__(self, "_prefill", prefill)
         constants = None
         projection = 0.0

@@ -10,7 +10,8 @@ the scenario's ``[model] precision`` says otherwise, :mod:`simspec.physics.preci
 - GQA attention: h·(n_q·d) + h·n_kv·(d + d_v) + (n_q·d_v)·h parameters; KV cache
   n_kv·(d + d_v) values per token (d_v = d unless the values are narrower, as MiMo-V2-Flash's
   128 against 192). MLA (DeepSeek-V3 / Kimi K2) caches the compressed latent (kv_lora + rope)
-  per token.
+  per token; a decode scores it in the absorbed form (2·n_q·(kv_lora + rope + kv_lora) FLOPs
+  per query-key pair), a prefill in the decompressed one (2·n_q·(nope + rope + d_v)).
 - Gated DeltaNet (linear attention, Qwen3-Next) keeps a constant-size state per request.
 """
 
@@ -241,6 +242,7 @@ class LayerGroup:
     window_tokens: float  # context cap: inf for full attention, the window for sliding
     state_bytes: float  # constant per-request state read+written (linear attention)
     attention_flops_per_pair: float  # FLOPs per (query token, context token) pair
+    prefill_flops_per_pair: float  # the same in a prefill (MLA: the decompressed form)
     ffn_weight_bytes: float  # dense FFN weights (0 for MoE layers)
     is_moe: bool
     kernels: int = 0  # kernels the layer launches (simspec.physics.launches), collectives aside
@@ -388,10 +390,17 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
         kv_values = a.kv_lora_rank + a.qk_rope_head_dim
         # Absorbed MLA decode: scores over (kv_lora + rope) dims, values over kv_lora dims.
         pair_flops = 2.0 * a.num_heads * (a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank)
+        # A prefill decompresses the latents (kv_b_proj) and runs multi-head attention over
+        # (nope + rope) query/key and v_head value dims: SGLang's AttnForwardMethod.MHA for
+        # extends without a long prefix, vLLM's MLA prefill path.
+        prefill_pair_flops = (
+            2.0 * a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+        )
     else:
         dv = a.v_head_dim or a.head_dim
         kv_values = a.num_kv_heads * (a.head_dim + dv)  # a sliding layer's own below
         pair_flops = 2.0 * a.num_heads * (a.head_dim + dv)  # QK^T and PV, 2 FLOPs per MAC
+        prefill_pair_flops = pair_flops
     dense_ffn_bytes = 3.0 * h * spec.ffn.dense_intermediate_size * sb
     groups = []
     for (kind, moe), count in sorted(counts.items()):
@@ -412,6 +421,7 @@ def derive_shape(spec: ModelSpec) -> ModelShape:
                 window_tokens=float(a.sliding_window) if kind == "sliding" else float("inf"),
                 state_bytes=2.0 * state,  # the state, read and written once per pass
                 attention_flops_per_pair=0.0 if linear else pair_flops,
+                prefill_flops_per_pair=0.0 if linear else prefill_pair_flops,
                 ffn_weight_bytes=0.0 if moe else dense_ffn_bytes,
                 is_moe=moe,
                 kernels=layer_kernels(

@@ -106,6 +106,14 @@ class Case:
     )
     num_requests: int = param(0, "the benchmark's finite number of requests", ge=0)
     length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
+    range_ratio: float = param(
+        0.0,
+        "a serving benchmark's random dataset (SGLang's and InferenceX's bench_serving "
+        "--random-range-ratio): prompt and output lengths uniform in [ratio·L, L] for the "
+        "stated L; 0 = the lengths as stated",
+        ge=0,
+        lt=1,
+    )
     notes: str = param("", "notes")
     assumed: str = param("", "what stands in for unstated values")
     assumed_keys: tuple[str, ...] = param(
@@ -265,11 +273,16 @@ def mtp_drafters(model: str) -> list[str]:
     return [n for n in names if catalog.get_drafter(n).kind == "mtp"]
 
 
+#: What a serving-benchmark row (``range_ratio`` set) may publish: the per-request median
+#: TPOT (and its inverse per user), which :mod:`simspec.validation.predictions` reads off
+#: the whole benchmark's run.
+SERVING_QUANTITIES = ("tpot_ms", "tokens_per_s_per_user")
 #: Keys a row may list in ``assumed_keys``: the protocol (lengths, output spread, number of
 #: requests; ``quantity``: how the published number is read, e.g. tokens/s per user as 1 /
 #: TPOT, a speedup as a throughput ratio) and the setup a source leaves unstated.
 ASSUMABLE_KEYS = (
-    *("prompt_tokens", "output_tokens", "length_jitter", "num_requests", "quantity"),
+    *("prompt_tokens", "output_tokens", "length_jitter", "range_ratio", "num_requests"),
+    "quantity",
     *("gpu", "model", "precision", "tp", "ep", "batch"),
 )
 #: List-valued keys that hold one list for every row of a table (not one element per row).
@@ -336,6 +349,16 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
     elif given & _OFFLOAD_KEYS:
         key = sorted(given & _OFFLOAD_KEYS)[0]
         raise InputError(source, f"{path}.{key}", "no offload key on a non-offload row", key)
+    if case.range_ratio and not (case.num_requests and case.quantity in SERVING_QUANTITIES):
+        expected = (
+            f"num_requests and a quantity of {', '.join(SERVING_QUANTITIES)} with range_ratio "
+            "(the serving benchmark is run whole)"
+        )
+        found = f"num_requests = {case.num_requests}, quantity = {case.quantity}"
+        raise InputError(source, f"{path}.range_ratio", expected, found)
+    if case.range_ratio and case.length_jitter:
+        expected = "length_jitter or range_ratio, not both (the ratio sets the spread)"
+        raise InputError(source, f"{path}.length_jitter", expected, str(case.length_jitter))
     if case.category != "kernel" and case.output_tokens < 2:
         raise InputError(source, f"{path}.output_tokens", "an integer >= 2", "less or nothing")
     for i, key in enumerate(case.assumed_keys):

@@ -18,6 +18,13 @@ How a row is predicted:
   tokens_per_s = output / makespan. Lengths above 512 are scaled down by one factor (prompt
   moved up by half the rest: the drain in steps and the mean context are kept); at batch 1 the
   requests run one after another, so a few requests of the mean length stand for them.
+- **serving-benchmark rows** (``range_ratio`` set: SGLang's or InferenceX's ``bench_serving``
+  over its random dataset): the benchmark runs ``num_requests`` prompts at the row's
+  concurrency, each prompt and output length uniform in [r·L, L]; as one finishes the next
+  is prefilled, and that prefill stalls the running requests' decoding, which their TPOT
+  ((end − first token) / (output − 1)) includes. Such a row runs exactly that, whole: the
+  mean lengths (1 + r)/2·L with spread (1 − r)/(1 + r), no length capped, and its TPOT is
+  the median over the requests, as the benchmark reports it.
 - **speculative**: the same run with ``fixed`` k = ``steps`` and i.i.d. acceptance alpha solving
   (1 − alpha^(k+1)) / (1 − alpha) = AL (the row's measured acceptance length); the prediction is
   the ratio of the quantity the row publishes: throughput (output / makespan) of the run over
@@ -158,15 +165,20 @@ def scenario_data(
     }
     data["routing"] = {**data.get("routing", {}), "mode": "analytic"}
     prompt, output = case.prompt_tokens, case.output_tokens
-    cap = BENCH_OUTPUT_CAP if case.num_requests else TPOT_OUTPUT_CAP
-    capped = case.num_requests or case.quantity in ("tpot_ms", "tokens_per_s_per_user")
-    if capped and output > cap:
-        prompt += (output - cap) // 2
-        output = cap
     requests = case.num_requests or max(case.batch, MIN_REQUESTS)
     jitter = case.length_jitter
-    if case.batch == 1:  # one request at a time: the throughput is one request's
-        requests, jitter = MIN_REQUESTS, 0.0
+    if serving_benchmark(case):  # run whole: lengths uniform in [r·L, L], none capped
+        r = case.range_ratio
+        prompt, output = round(prompt * (1 + r) / 2), round(output * (1 + r) / 2)
+        jitter = (1 - r) / (1 + r)
+    else:
+        cap = BENCH_OUTPUT_CAP if case.num_requests else TPOT_OUTPUT_CAP
+        capped = case.num_requests or case.quantity in ("tpot_ms", "tokens_per_s_per_user")
+        if capped and output > cap:
+            prompt += (output - cap) // 2
+            output = cap
+        if case.batch == 1:  # one request at a time: the throughput is one request's
+            requests, jitter = MIN_REQUESTS, 0.0
     data["workload"] = {
         "loop": "closed",
         "concurrency": case.batch,
@@ -190,10 +202,20 @@ def scenario_data(
     return data
 
 
+def serving_benchmark(case: Case) -> bool:
+    """A row measured by a serving benchmark over a random dataset (``range_ratio`` set):
+    simulated whole (module docstring), its TPOT the median over the requests."""
+    return case.range_ratio > 0
+
+
 #: What :func:`run_times` returns: times of one run that are linear in every fixed overhead
 #: (each pass or draft step adds its overhead once, and no decision of a fixed-k run depends on
-#: time), so the preset fit can interpolate them (:mod:`simspec.fit.presets`).
-TIMES = ("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_per_token")
+#: time), so the preset fit can interpolate them (:mod:`simspec.fit.presets`). The medians
+#: over requests are linear piecewise (the median request can change between probes).
+TIMES = (
+    *("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_per_token"),
+    *("tpot_p50_ms", "baseline_tpot_p50_ms"),
+)
 
 
 def run_times(
@@ -223,6 +245,8 @@ def run_times(
             "ttft_ms": float(row.ttft_ms),
             "s_per_token": 1.0 / float(row.tokens_per_s),
             "baseline_s_per_token": 1.0 / float(slow.tokens_per_s),
+            "tpot_p50_ms": float(row.tpot_p50_ms),
+            "baseline_tpot_p50_ms": float(slow.tpot_p50_ms),
         }
     rows = _policies(case, preset, costs, engine, rank_decay)
     row, baseline = rows[-1], rows[0]
@@ -233,6 +257,8 @@ def run_times(
         "ttft_ms": float(row.ttft_ms),
         "s_per_token": 1.0 / float(row.tokens_per_s),
         "baseline_s_per_token": 1.0 / float(baseline.tokens_per_s),
+        "tpot_p50_ms": float(row.tpot_p50_ms),
+        "baseline_tpot_p50_ms": float(baseline.tpot_p50_ms),
     }
 
 
@@ -251,14 +277,17 @@ def _policies(
 
 def quantity(case: Case, times: dict[str, float]) -> float:
     """The row's published quantity from a run's :data:`TIMES` (module docstring)."""
+    tpot, baseline_tpot = "tpot_ms", "baseline_tpot_ms"
+    if serving_benchmark(case):
+        tpot, baseline_tpot = "tpot_p50_ms", "baseline_tpot_p50_ms"
     if case.category in RATIO_CATEGORIES and case.quantity == "tokens_per_s":
         return times["baseline_s_per_token"] / times["s_per_token"]
     if case.category in RATIO_CATEGORIES:
-        return times["baseline_tpot_ms"] / times["tpot_ms"]
+        return times[baseline_tpot] / times[tpot]
     if case.quantity == "tpot_ms":
-        return times["tpot_ms"]
+        return times[tpot]
     if case.quantity == "tokens_per_s_per_user":
-        return 1000.0 / times["tpot_ms"]
+        return 1000.0 / times[tpot]
     if case.quantity == "tokens_per_s":
         return 1.0 / times["s_per_token"]
     if case.quantity == "e2e_latency_s":

@@ -161,3 +161,46 @@ def test_prefill_is_compute_heavy_for_long_prompts():
     short = model.prefill(np.array([16])).total_s
     long = model.prefill(np.array([8192])).total_s
     assert long > 5 * short
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tokens=st.integers(1, 300),
+    ctx=st.integers(0, 5000),
+    window=st.one_of(st.just(float("inf")), st.integers(1, 4000).map(float)),
+)
+def test_attended_pairs_is_the_causal_sum_over_query_tokens(tokens, ctx, window):
+    """Query i of t (i = 1..t) after c cached tokens scores min(c + i, window) keys."""
+    from simspec.costs.kernels import attended_pairs
+
+    brute = sum(min(ctx + i, window) for i in range(1, tokens + 1))
+    got = attended_pairs(np.array([float(tokens)]), np.array([float(ctx)]), window)
+    assert float(got[0]) == pytest.approx(brute, rel=1e-12)
+
+
+def test_mla_prefills_score_in_the_decompressed_form_and_decodes_in_the_absorbed_one():
+    """DeepSeek-V3 (128 heads, nope 128, rope 64, v 128, kv_lora 512): a prefill's QK^T and
+    PV cost 2·128·(128 + 64 + 128) FLOPs per pair, an absorbed decode's 2·128·(512 + 64 + 512);
+    a GQA model costs the same either way."""
+    groups = catalog.get_model("deepseek-v3").shape.groups
+    assert {g.prefill_flops_per_pair for g in groups} == {2.0 * 128 * (128 + 64 + 128)}
+    assert {g.attention_flops_per_pair for g in groups} == {2.0 * 128 * (512 + 64 + 512)}
+    for g in QWEN_MOE.shape.groups:
+        assert g.prefill_flops_per_pair == g.attention_flops_per_pair > 0
+
+
+def test_a_long_prefill_scores_half_the_square_of_its_prompt():
+    """Compute-bound, a prompt of L tokens attends L(L + 1)/2 pairs per layer (causal), so
+    doubling L nearly quadruples the attention core, and its time is those FLOPs at the
+    pass's compute rate."""
+    from simspec.costs.kernels import attention_core_s
+
+    (group,) = [g for g in catalog.get_model("deepseek-v3").shape.groups if g.is_moe]
+    flops = 1e15
+    for prompt in (4096.0, 8192.0):
+        t = np.array([prompt])
+        core = attention_core_s(group, t, 0 * t, 1e30, flops, prefill=True)
+        pairs = prompt * (prompt + 1) / 2
+        assert core == pytest.approx(pairs * group.prefill_flops_per_pair / flops)
+    decode = attention_core_s(group, np.array([1.0]), np.array([8191.0]), 1e30, flops)
+    assert decode == pytest.approx(8192 * group.attention_flops_per_pair / flops)

@@ -205,3 +205,122 @@ def test_the_shipped_numbers_were_fitted_on_the_rows_their_fits_name_and_no_othe
     kernel = [c for c in cases if c.category == "kernel" and c.id.split("[")[0] in FIT_SERIES]
     assert any(fitted_on(c) for c in kernel if c.tokens <= M_MAX)
     assert not any(fitted_on(c) for c in kernel if c.tokens > M_MAX)
+
+
+SERVING = (
+    ROW.replace("length_jitter = 0.8\n", "range_ratio = 0.8\n")
+    .replace("num_requests = 20", "num_requests = [10, 80, 320]")
+    .replace('"tokens_per_s"', '"tpot_ms"')
+    .replace('"tok/s"', '"ms"')
+    .replace("value = [200.0, 700.0, 1000.0]", "value = [5.0, 7.0, 9.0]")
+)
+
+
+def test_serving_benchmark_rows_run_whole_over_their_length_distribution(tmp_path):
+    """bench_serving's random dataset draws each length uniformly in [r·L, L]: the run's
+    lengths are uniform in mean·(1 ± j) with mean (1 + r)/2·L and j = (1 − r)/(1 + r), over
+    the benchmark's own requests, with no length capped (batch 1 included)."""
+    one, eight, _ = _rows(tmp_path, SERVING)
+    assert predict.serving_benchmark(eight)
+    w = predict.scenario_data(eight)["workload"]
+    assert w["num_requests"] == 80 and w["concurrency"] == 8
+    j = w["length_jitter"]
+    for length, stated in ((w["prompt_tokens"], 100), (w["output_tokens"], 2180)):
+        assert length * (1 - j) == pytest.approx(0.8 * stated, abs=1)
+        assert length * (1 + j) == pytest.approx(stated, abs=1)
+    w1 = predict.scenario_data(one)["workload"]
+    assert (w1["num_requests"], w1["output_tokens"], w1["length_jitter"]) == (10, 1962, j)
+
+
+def test_a_serving_benchmark_publishes_the_median_tpot_over_its_requests(tmp_path):
+    row = _rows(tmp_path, SERVING)[1]
+    times = {"tpot_ms": 5.0, "baseline_tpot_ms": 6.0, "ttft_ms": 1.0}
+    times |= {"s_per_token": 0.002, "baseline_s_per_token": 0.003}
+    times |= {"tpot_p50_ms": 5.5, "baseline_tpot_p50_ms": 6.5}
+    assert predict.quantity(row, times) == 5.5
+    steady = _rows(tmp_path, SERVING.replace("range_ratio = 0.8\n", ""))[1]
+    assert predict.quantity(steady, times) == 5.0
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("num_requests = [10, 80, 320]\n", "", "range_ratio"),
+        ('"tpot_ms"', '"e2e_latency_s"', "range_ratio"),
+        ("range_ratio = 0.8\n", "range_ratio = 0.8\nlength_jitter = 0.1\n", "length_jitter"),
+        ("range_ratio = 0.8\n", "range_ratio = 1.0\n", "range_ratio"),
+    ],
+)
+def test_a_serving_benchmark_row_needs_its_requests_and_a_tpot(tmp_path, old, new, key):
+    text = SERVING.replace(old, new)
+    if "e2e_latency_s" in new:
+        text = text.replace('unit = "ms"', 'unit = "s"')
+    with pytest.raises(InputError, match=rf"cases\[0\]\.{key}"):
+        _rows(tmp_path, text)
+
+
+def test_a_serving_benchmarks_tpot_carries_the_prefills_of_the_replacements(tmp_path):
+    """In a closed loop each finished request's replacement is prefilled while the others
+    wait (a prefill pass between decode steps), so over a request's O steps the batch of C
+    sees about C prefills of P seconds each: TPOT ≈ step + C·P/O. Here (7k-token prompts on
+    Qwen3-30B-A3B, 16 requests of ~230 tokens) that stall is about a third of the step."""
+    import dataclasses
+
+    import numpy as np
+
+    import simspec
+    from simspec.config.load import scenario_from_dict
+    from simspec.sim.setup import build_setup
+
+    text = SERVING.replace("prompt_tokens = 100", "prompt_tokens = 8192").replace(
+        "output_tokens = 2180", "output_tokens = 256"
+    )
+    row = dataclasses.replace(_rows(tmp_path, text)[2], batch=16, num_requests=160)
+    data = predict.scenario_data(row, "ideal")
+    scenario = scenario_from_dict(data, "x")
+    measured = simspec.run(scenario).policies[0].tpot_p50_ms / 1e3
+    w = data["workload"]
+    prefill = build_setup(scenario).cost_model.prefill(np.array([w["prompt_tokens"]])).total_s
+    steady = dataclasses.replace(row, range_ratio=0.0, num_requests=0, length_jitter=0.0)
+    steady = dataclasses.replace(steady, prompt_tokens=w["prompt_tokens"])
+    steady = dataclasses.replace(steady, output_tokens=w["output_tokens"])
+    step = predict.run_times(steady, "ideal")["tpot_ms"] / 1e3
+    expected = step + row.batch * prefill / w["output_tokens"]
+    stall = row.batch * prefill / w["output_tokens"]
+    assert stall > 0.25 * step  # the stall is no rounding error here
+    assert measured == pytest.approx(expected, rel=0.05)
+
+
+#: InferenceX's DeepSeek-R1 FP8 runs on 8x MI300X (SGLang, 2025-12-15; the InferenceX app's
+#: fixture, source inferencex-dsr1-amd-sglang): median TPOT over median inter-token latency
+#: at 8k/1k by concurrency. The engine streams every token there, so the inter-token latency
+#: is the decode step and the ratio is the prefill stall TPOT carries.
+MI300X_STALL = {4: 23.15 / 21.66, 16: 34.49 / 27.21, 64: 76.22 / 45.45}
+
+
+def test_the_prefill_stall_grows_with_concurrency_as_measured_and_stays_below_it():
+    """A serving-benchmark row's TPOT over the steady decode step of the same lengths: above 1,
+    growing with concurrency as the measured ratio does, and between 40 % and 100 % of the
+    measured excess (the roofline prices a prefill below what these runs spent on it)."""
+    import dataclasses
+
+    rows = {
+        c.batch: c
+        for c in cases_mod.load_cases(CASES).cases
+        if c.id.startswith("deepseek-r1-8xmi300x-sglang-inferencex") and c.prompt_tokens == 8192
+    }
+    ratios = {}
+    for batch, row in sorted(rows.items()):
+        whole = predict.run_times(row, "ideal")["tpot_p50_ms"]
+        steady = dataclasses.replace(
+            row,
+            range_ratio=0.0,
+            num_requests=0,
+            prompt_tokens=round(0.9 * row.prompt_tokens),
+            output_tokens=round(0.9 * row.output_tokens),
+        )
+        ratios[batch] = whole / predict.run_times(steady, "ideal")["tpot_ms"]
+    assert sorted(ratios) == sorted(MI300X_STALL)
+    assert ratios[4] < ratios[16] < ratios[64]
+    for batch, measured in MI300X_STALL.items():
+        assert 0.4 * (measured - 1) < ratios[batch] - 1 < measured - 1
