@@ -5,7 +5,8 @@ and compares the fit's predictions (affine interpolation of probe runs) with the
 simulations under the catalog presets, so a stale fit or catalog shows up in the report.
 :func:`step_lines` turns every plain-decode series with several batch sizes into time per
 decode step and its growth per added request, measured and predicted, so series from different
-sources and engines can be compared on one scale.
+sources and engines can be compared on one scale. :func:`ttft_summary` and :func:`ttft_lines`
+set the median TTFT of the serving-benchmark rows that publish one against the same runs'.
 """
 
 from __future__ import annotations
@@ -226,3 +227,60 @@ def _growth(steps: list[Any], running: list[int]) -> str:
         db = running[i] - running[i - 1]
         out.append("—" if db <= 0 else f"{1000.0 * (steps[i] - steps[i - 1]) / db:.0f}")
     return " / ".join(out)
+
+
+def ttft_summary(outcomes: list[Any]) -> dict[str, Any]:
+    """The rows that publish a median TTFT: how many, and the median |relative error| of the
+    same runs' median TTFT with the rows' presets and with physics only (no term of any
+    preset was fitted on a TTFT, so every row is held out)."""
+    pairs = [o.ttft_errors for o in outcomes if o.case.ttft_ms]
+    preset = [abs(p) for p, _ in pairs if p is not None]
+    ideal = [abs(i) for _, i in pairs if i is not None]
+
+    def median(values: list[float]) -> float | None:
+        return round(statistics.median(values), 4) if values else None
+
+    return {
+        "rows": len(pairs),
+        "predicted_rows": len(preset),
+        "median_abs_relative_error": median(preset),
+        "ideal_median_abs_relative_error": median(ideal),
+        "predicted_below_measured": sum(1 for p, _ in pairs if p is not None and p < 0),
+    }
+
+
+def ttft_lines(outcomes: list[Any], summary: dict[str, Any]) -> list[str]:
+    """REPORT.md's TTFT section (:func:`ttft_summary`): one line per row that publishes one."""
+    rows = [o for o in outcomes if o.case.ttft_ms]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Time to first token (serving-benchmark rows)",
+        "",
+        f"{summary['rows']} decode rows also publish their run's median TTFT, which no fit has",
+        "seen: the same runs' median TTFT, with the row's preset and with physics only, is set",
+        "against it (median |relative error| "
+        f"{_pct(summary['median_abs_relative_error'])}, physics only "
+        f"{_pct(summary['ideal_median_abs_relative_error'])}; "
+        f"{summary['predicted_below_measured']} of {summary['predicted_rows']} predicted below "
+        "the measurement). The measured TTFT also holds what the simulator leaves out: the",
+        "client's request and tokenisation, and the wait for the decode step in flight.",
+        "",
+        "| case | GPUs | batch | in/out | measured ms | predicted | rel. error | ideal | "
+        "rel. error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for o in rows:
+        c = o.case
+        preset, ideal = o.ttft_errors
+        cells = [
+            "—" if v is None else f"{v:.1f} | {e:+.0%}"
+            for v, e in ((o.ttft, preset), (o.ideal_ttft, ideal))
+        ]
+        gpus = f"{c.num_gpus}×{c.gpu} TP{c.tp}" + (f" EP{c.ep}" if c.ep > 1 else "")
+        lines.append(
+            f"| {c.id} | {gpus} | {c.batch} | {c.prompt_tokens}/{c.output_tokens} | "
+            f"{c.ttft_ms:g} | {cells[0]} | {cells[1]} |"
+        )
+    return lines

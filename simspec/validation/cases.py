@@ -104,6 +104,12 @@ class Case:
         "overlap scheduler)",
         gt=0,
     )
+    ttft_ms: float = param(
+        0.0,
+        "a serving-benchmark decode row's median time to first token in the same run, ms "
+        "(0 = not published)",
+        ge=0,
+    )
     num_requests: int = param(0, "the benchmark's finite number of requests", ge=0)
     length_jitter: float = param(0.0, "spread of the output lengths", ge=0, lt=1)
     range_ratio: float = param(
@@ -356,6 +362,10 @@ def _check_case(case: Case, given: set[str], path: str, source: str) -> None:
         )
         found = f"num_requests = {case.num_requests}, quantity = {case.quantity}"
         raise InputError(source, f"{path}.range_ratio", expected, found)
+    if case.ttft_ms and not (case.range_ratio and case.category == "decode"):
+        expected = "ttft_ms on a decode row with range_ratio (a serving benchmark run whole)"
+        found = f"a {case.category} row, range_ratio = {case.range_ratio}"
+        raise InputError(source, f"{path}.ttft_ms", expected, found)
     if case.range_ratio and case.length_jitter:
         expected = "length_jitter or range_ratio, not both (the ratio sets the spread)"
         raise InputError(source, f"{path}.length_jitter", expected, str(case.length_jitter))

@@ -24,7 +24,8 @@ How a row is predicted:
   is prefilled, and that prefill stalls the running requests' decoding, which their TPOT
   ((end − first token) / (output − 1)) includes. Such a row runs exactly that, whole: the
   mean lengths (1 + r)/2·L with spread (1 − r)/(1 + r), no length capped, and its TPOT is
-  the median over the requests, as the benchmark reports it.
+  the median over the requests, as the benchmark reports it. Where the row also publishes
+  the run's median TTFT (``ttft_ms``), the same runs' median TTFT is set against it.
 - **speculative**: the same run with ``fixed`` k = ``steps`` and i.i.d. acceptance alpha solving
   (1 − alpha^(k+1)) / (1 − alpha) = AL (the row's measured acceptance length); the prediction is
   the ratio of the quantity the row publishes: throughput (output / makespan) of the run over
@@ -214,7 +215,7 @@ def serving_benchmark(case: Case) -> bool:
 #: over requests are linear piecewise (the median request can change between probes).
 TIMES = (
     *("tpot_ms", "baseline_tpot_ms", "ttft_ms", "s_per_token", "baseline_s_per_token"),
-    *("tpot_p50_ms", "baseline_tpot_p50_ms"),
+    *("tpot_p50_ms", "baseline_tpot_p50_ms", "ttft_p50_ms"),
 )
 
 
@@ -247,6 +248,7 @@ def run_times(
             "baseline_s_per_token": 1.0 / float(slow.tokens_per_s),
             "tpot_p50_ms": float(row.tpot_p50_ms),
             "baseline_tpot_p50_ms": float(slow.tpot_p50_ms),
+            "ttft_p50_ms": float(row.ttft_p50_ms),
         }
     rows = _policies(case, preset, costs, engine, rank_decay)
     row, baseline = rows[-1], rows[0]
@@ -259,6 +261,7 @@ def run_times(
         "baseline_s_per_token": 1.0 / float(baseline.tokens_per_s),
         "tpot_p50_ms": float(row.tpot_p50_ms),
         "baseline_tpot_p50_ms": float(baseline.tpot_p50_ms),
+        "ttft_p50_ms": float(row.ttft_p50_ms),
     }
 
 
@@ -322,6 +325,10 @@ class Outcome:
     predicted: float | None
     error: str = ""
     ideal: float | None = None  # the prediction with the physics-only preset
+    #: A row that publishes its median TTFT (``Case.ttft_ms``): the same runs' median TTFT,
+    #: with the row's preset and with the physics-only one (ms).
+    ttft: float | None = None
+    ideal_ttft: float | None = None
 
     @property
     def relative_error(self) -> float | None:
@@ -341,6 +348,15 @@ class Outcome:
         return None if self.ideal is None else (self.ideal - self.measured) / self.measured
 
     @property
+    def ttft_errors(self) -> tuple[float | None, float | None]:
+        """(preset, physics-only) relative errors of the median TTFT; None where unpublished."""
+        measured = self.case.ttft_ms
+        return tuple(  # type: ignore[return-value]
+            None if not measured or v is None else (v - measured) / measured
+            for v in (self.ttft, self.ideal_ttft)
+        )
+
+    @property
     def ideal_sign_right(self) -> bool | None:
         """The sign check of the physics-only prediction."""
         return speedup_sign_right(self.case.category, self.ideal, self.measured)
@@ -353,8 +369,12 @@ def predict(case: Case) -> Outcome:
         if case.category == "kernel":
             value = predict_kernel_us(case, simspec.load_scenario())
             return Outcome(case, measured, value, ideal=value)
-        value = predict_run(case)
-        ideal = value if engine_preset(case) == "ideal" else predict_run(case, "ideal")
+        times = run_times(case)
+        physics = times if engine_preset(case) == "ideal" else run_times(case, "ideal")
     except InputError as exc:
         return Outcome(case, measured, None, str(exc))
-    return Outcome(case, measured, value, ideal=ideal)
+    value, ideal = quantity(case, times), quantity(case, physics)
+    if not case.ttft_ms:
+        return Outcome(case, measured, value, ideal=ideal)
+    ttft, ideal_ttft = times["ttft_p50_ms"], physics["ttft_p50_ms"]
+    return Outcome(case, measured, value, ideal=ideal, ttft=ttft, ideal_ttft=ideal_ttft)

@@ -39,6 +39,8 @@ from ._sections import (
     read_preset_fit,
     step_lines,
     target_lines,
+    ttft_lines,
+    ttft_summary,
 )
 from .accuracy import accuracy_table
 from .cases import (
@@ -204,6 +206,7 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         }
     summary["targets"] = targets
     summary["speculative_by_shape"] = shape_summary(outcomes)
+    summary["ttft"] = ttft_summary(outcomes)
     return summary
 
 
@@ -497,6 +500,7 @@ def report(
         failed = [o for o in outcomes if o.case.category == category and o.error]
         for o in failed:
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
+    lines += ttft_lines(outcomes, summary["ttft"])
     lines += step_lines(outcomes)
     lines += preset_lines(outcomes, preset_fit, preset_fit_path)
     lines += ["", "## Notes and assumptions per series", ""]

@@ -53,6 +53,7 @@ def test_affine_row_reproduces_its_probes_and_interpolates_between():
     keys = presets.FITTED["sglang"]
     base = {"tpot_ms": 5.0, "baseline_tpot_ms": 5.0, "ttft_ms": 20.0, "s_per_token": 0.005}
     base |= {"baseline_s_per_token": 0.005, "tpot_p50_ms": 5.0, "baseline_tpot_p50_ms": 5.0}
+    base["ttft_p50_ms"] = 20.0
     runs = {"base": base}
     for key in presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
         step = 1.0 if key == "pass_overhead_s" else 0.5

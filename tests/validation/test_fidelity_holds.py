@@ -420,3 +420,16 @@ def test_the_readme_quotes_the_current_new_source_errors():
     assert f"miss by {min(decode):.0f}-{max(decode):.0f} %" in text
     spec = pick("qwen3-30b-a3b-1xh20-vllm-eagle3-angelslim")
     assert f"predicted {min(spec):.0f}-{max(spec):.0f} % above the" in text
+
+
+def test_the_readme_quotes_the_current_ttft_errors():
+    """README's TTFT numbers (the serving-benchmark rows that publish a median TTFT, which no
+    fit uses) are summary.json's, and the rows exist."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    ttft = SUMMARY["ttft"]
+    assert ttft["rows"] >= 50 and ttft["predicted_rows"] == ttft["rows"]
+    pct = round(100 * ttft["median_abs_relative_error"])
+    ideal = round(100 * ttft["ideal_median_abs_relative_error"])
+    assert f"`ttft_ms` on {ttft['rows']} of them" in text
+    assert f"a median {pct} % off (physics only {ideal} %)" in text
+    assert f"{ttft['predicted_below_measured']} of {ttft['rows']} below the measurement" in text

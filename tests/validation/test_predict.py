@@ -324,3 +324,38 @@ def test_the_prefill_stall_grows_with_concurrency_as_measured_and_stays_below_it
     assert ratios[4] < ratios[16] < ratios[64]
     for batch, measured in MI300X_STALL.items():
         assert 0.4 * (measured - 1) < ratios[batch] - 1 < measured - 1
+
+
+def test_a_published_ttft_needs_a_serving_benchmark_decode_row(tmp_path):
+    with_ttft = SERVING.replace("range_ratio = 0.8\n", "range_ratio = 0.8\nttft_ms = 100.0\n")
+    assert all(c.ttft_ms == 100.0 for c in _rows(tmp_path, with_ttft))
+    with pytest.raises(InputError, match=r"cases\[0\]\.ttft_ms"):
+        _rows(tmp_path, ROW.replace("num_requests = 20\n", "num_requests = 20\nttft_ms = 1.0\n"))
+
+
+def test_ttft_errors_and_their_summary_count_only_rows_that_publish_one(tmp_path):
+    import dataclasses
+
+    from simspec.validation._sections import ttft_lines, ttft_summary
+    from simspec.validation.predictions import Outcome
+
+    row = _rows(tmp_path, SERVING)[1]
+    published = dataclasses.replace(row, ttft_ms=100.0)
+    outcomes = [
+        Outcome(published, 7.0, 7.0, ideal=7.0, ttft=50.0, ideal_ttft=40.0),  # -50 % / -60 %
+        Outcome(published, 7.0, 7.0, ideal=7.0, ttft=130.0, ideal_ttft=120.0),  # +30 % / +20 %
+        Outcome(published, 7.0, None, "no scenario"),  # not predicted
+        Outcome(row, 7.0, 7.0, ideal=7.0, ttft=1.0, ideal_ttft=1.0),  # none published
+    ]
+    assert outcomes[0].ttft_errors == pytest.approx((-0.5, -0.6))
+    assert outcomes[3].ttft_errors == (None, None)
+    summary = ttft_summary(outcomes)
+    assert (summary["rows"], summary["predicted_rows"], summary["predicted_below_measured"]) == (
+        3,
+        2,
+        1,
+    )
+    assert summary["median_abs_relative_error"] == pytest.approx(0.4)
+    assert summary["ideal_median_abs_relative_error"] == pytest.approx(0.4)
+    text = "\n".join(ttft_lines(outcomes, summary))
+    assert text.count(f"| {published.id} |") == 3 and "| 50.0 | -50% | 40.0 | -60% |" in text
