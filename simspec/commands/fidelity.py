@@ -225,6 +225,14 @@ def execute(args: argparse.Namespace) -> int:
         unseen = summary["not_fitted"][category]
         held = f"{category} held out by construction (not fitted by the shipped numbers)"
         print(_stats_line(held, unseen, "rows"))
+    ttft = summary.get("ttft", {})
+    if ttft.get("predicted_rows"):  # published median TTFTs (no fit uses them)
+        print(
+            f"ttft: {ttft['predicted_rows']} of {ttft['rows']} rows predicted, median |err| "
+            f"{ttft['median_abs_relative_error']:.0%} (physics only "
+            f"{ttft['ideal_median_abs_relative_error']:.0%}), "
+            f"{ttft['predicted_below_measured']} below the measurement"
+        )
     print(f"wrote {out / 'REPORT.md'}")
     return 0
 
