@@ -166,7 +166,9 @@ def step_ms(case: Any, value: float) -> float | None:
 
     TPOT is the step; per-user tok/s is its inverse; a whole-batch tok/s over B running
     requests is B / rate (B capped at the benchmark's request count, ``num_requests``). A
-    benchmark's throughput includes its ramp-down tail, so its implied step is an upper bound.
+    benchmark's throughput includes its ramp-down tail, and a serving benchmark's TPOT the
+    prefills of the requests that replace finished ones, so their implied steps are upper
+    bounds.
     """
     if case.quantity == "tpot_ms":
         return value
