@@ -226,39 +226,18 @@ def test_keys_lists_every_key_a_cases_table_takes(capsys):
 def test_a_serving_benchmark_row_of_ones_own_reports_its_ttft(tmp_path, capsys):
     """A user's own bench_serving run (range_ratio, its request count and median TTFT) is
     predicted whole; its TTFT is reported beside the TPOT, in the summary, report and output."""
-    cases = tmp_path / "mine.toml"
-    cases.write_text(
-        """
-[sources.me]
-url = "https://example.org/my-bench"
-[[cases]]
-id = "mine"
-category = "decode"
-model = "qwen3-30b-a3b"
-gpu = "h100-sxm"
-num_gpus = 1
-tp = 1
-ep = 1
-engine = "SGLang bench_serving"
-precision = "bf16"
-batch = 8
-prompt_tokens = 2048
-output_tokens = 128
-num_requests = 40
-range_ratio = 0.8
-ttft_ms = 60.0
-quantity = "tpot_ms"
-unit = "ms"
-value = 9.0
-source = "me"
-reporter = "me"
-""",
-        encoding="utf-8",
+    decode = CASES[CASES.index('id = "dec"') :]
+    serving = (
+        decode.replace("batch = 1\n", "batch = 8\nnum_requests = 40\nrange_ratio = 0.8\n")
+        .replace("prompt_tokens = 64", "prompt_tokens = 2048\nttft_ms = 60.0")
+        .replace("output_tokens = 8", "output_tokens = 128")
     )
+    cases = tmp_path / "mine.toml"
+    cases.write_text(CASES[: CASES.index("[[cases]]")] + "[[cases]]\n" + serving, "utf-8")
     out = tmp_path / "out"
     assert main(["fidelity", "--cases", str(cases), "--out", str(out), "--in-sample-only"]) == 0
     assert "ttft: 1 of 1 rows predicted" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["ttft"]["rows"] == summary["ttft"]["predicted_rows"] == 1
     assert summary["ttft"]["median_abs_relative_error"] > 0
-    assert "| mine | 1×h100-sxm TP1 | 8 | 2048/128 | 60 |" in (out / "REPORT.md").read_text()
+    assert "| dec | 1×h100-sxm TP1 | 8 | 2048/128 | 60 |" in (out / "REPORT.md").read_text()
