@@ -41,6 +41,11 @@ either in the numbers:
   :mod:`simspec.validation.accuracy`), so something those rows measure is missing from the
   model and the run's numbers can be off by as much (:func:`published_miss_warnings`). Not
   for a run priced from a calibration profile.
+* ``ttft-lower-bound``: the scenario sets a TTFT objective (``[slo] ttft_ms``), but a
+  simulated TTFT is a prefill's roofline with no client, tokenizer or scheduler time; on the
+  published serving runs that state their TTFT it falls below every measurement (the
+  catalog's accuracy table, ``ttft``), so the TTFT attainment is an upper bound
+  (:func:`ttft_warnings`).
 
 Each warning is one line, ``"<code>: <text>"``, a pure function of the scenario and the run's
 rows (same scenario, same warnings, in the same order); the results JSON lists them under
@@ -65,6 +70,7 @@ WITHIN_ERROR = "within-error"
 COLLECTIVES_UNPRICED = "collectives-unpriced"
 KERNELS_UNPRICED = "kernels-unpriced"
 PUBLISHED_MISS = "published-miss"
+TTFT_LOWER_BOUND = "ttft-lower-bound"
 #: A run warns of published rows of its model, GPU and TP degree that simspec misses by a
 #: median of at least this, over at least PUBLISHED_MIN_ROWS rows: twice issue 27's decode and
 #: speculative targets (15 %), beyond what the validated rows show elsewhere, not a
@@ -146,7 +152,24 @@ def planned_warnings(scenario: Scenario) -> list[str]:
     limit = w.concurrency if w.loop == "closed" else w.max_batch_size
     speculates = any(not is_plain_decoding(spec.policy) for spec in scenario.policies)
     warnings = preset_range_warnings(scenario, min(limit, w.num_requests), speculates)
-    return warnings + gpu_warnings(scenario) + published_miss_warnings(scenario, speculates)
+    warnings += gpu_warnings(scenario) + published_miss_warnings(scenario, speculates)
+    return warnings + ttft_warnings(scenario)
+
+
+def ttft_warnings(scenario: Scenario) -> list[str]:
+    """The ``ttft-lower-bound`` warning of a scenario with a TTFT objective, with the median
+    error of simspec's TTFT on the published rows that state one (none without such rows)."""
+    target = scenario.slo.ttft_ms
+    ttft = catalog.accuracy().get("ttft") or {}
+    if target is None or not ttft.get("predicted_rows"):
+        return []
+    return [
+        f"{TTFT_LOWER_BOUND}: slo.ttft_ms = {target:g} is scored against a simulated TTFT, "
+        "a prefill's roofline with no client, tokenizer or scheduler time: on "
+        f"{ttft['predicted_rows']} published serving runs it was a median "
+        f"{ttft['median_abs_relative_error']:.0%} off, {ttft['predicted_below_measured']} of "
+        "them below the measurement, so read the TTFT attainment as an upper bound"
+    ]
 
 
 def gpu_warnings(scenario: Scenario) -> list[str]:
@@ -387,6 +410,7 @@ def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -
     speculates = any(p.mean_k > 0 for p in rows)
     warnings = preset_range_warnings(scenario, batch, speculates)
     warnings += gpu_warnings(scenario) + published_miss_warnings(scenario, speculates)
+    warnings += ttft_warnings(scenario)
     fixed = [p for p in rows if p.name == "fixed" and not p.is_oracle]
     ks = [int(p.params["draft_tokens"]) for p in fixed]
     speedups = [p.speedup_vs_no_spec for p in fixed]

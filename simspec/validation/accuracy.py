@@ -31,6 +31,7 @@ from typing import Any
 
 from simspec.analysis.guardrails import published_key
 
+from ._sections import ttft_summary
 from .cases import engine_preset
 from .consistency import inconsistent
 from .fitted import fitted_on
@@ -102,6 +103,7 @@ def accuracy_table(
         "shipped numbers were not fitted on the row), ideal's physics-only predictions",
         "engines": {name: engines[name] for name in sorted(engines)},
         "published": published_table(outcomes, folds),
+        "ttft": ttft_summary(outcomes),
     }
 
 

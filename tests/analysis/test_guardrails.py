@@ -509,3 +509,34 @@ def test_a_gpu_without_the_runs_kernel_floor_warns(floors, graphs, warns):
         assert key in found[0] and "custom-gpu" in found[0]
     # every catalog GPU states both floors: no catalog run warns
     assert not guardrails.gpu_warnings(tiny())
+
+
+def test_a_ttft_objective_warns_that_the_simulated_ttft_is_a_lower_bound(monkeypatch):
+    """With ``[slo] ttft_ms`` set and published TTFTs in the accuracy table, the planned and
+    the run's warnings say so with the table's numbers; without a TTFT target, or without
+    such rows, nothing."""
+    table = {
+        "engines": {},
+        "ttft": {
+            "rows": 5,
+            "predicted_rows": 5,
+            "median_abs_relative_error": 0.7,
+            "predicted_below_measured": 5,
+        },
+    }
+    monkeypatch.setattr(catalog, "accuracy", lambda: table)
+    scenario = tiny("slo.ttft_ms=200")
+    (warning,) = guardrails.ttft_warnings(scenario)
+    assert warning.startswith("ttft-lower-bound: slo.ttft_ms = 200 ")
+    assert "5 published serving runs it was a median 70% off, 5 of them below" in warning
+    assert warning in guardrails.planned_warnings(scenario)
+    result = run_experiment(scenario)
+    assert warning in result.warnings
+    assert guardrails.ttft_warnings(tiny("slo.tpot_ms=50")) == []
+    monkeypatch.setattr(catalog, "accuracy", lambda: {"engines": {}})
+    assert guardrails.ttft_warnings(scenario) == []
+
+
+def test_the_shipped_accuracy_table_holds_the_ttft_rows():
+    ttft = catalog.accuracy()["ttft"]
+    assert ttft["predicted_rows"] >= 50 and 0 < ttft["median_abs_relative_error"] < 1
