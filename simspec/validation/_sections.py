@@ -24,6 +24,17 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value:.0%}"
 
 
+def rounded_median(values: list[float]) -> float | None:
+    """The median to four places, as summary.json holds it (None for no values)."""
+    return round(statistics.median(values), 4) if values else None
+
+
+def gpus_label(case: Any) -> str:
+    """A row's GPUs as the report's tables name them, e.g. ``8×h200 TP8 EP8``."""
+    ep = f" EP{case.ep}" if case.ep > 1 else ""
+    return f"{case.num_gpus}×{case.gpu} TP{case.tp}{ep}"
+
+
 def target_lines(targets: dict[str, Any]) -> list[str]:
     """The issue's target series: median |relative error| with presets and physics only."""
     lines = [
@@ -238,15 +249,11 @@ def ttft_summary(outcomes: list[Any]) -> dict[str, Any]:
     pairs = [o.ttft_errors for o in outcomes if o.case.ttft_ms]
     preset = [abs(p) for p, _ in pairs if p is not None]
     ideal = [abs(i) for _, i in pairs if i is not None]
-
-    def median(values: list[float]) -> float | None:
-        return round(statistics.median(values), 4) if values else None
-
     return {
         "rows": len(pairs),
         "predicted_rows": len(preset),
-        "median_abs_relative_error": median(preset),
-        "ideal_median_abs_relative_error": median(ideal),
+        "median_abs_relative_error": rounded_median(preset),
+        "ideal_median_abs_relative_error": rounded_median(ideal),
         "predicted_below_measured": sum(1 for p, _ in pairs if p is not None and p < 0),
     }
 
@@ -280,9 +287,8 @@ def ttft_lines(outcomes: list[Any], summary: dict[str, Any]) -> list[str]:
             "—" if v is None else f"{v:.1f} | {e:+.0%}"
             for v, e in ((o.ttft, preset), (o.ideal_ttft, ideal))
         ]
-        gpus = f"{c.num_gpus}×{c.gpu} TP{c.tp}" + (f" EP{c.ep}" if c.ep > 1 else "")
         lines.append(
-            f"| {c.id} | {gpus} | {c.batch} | {c.prompt_tokens}/{c.output_tokens} | "
+            f"| {c.id} | {gpus_label(c)} | {c.batch} | {c.prompt_tokens}/{c.output_tokens} | "
             f"{c.ttft_ms:g} | {cells[0]} | {cells[1]} |"
         )
     return lines

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ._sections import rounded_median
 from .cases import CATEGORIES
 from .predictions import SIGN_NOISE, speedup_sign_right
 
@@ -83,10 +84,6 @@ def read_folds(path: Path, current: str) -> dict[str, Any] | None:
     return folds
 
 
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 4) if values else None
-
-
 def _error(row: dict[str, Any]) -> float:
     return abs(row["predicted"] / row["measured"] - 1.0)
 
@@ -114,12 +111,12 @@ def _stats(rows: list[dict[str, Any]], category: str) -> dict[str, Any]:
         "rows": len(rows),
         "predicted_rows": len(predicted),
         "not_identifiable": len(rows) - len(predicted),
-        "median_abs_relative_error": _median(errors),
+        "median_abs_relative_error": rounded_median(errors),
         "max_abs_relative_error": round(max(errors), 4) if errors else None,
         "wrong_signs": sum(1 for s in checked if not s),
         "signs_checked": len(checked),
         "groups_predicted": len(per_group),
-        "median_of_group_medians": _median(per_group),
+        "median_of_group_medians": rounded_median(per_group),
     }
 
 
@@ -232,6 +229,6 @@ def out_of_sample_lines(oos: dict[str, Any], folds: dict[str, Any]) -> list[str]
         lines.append(
             f"| {fold['group']} | {fold['held_out']} | {len(fold['labels'])} | {rho_text} | "
             f"{'—' if jitter is None else f'{jitter:g}'} | "
-            f"{fold.get('kernel', {}).get('form', '—')} | {_pct(_median(errors))} |"
+            f"{fold.get('kernel', {}).get('form', '—')} | {_pct(rounded_median(errors))} |"
         )
     return lines

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import statistics
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -33,10 +32,12 @@ from typing import Any
 from simspec.io import write_atomic
 
 from ._sections import (
+    gpus_label,
     held_out_lines,
     held_out_summary,
     preset_lines,
     read_preset_fit,
+    rounded_median,
     step_lines,
     target_lines,
     ttft_lines,
@@ -156,10 +157,6 @@ def fidelity_report(
     return summary
 
 
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 4) if values else None
-
-
 def _stats(rows: list[Outcome]) -> dict[str, Any]:
     """Rows, predicted rows, median / max |relative error|, wrong signs, with physics only."""
     errors = [abs(o.relative_error) for o in rows if o.relative_error is not None]
@@ -169,11 +166,11 @@ def _stats(rows: list[Outcome]) -> dict[str, Any]:
     return {
         "rows": len(rows),
         "predicted_rows": len(errors),
-        "median_abs_relative_error": _median(errors),
+        "median_abs_relative_error": rounded_median(errors),
         "max_abs_relative_error": round(max(errors), 4) if errors else None,
         "wrong_signs": sum(1 for s in signs if not s),
         "signs_checked": len(signs),
-        "ideal_median_abs_relative_error": _median(ideal),
+        "ideal_median_abs_relative_error": rounded_median(ideal),
         "ideal_wrong_signs": sum(1 for s in ideal_signs if not s),
     }
 
@@ -197,10 +194,10 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
         ]
         targets[label] = {
             "rows": len(rows),
-            "median_abs_relative_error": _median(
+            "median_abs_relative_error": rounded_median(
                 [abs(o.relative_error) for o in rows if o.relative_error is not None]
             ),
-            "ideal_median_abs_relative_error": _median(
+            "ideal_median_abs_relative_error": rounded_median(
                 [abs(o.ideal_error) for o in rows if o.ideal_error is not None]
             ),
         }
@@ -284,7 +281,7 @@ def shape_summary(
         signs = [o.sign_right for o in rows if o.sign_right is not None]
         entry: dict[str, Any] = {
             "rows": len(rows),
-            "median_abs_relative_error": _median(errors),
+            "median_abs_relative_error": rounded_median(errors),
             "wrong_signs": sum(1 for s in signs if not s),
             "signs_checked": len(signs),
         }
@@ -295,7 +292,7 @@ def shape_summary(
             checked = [x for x in out_signs if x is not None]
             entry["out_of_sample"] = {
                 "predicted_rows": len(known),
-                "median_abs_relative_error": _median([abs(p / m - 1.0) for p, m in known]),
+                "median_abs_relative_error": rounded_median([abs(p / m - 1.0) for p, m in known]),
                 "wrong_signs": sum(1 for x in checked if not x),
                 "signs_checked": len(checked),
             }
@@ -324,11 +321,6 @@ def _shape_lines(shapes: dict[str, dict[str, Any]]) -> list[str]:
             f"{_signs(s['wrong_signs'], s['signs_checked'])} |"
         )
     return lines
-
-
-def _gpus(case: Case) -> str:
-    ep = f" EP{case.ep}" if case.ep > 1 else ""
-    return f"{case.num_gpus}×{case.gpu} TP{case.tp}{ep}"
 
 
 def report(
@@ -470,18 +462,18 @@ def report(
             prec = c.precision + (f" / experts {c.expert_precision}" if c.expert_precision else "")
             if category == "kernel":
                 lines.append(
-                    f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.tokens} | "
+                    f"| {c.id} | {c.model} | {gpus_label(c)} | {prec} | {c.tokens} | "
                     f"{_fmt(o.measured)} | {_fmt(o.predicted)} | {err} | {out}"
                 )
             elif category == "decode":
                 lines.append(
-                    f"| {c.id} | {c.model} | {_gpus(c)} | {prec} | {c.batch} | "
+                    f"| {c.id} | {c.model} | {gpus_label(c)} | {prec} | {c.batch} | "
                     f"{c.prompt_tokens}/{c.output_tokens} | {c.quantity} | {_fmt(o.measured)} | "
                     f"{_fmt(o.predicted)} | {err} | {ideal} {out}"
                 )
             elif category == "overlap":
                 lines.append(
-                    f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
+                    f"| {c.id} | {c.model} | {gpus_label(c)} | {c.batch} | "
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
                     f"{c.exposed_host_ms:.2f} | {o.measured:.3f}× | {_fmt(o.predicted)}× | "
                     f"{err} | {ideal} {out}"
@@ -491,7 +483,7 @@ def report(
                 if o.sign_right is None and abs(o.measured - 1) <= SIGN_NOISE:
                     sign = f"not meaningful (±{SIGN_NOISE:.0%} of 1)"
                 lines.append(
-                    f"| {c.id} | {c.model} | {_gpus(c)} | {c.batch} | "
+                    f"| {c.id} | {c.model} | {gpus_label(c)} | {c.batch} | "
                     f"({c.steps}, {c.topk}, {c.draft_tokens}) | {c.acceptance_length:g} | "
                     f"{o.measured:.3f}× | {_fmt(o.predicted)}× | {err} | {sign} | {ideal} {out}"
                 )

@@ -324,6 +324,13 @@ def test_the_prefill_stall_grows_with_concurrency_as_measured_and_stays_below_it
     assert ratios[4] < ratios[16] < ratios[64]
     for batch, measured in MI300X_STALL.items():
         assert 0.4 * (measured - 1) < ratios[batch] - 1 < measured - 1
+    readme = " ".join((CASES.parents[1] / "README.md").read_text(encoding="utf-8").split())
+
+    def quoted(values: dict[int, float]) -> str:
+        return " / ".join(f"{values[b]:.2f}" for b in sorted(values))
+
+    assert f"{quoted(MI300X_STALL)} at concurrency 4 / 16 / 64, against " in readme
+    assert f"against {quoted(ratios)} simulated" in readme
 
 
 def test_a_published_ttft_needs_a_serving_benchmark_decode_row(tmp_path):
