@@ -36,6 +36,15 @@ class EngineConfig:
         "speculative iteration's host synchronisations (costs.verify_overhead_s); unset = the "
         "preset's setting (sglang, vllm: false; trtllm: true), else false",
     )
+    scheduler_recv_interval: int = param(
+        1,
+        "the scheduler takes in newly arrived requests only every this many decode iterations, "
+        "and at once after a prefill or when the batch is empty (SGLang's "
+        "--scheduler-recv-interval, default 1: every iteration); a request waits up to that "
+        "many iterations before its prefill, and its time to first token holds the wait",
+        ge=1,
+        le=10000,
+    )
 
     def __post_init__(self) -> None:
         names = catalog.engine_names()

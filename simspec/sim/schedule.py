@@ -17,6 +17,14 @@ limit and the KV-cache capacity allow (:meth:`~simspec.sim.step.EngineState.admi
 closed loop each finished request is replaced at once by the next one, which arrives at the end
 of the pass that finished it.
 
+A request that has arrived waits until the scheduler takes it in: at every iteration boundary by
+default, else every ``setup.recv_interval`` decode iterations (SGLang's
+``--scheduler-recv-interval``: its scheduler adds each decode or verify pass's weight 1 to a
+counter and polls its request socket once the counter reaches the interval, then resets it; a
+prefill pass weighs 1000, so a poll follows every prefill,
+``python/sglang/srt/managers/scheduler_recv_skipper.py``). An idle engine polls at once. The
+wait falls between the request's arrival and its prefill, so its time to first token holds it.
+
 Two drivers: :func:`simspec.sim.engine.serve` (SimPy: a timeout per pass, a queue get per
 arrival) and :func:`simspec.sim.deferred.run_deferred` (a closed loop of a policy that reads no
 costs: steps unpriced, and the "clock" it sends back is the pass's index, turned into seconds
@@ -87,9 +95,17 @@ def schedule(
     prefill = setup.cost_model.prefill
     next_closed = min(w.concurrency, total) if closed else total  # open: none to replace
     waiting: deque[int] = deque(range(next_closed) if closed else ())
+    inbox: deque[int] = deque()  # arrived, not taken in by the scheduler yet
+    interval = setup.recv_interval
+    since_poll = interval  # decode iterations since the scheduler last took arrivals in
     while state.finished < total:
         if not closed:
-            waiting.extend((yield Arrivals(not len(state.active) and not waiting)))
+            idle = not len(state.active) and not waiting and not inbox
+            inbox.extend((yield Arrivals(idle)))
+        if since_poll >= interval or not len(state.active):
+            waiting.extend(inbox)
+            inbox.clear()
+            since_poll = 0
         admitted = state.admissible(waiting, max_batch, kv_capacity)
         if admitted:
             prompts = state.table.prompt[admitted]
@@ -100,11 +116,13 @@ def schedule(
                 loaded = setup.offload.prefill_loaded(prompts, cache)
                 now = yield Prefill(len(admitted), int(prompts.sum()), loaded.cost, loaded)
             state.admit(admitted, now)
+            since_poll = interval  # a prefill pass is followed by a poll
         outcome = step(state, policy, setup, priced=priced)
         now = yield outcome
+        since_poll += 1
         for record in state.apply(outcome, now):
             finished.append(record)
             if next_closed < total:  # the next request takes the finished one's place
                 state.arrival_s[next_closed] = now
-                waiting.append(next_closed)
+                inbox.append(next_closed)
                 next_closed += 1

@@ -45,6 +45,9 @@ class EngineSetup:
     #: Tensor-parallel ranks: a request's KV cache is reserved as many times as they hold it
     #: (:meth:`~simspec.physics.models.LayerGroup.kv_copies`).
     tensor_parallel: int = 1
+    #: ``[engine] scheduler_recv_interval``: decode iterations between the scheduler's polls
+    #: for newly arrived requests (:func:`simspec.sim.schedule.schedule`).
+    recv_interval: int = 1
 
 
 def mean_draft_overlap(routing: RoutingConfig, references: ReferenceSet) -> float:
@@ -167,6 +170,7 @@ def build_setup(
         ),
         rank_decay=s.speculation.rank_decay,
         offload=offload,
+        recv_interval=s.engine.scheduler_recv_interval,
     )
 
 

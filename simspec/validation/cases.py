@@ -133,6 +133,13 @@ class Case:
         "or '' = the engine's default design (simspec.fit.presets.DESIGN)",
         choices=("", "on", "off"),
     )
+    scheduler_recv_interval: int = param(
+        1,
+        "decode iterations between the scheduler's polls for new requests, as the run's launch "
+        "command sets it (SGLang's --scheduler-recv-interval; [engine] "
+        "scheduler_recv_interval); 1 = every iteration, the engines' default",
+        ge=1,
+    )
     # -- expert offloading (category "offload"; a scenario's [offload] keys) -------------------
     experts: str = param("", "where the routed experts live", choices=OFFLOAD_EXPERTS)
     cache_experts_per_layer: float = param(

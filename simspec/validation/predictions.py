@@ -145,6 +145,8 @@ def scenario_data(
     data["engine"] = {"preset": preset or engine_preset(case), **(engine or {})}
     if case.overlap_scheduling:  # the row's own engine setting beats the engine's default
         data["engine"]["overlap_scheduling"] = case.overlap_scheduling == "on"
+    if case.scheduler_recv_interval > 1:
+        data["engine"]["scheduler_recv_interval"] = case.scheduler_recv_interval
     if costs:
         data["costs"] = {**data.get("costs", {}), **costs}
     data["model"] = {"target": case.model, "precision": case.precision}

@@ -366,3 +366,34 @@ def test_ttft_errors_and_their_summary_count_only_rows_that_publish_one(tmp_path
     assert summary["ideal_median_abs_relative_error"] == pytest.approx(0.4)
     text = "\n".join(ttft_lines(outcomes, summary))
     assert text.count(f"| {published.id} |") == 3 and "| 50.0 | -50% | 40.0 | -60% |" in text
+
+
+def test_a_scheduler_that_polls_every_30_steps_makes_ttft_grow_with_concurrency_as_measured():
+    """InferenceX's 8x B200 SGLang recipe polls for new requests every 10 decode steps below
+    concurrency 16 and every 30 from it (--scheduler-recv-interval); its published median TTFT
+    at 1k/1k grows from 157.6 ms (concurrency 4) to 489.4 ms (64). A request waits half an
+    interval of decode steps on average before its prefill: the simulated growth is within
+    30 % of the measured one with the rows' intervals, and under a tenth of it without."""
+    import dataclasses
+
+    rows = {
+        c.batch: c
+        for c in cases_mod.load_cases(CASES).cases
+        if c.id.startswith("deepseek-r1-8xb200-sglang-inferencex")
+        and (c.prompt_tokens, c.output_tokens) == (1024, 1024)
+        and c.batch in (4, 64)
+    }
+    assert {b: r.scheduler_recv_interval for b, r in rows.items()} == {4: 10, 64: 30}
+    measured = rows[64].ttft_ms - rows[4].ttft_ms
+    polled = {b: predict.run_times(r, "ideal")["ttft_p50_ms"] for b, r in rows.items()}
+    every_step = {
+        b: predict.run_times(dataclasses.replace(r, scheduler_recv_interval=1), "ideal")[
+            "ttft_p50_ms"
+        ]
+        for b, r in rows.items()
+    }
+    assert polled[64] - polled[4] == pytest.approx(measured, rel=0.3)
+    assert abs(every_step[64] - every_step[4]) < 0.1 * measured
+    assert polled[4] > every_step[4] and polled[64] > every_step[64]
+    readme = " ".join((CASES.parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert f"(physics only) grows from {polled[4]:.0f} to {polled[64]:.0f} ms" in readme
