@@ -13,15 +13,21 @@ a device's, consistently). Two forms are registered (``[costs] moe_kernel``):
     small-expert token's bandwidth below attention's.
 
 ``launch`` (fitted to the published fused_moe tables: :mod:`simspec.fit.kernels`)
-    t = t0 + max(U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F_eff)
+    t = t0 + max(m, c) + theta·min(m, c), m = U·c_e + B_hbm / (eta_bw·BW), c = 2·rows·P / F_eff
     A fixed per-layer time t0: GPU time of the layer's chain of small kernels (top-k, the
     sort that groups rows by expert, the two GEMMs' ramp-up, the activation, the weighted
     sum). vLLM's benchmark_moe.py times the layer inside a CUDA graph, so t0 holds no CPU
     launch overhead. Then a small cost c_e per distinct expert (its tiles start a fresh
     pipeline: prologue, scales, output write) and the expert bytes streamed at one bandwidth
-    efficiency eta_bw, whether one expert or all of them. FLOPs take over when the rows are
-    many (F_eff = peak × compute efficiency). Fitted (validation/KERNEL_FIT.md): t0 ≈ 27 µs,
-    c_e ≈ 0.23 µs, eta_bw ≈ 0.90, so the expert stream runs above attention's assumed 0.70
+    efficiency eta_bw, whether one expert or all of them: the memory phase m. FLOPs take over
+    when the rows are many (c, F_eff = peak × compute efficiency). The two phases overlap only
+    in part: a tile's weights must arrive before its tensor-core work on them, so theta of the
+    shorter phase (``moe_exposed_fraction``) adds to the longer. At decode sizes c is a few
+    µs and theta changes nothing; from a few hundred tokens per layer (a prefill, a large
+    verify) it is what makes the layer grow with its tokens: the published tables grow by
+    about half their FLOPs' time at the default compute efficiency once the experts are all
+    streamed (validation/KERNEL_FIT.md, rows up to 1024 tokens). Fitted: t0 ≈ 27 µs,
+    c_e ≈ 0.25 µs, eta_bw ≈ 0.9, so the expert stream runs above attention's assumed 0.70
     while a one-token layer still pays t0.
 
 Fixed times and the SM clock (launch form)
@@ -163,8 +169,8 @@ def launch_s(
     l2_bytes: float,
     latency_scale: float = 1.0,
 ) -> np.ndarray:
-    """s·t0 + max(s·U·c_e + B_hbm / (eta_bw·BW), 2·rows·P / F), s = ``latency_scale``
-    (module docstring)."""
+    """s·t0 + max(m, c) + theta·min(m, c), m = s·U·c_e + B_hbm / (eta_bw·BW),
+    c = 2·rows·P / F, s = ``latency_scale`` (module docstring)."""
     u = np.asarray(unique_experts, dtype=float)
     hbm_bytes = u * expert_bytes
     if params.moe_l2_reuse != "ideal":  # "ideal" re-reads 0 bytes: adding 0.0 changes nothing
@@ -173,9 +179,11 @@ def launch_s(
         )
     expert_s = params.moe_expert_s * latency_scale
     memory = u * expert_s + hbm_bytes / (params.moe_bandwidth_efficiency * bandwidth)
-    return params.moe_launch_s * latency_scale + np.maximum(
-        memory, 2.0 * rows * expert_params / flops_per_s
-    )
+    compute = 2.0 * rows * expert_params / flops_per_s
+    longer = np.maximum(memory, compute)
+    if params.moe_exposed_fraction:
+        longer = longer + params.moe_exposed_fraction * np.minimum(memory, compute)
+    return params.moe_launch_s * latency_scale + longer
 
 
 #: GPU generation of a catalog GPU, by its name's prefix (the export variants H20 / H800 /
@@ -256,11 +264,11 @@ def moe_layer_s(
     The launch form at one token of Qwen3-30B-A3B (8 experts of 9.4 MB) on an H100:
 
     >>> p = RooflineParams(moe_kernel="launch", moe_launch_s=20e-6, moe_expert_s=0.0,
-    ...                    moe_bandwidth_efficiency=0.9)
+    ...                    moe_bandwidth_efficiency=0.9, moe_exposed_fraction=0.5)
     >>> t = moe_layer_s(p, 8.0, 8, expert_bytes=9.437e6, expert_params=4.72e6,
     ...                 bandwidth=3.35e12, flops_per_s=6e14)
-    >>> round(float(t) * 1e6, 1)  # 20 µs + 75.5 MB / (0.9 · 3.35 TB/s)
-    45.0
+    >>> round(float(t) * 1e6, 2)  # 20 µs + 75.5 MB / (0.9 · 3.35 TB/s) + 0.5 · 0.13 µs of FLOPs
+    45.1
     """
     form = MOE_KERNELS[params.moe_kernel]
     u = np.asarray(unique_experts, dtype=float)

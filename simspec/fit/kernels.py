@@ -11,15 +11,17 @@ decode run prices its experts with, and its kernel is named by
 shows each identity's rows, how the constants fitted without an identity predict it, and which
 identities the decode and speculative rows run that no kernel row measures. Each form of
 :mod:`simspec.costs.moe_kernel` is fitted with ``scipy.optimize.least_squares`` on the relative
-errors of the rows with M ≤ 256 of the *fit series* (tuned or engine-default kernels), one set
-of constants for every GPU; the compute efficiency stays the default (no fitted row is
-compute-bound). Held out: each fit series in turn is left out, the form refitted on the others
-and the left-out series predicted. Check series (superseded or untuned configs, assumed shapes,
-single points) and test series (the kernel rows of role "test": searched rows) are predicted,
-never fitted; the test rows also count in their kernel identity's row, so an identity that
-only a test row measures is reported as measured, with 0 rows fitted on it. The result is
-``kernel_fit.json`` and ``KERNEL_FIT.md`` (deterministic: no dates, no timings); the winning
-form's constants are the defaults of ``[costs]`` (:class:`~simspec.params.RooflineParams`).
+errors of the rows with M ≤ 1024 of the *fit series* (tuned or engine-default kernels), one set
+of constants for every GPU. The compute efficiency stays the default; the rows above 256 tokens,
+whose FLOPs take as long as their bytes, fit how much of the shorter phase the longer fails to
+hide (the launch form's ``moe_exposed_fraction``). Held out: each fit series in turn is left
+out, the form refitted on the others and the left-out series predicted. Check series (superseded
+or untuned configs, assumed shapes, single points) and test series (the kernel rows of role
+"test": searched rows) are predicted, never fitted; the test rows also count in their kernel
+identity's row, so an identity that only a test row measures is reported as measured, with 0
+rows fitted on it. The result is ``kernel_fit.json`` and ``KERNEL_FIT.md`` (deterministic: no
+dates, no timings); the winning form's constants are the defaults of ``[costs]``
+(:class:`~simspec.params.RooflineParams`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ from simspec.physics.experts import independent_union
 from simspec.physics.precision import with_precision
 from simspec.validation.cases import Case, CaseFile, for_fitting
 
-#: Rows with M up to this are fitted and scored (decode and verify sizes).
+#: Rows with M up to this are fitted and scored (decode, verify and prefill-sized layers).
 M_MAX = MOE_KERNEL_FIT_MAX_TOKENS
+#: Above this many tokens a fit series' rows crowd more rows onto an expert than one 64-row
+#: tile, so only they re-read an expert (the L2 study's signed errors).
+REREAD_M = 256
 #: Series fitted: tuned configs, or the default config an engine runs when it has no tuned file
 #: (the shipped constants' series, :data:`simspec.params.MOE_KERNEL_FIT_SERIES`, are these).
 FIT_SERIES = {
@@ -144,12 +149,12 @@ FORMS = (
     ),
     Form(
         "launch",
-        ("moe_launch_s", "moe_expert_s", "moe_bandwidth_efficiency"),
-        (1e-6, 1e-6, 1.0),
-        ("s", "s", ""),
-        (20.0, 0.1, 0.9),
-        (0.0, 0.0, 0.05),
-        (1000.0, 100.0, 1.0),
+        ("moe_launch_s", "moe_expert_s", "moe_bandwidth_efficiency", "moe_exposed_fraction"),
+        (1e-6, 1e-6, 1.0, 1.0),
+        ("s", "s", "", ""),
+        (20.0, 0.1, 0.9, 0.3),
+        (0.0, 0.0, 0.05, 0.0),
+        (1000.0, 100.0, 1.0, 1.0),
     ),
 )
 
@@ -275,7 +280,7 @@ def l2_study(params: RooflineParams, rows: list[Row]) -> dict[str, dict[str, Any
                 "large_m": {
                     str(r.tokens): round(float(e), 4)
                     for r, e in zip(series_rows, errors, strict=True)
-                    if r.tokens > M_MAX
+                    if r.tokens > REREAD_M
                 },
             }
     return out
@@ -416,10 +421,10 @@ def report(
     lines += [
         "## L2 and co-routed re-reads (`moe_l2_reuse`, launch form, fitted constants)",
         "",
-        "Errors over every M of the fit series (M > 256 included: the only rows whose tokens",
-        "crowd more rows onto an expert than one 64-row tile). Signed errors at M > 256.",
+        f"Errors over every M of the fit series. Only the rows above {REREAD_M} tokens crowd more",
+        "rows onto an expert than one 64-row tile; their signed errors are listed.",
         "",
-        "| mode | series | median | max | M > 256 |",
+        f"| mode | series | median | max | M > {REREAD_M} |",
         "|---|---|---|---|---|",
     ]
     for mode, per in l2.items():

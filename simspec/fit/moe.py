@@ -15,14 +15,17 @@ descent updates those):
     (eta_max, S): S by a log-space scan refined by Brent's method, and eta_max, for each S, the
     same way over the efficiency range.
 ``launch``
-    (t0, eta_bw): the form is t0 + max(U·c_e + bytes / (eta_bw·BW), FLOPs), so for each eta_bw
+    (t0, eta_bw): the form is t0 + max(m, c) + theta·min(m, c) with m = U·c_e + bytes /
+    (eta_bw·BW) and c the FLOPs' time (:mod:`simspec.costs.moe_kernel`), so for each eta_bw
     (log-space scan + Brent) the cells are t0 + g(eta_bw) with g the prediction at t0 = 0,
     and t0 is a one-dimensional search in log space below the smallest cell.
     The per-expert time c_e (``moe_expert_s``) is **not** fitted: one model has one expert
     size, so U·c_e + U·b / (eta_bw·BW) = U·(c_e + b / (eta_bw·BW)) and only the sum is
     identified. c_e keeps its assumed value (the cross-shape fit of
     ``validation/KERNEL_FIT.md``, where five expert sizes separate the two) and eta_bw absorbs
-    the rest; :func:`per_expert_s` is the identified quantity.
+    the rest; :func:`per_expert_s` is the identified quantity. The exposed fraction theta
+    (``moe_exposed_fraction``) keeps its assumed value too: it is the cross-shape fit's, from
+    rows whose FLOPs take as long as their bytes, which one model's table holds few of.
 
 Re-reads of co-routed experts (``moe_l2_reuse``) are priced with no L2 (``l2_bytes = 0``): the
 table's ``time_s`` flushes L2 between repetitions, and under the default ``ideal`` setting
@@ -136,9 +139,11 @@ def moe_pred(
 def compute_bound_cells(
     c: MoeCells, params: RooflineParams, eta_c: float, bw: float, peak: float
 ) -> int:
-    """Cells whose routed experts take longer than with infinite FLOP/s (FLOPs bind there)."""
-    with_flops = routed_s(c, params, eta_c, bw, peak)
-    memory_only = routed_s(c, params, math.inf, bw, peak)
+    """Cells whose routed experts' FLOPs are their longer phase (FLOPs bind there): they take
+    longer than with infinite FLOP/s even were the phases to overlap fully."""
+    overlapped = replace(params, moe_exposed_fraction=0.0)
+    with_flops = routed_s(c, overlapped, eta_c, bw, peak)
+    memory_only = routed_s(c, overlapped, math.inf, bw, peak)
     return int(np.sum(with_flops > memory_only))
 
 

@@ -27,7 +27,8 @@ OVERHEAD_MAX_S = 1.0
 #: Forms of the routed-expert kernel time (``[costs] moe_kernel``; simspec.costs.moe_kernel).
 MOE_KERNEL_FORMS = ("saturation", "launch")
 #: The kernel-table series of ``validation/cases.toml`` that the launch form's shipped constants
-#: (``moe_launch_s``, ``moe_expert_s``, ``moe_bandwidth_efficiency``) were fitted on, at most
+#: (``moe_launch_s``, ``moe_expert_s``, ``moe_bandwidth_efficiency``,
+#: ``moe_exposed_fraction``) were fitted on, at most
 #: :data:`MOE_KERNEL_FIT_MAX_TOKENS` tokens per row (validation/KERNEL_FIT.md): a fidelity
 #: report tells those rows from the ones the constants never saw (``simspec.fit.kernels``'s
 #: fit series are these).
@@ -38,7 +39,7 @@ MOE_KERNEL_FIT_SERIES = (
     "qwen3-235b-h200-tp8-fp8-untuned",
     "gpt-oss-120b-h100-triton-after",
 )
-MOE_KERNEL_FIT_MAX_TOKENS = 256
+MOE_KERNEL_FIT_MAX_TOKENS = 1024
 #: What L2 does to co-routed re-reads of an expert in one pass (simspec.costs.moe_kernel).
 L2_REUSE_MODES = ("ideal", "fit", "none")
 #: [costs] keys added after profile schema 1: a profile's ``fitted`` table may omit them (the
@@ -48,6 +49,7 @@ PROFILE_OPTIONAL_KEYS = (
     "moe_launch_s",
     "moe_expert_s",
     "moe_bandwidth_efficiency",
+    "moe_exposed_fraction",
     "moe_l2_reuse",
     "moe_tile_rows",
     "verify_overhead_s",
@@ -110,7 +112,7 @@ class RooflineParams:
         choices=MOE_KERNEL_FORMS,
     )
     moe_launch_s: float = param(
-        2.66e-5,
+        2.69e-5,
         "launch form: fixed time of one MoE layer's routed-expert kernels at the reference SM "
         "clock (1980 MHz; a slower GPU takes longer: GpuSpec.latency_scale), s (fitted: "
         "validation/KERNEL_FIT.md)",
@@ -118,7 +120,7 @@ class RooflineParams:
         lt=0.01,
     )
     moe_expert_s: float = param(
-        2.46e-7,
+        2.47e-7,
         "launch form: time per distinct expert on top of its bytes at the reference SM clock, "
         "s (fitted: "
         "validation/KERNEL_FIT.md)",
@@ -126,10 +128,19 @@ class RooflineParams:
         lt=0.001,
     )
     moe_bandwidth_efficiency: float = param(
-        0.916,
+        0.935,
         "launch form: fraction of HBM bandwidth at which expert bytes stream (fitted: "
         "validation/KERNEL_FIT.md)",
         ge=EFFICIENCY_MIN,
+        le=1,
+    )
+    moe_exposed_fraction: float = param(
+        0.468,
+        "launch form: fraction of the shorter of a MoE layer's two phases (streaming its "
+        "experts' bytes, their tensor-core FLOPs) that the longer does not hide: 0 overlaps "
+        "them fully (the longer alone), 1 runs them one after the other (fitted: "
+        "validation/KERNEL_FIT.md)",
+        ge=0,
         le=1,
     )
     moe_l2_reuse: str = param(

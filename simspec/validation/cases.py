@@ -139,6 +139,7 @@ class Case:
         "command sets it (SGLang's --scheduler-recv-interval; [engine] "
         "scheduler_recv_interval); 1 = every iteration, the engines' default",
         ge=1,
+        le=10000,
     )
     # -- expert offloading (category "offload"; a scenario's [offload] keys) -------------------
     experts: str = param("", "where the routed experts live", choices=OFFLOAD_EXPERTS)

@@ -215,3 +215,16 @@ def test_json_helper_names_the_limit():
 
     with pytest.raises(InputError, match="4300 digits"):
         load_json(json.dumps({"a": 1}).replace("1", LONG), "x.json", "")
+
+
+@pytest.mark.parametrize("value", [0, -3, 20_000, 2.5, "30"])
+def test_a_scheduler_recv_interval_outside_one_to_ten_thousand_steps_is_refused(
+    tmp_path, capsys, value
+):
+    path = write_scenario(tmp_path, scenario({"engine.scheduler_recv_interval": value}))
+    assert_rejected(
+        capsys,
+        ["run", str(path), "--json", str(tmp_path / "o.json")],
+        tmp_path,
+        [str(path), "engine.scheduler_recv_interval", repr(value)],
+    )

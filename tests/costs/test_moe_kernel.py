@@ -29,7 +29,11 @@ FLOPS = H100.bf16_flops_per_s * 0.6
 EXPERT_BYTES = 9.437184e6  # one bf16 Qwen3-30B-A3B expert: 3 · 2048 · 768 parameters · 2 bytes
 EXPERT_PARAMS = EXPERT_BYTES / 2
 LAUNCH = RooflineParams(
-    moe_kernel="launch", moe_launch_s=25e-6, moe_expert_s=0.2e-6, moe_bandwidth_efficiency=0.9
+    moe_kernel="launch",
+    moe_launch_s=25e-6,
+    moe_expert_s=0.2e-6,
+    moe_bandwidth_efficiency=0.9,
+    moe_exposed_fraction=0.0,
 )
 
 
@@ -51,16 +55,33 @@ def test_every_declared_form_is_registered():
 
 
 def test_the_default_form_is_launch_with_the_fitted_constants():
-    """The default: t0 + U·(c_e + b / (eta_bw·BW)) with validation/KERNEL_FIT.md's constants."""
+    """The default: t0 + U·(c_e + b / (eta_bw·BW)) + theta·2·rows·P / F (one token's FLOPs are
+    the shorter phase) with validation/KERNEL_FIT.md's constants."""
     p = RooflineParams()
     assert p.moe_kernel == "launch"
-    assert (p.moe_launch_s, p.moe_expert_s, p.moe_bandwidth_efficiency) == (2.66e-5, 2.46e-7, 0.916)
+    constants = (p.moe_launch_s, p.moe_expert_s, p.moe_bandwidth_efficiency)
+    assert constants == (2.69e-5, 2.47e-7, 0.935) and p.moe_exposed_fraction == 0.468
     u = np.array([1.0, 8.0, 40.0, 128.0])
-    expected = 2.66e-5 + u * (2.46e-7 + EXPERT_BYTES / (0.916 * BW))
+    flops = 0.468 * 2 * 8.0 * EXPERT_PARAMS / FLOPS
+    expected = 2.69e-5 + u * (2.47e-7 + EXPERT_BYTES / (0.935 * BW)) + flops
     shape = catalog.get_model("qwen3-30b-a3b").shape
     got = routed_experts_s(shape, p, u, 8.0, BW, FLOPS)
-    assert got == pytest.approx(2.66e-5 + u * (2.46e-7 + shape.expert_bytes / (0.916 * BW)))
+    assert got == pytest.approx(
+        2.69e-5 + u * (2.47e-7 + shape.expert_bytes / (0.935 * BW)) + flops, rel=1e-12
+    )
     assert layer_s(p, u, 8.0) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.468, 1.0])
+def test_the_shorter_phase_adds_its_exposed_fraction(theta):
+    """t = t0 + max(m, c) + theta·min(m, c): theta = 0 the phases overlap fully, 1 they run one
+    after the other; on either side of the crossover the shorter phase is the one exposed."""
+    p = dataclasses.replace(LAUNCH, moe_exposed_fraction=theta)
+    memory = 128 * (0.2e-6 + EXPERT_BYTES / (0.9 * BW))
+    for rows in (1e3, 1e4, 1e5):
+        compute = 2 * rows * EXPERT_PARAMS / FLOPS
+        expected = 25e-6 + max(memory, compute) + theta * min(memory, compute)
+        assert float(layer_s(p, 128.0, rows)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_saturation_form_is_the_original_curve():

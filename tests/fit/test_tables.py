@@ -172,8 +172,11 @@ def test_without_compute_bound_cells_compute_efficiency_is_not_invented(form_tab
     assert data["fitted"]["compute_efficiency"] == pytest.approx(0.7)
     assert data["provenance"]["compute_efficiency"].startswith("measured")
     assert data["fitted"]["weight_efficiency"] == pytest.approx(truth.weight_efficiency)
-    for name in FORM_KEYS[form]:  # one-token cells still identify the MoE form's constants
-        assert data["fitted"][name] == pytest.approx(getattr(truth, name), rel=1e-6), name
+    # One-token cells still identify the MoE form's constants, up to the exposed share of
+    # their FLOPs (moe_exposed_fraction), which the unidentified compute efficiency prices: a
+    # few µs of a cell of hundreds.
+    for name in FORM_KEYS[form]:
+        assert data["fitted"][name] == pytest.approx(getattr(truth, name), rel=0.02), name
 
 
 def test_grid_then_bounded_finds_the_global_minimum_precisely():
