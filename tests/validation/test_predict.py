@@ -397,3 +397,7 @@ def test_a_scheduler_that_polls_every_30_steps_makes_ttft_grow_with_concurrency_
     assert polled[4] > every_step[4] and polled[64] > every_step[64]
     readme = " ".join((CASES.parents[1] / "README.md").read_text(encoding="utf-8").split())
     assert f"(physics only) grows from {polled[4]:.0f} to {polled[64]:.0f} ms" in readme
+    assert (
+        f"published TTFT grows from {rows[4].ttft_ms:.0f} ms at concurrency 4 to "
+        f"{rows[64].ttft_ms:.0f} ms at 64"
+    ) in readme
