@@ -7,6 +7,10 @@ simulations under the catalog presets, so a stale fit or catalog shows up in the
 decode step and its growth per added request, measured and predicted, so series from different
 sources and engines can be compared on one scale. :func:`ttft_summary` and :func:`ttft_lines`
 set the median TTFT of the serving-benchmark rows that publish one against the same runs'.
+:func:`decode_by_engine` and :func:`decode_engine_lines` split the plain-decode errors by the
+GPU's maker and the engine that ran the row, with the presets and with physics only, so a
+reader sees where the physics alone holds and where an engine's own time or a software stack
+carries the error.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 
 from simspec import catalog
 from simspec.errors import InputError, describe
+
+from .cases import engine_preset
 
 
 def _pct(value: float | None) -> str:
@@ -48,6 +54,58 @@ def target_lines(targets: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {label} | {t['rows']} | {_pct(t['median_abs_relative_error'])} | "
             f"{_pct(t['ideal_median_abs_relative_error'])} |"
+        )
+    return lines
+
+
+#: Quantities where a smaller number is a faster run (the rest are rates).
+TIME_QUANTITIES = ("tpot_ms", "e2e_latency_s")
+
+
+def decode_by_engine(outcomes: list[Any]) -> dict[str, Any]:
+    """Plain-decode rows grouped by the GPU's maker (the first word of its catalog name) and the
+    engine preset of the row: rows, median |relative error| with the preset and with physics
+    only, and how many physics-only predictions are faster than the measurement."""
+    groups: dict[str, list[Any]] = {}
+    for o in outcomes:
+        if o.case.category != "decode":
+            continue
+        maker = catalog.get_gpu(o.case.gpu).display_name.split()[0]
+        groups.setdefault(f"{maker} / {engine_preset(o.case)}", []).append(o)
+    table: dict[str, Any] = {}
+    for key, rows in sorted(groups.items()):
+        ideal = [o for o in rows if o.ideal_error is not None]
+        faster = sum(
+            1
+            for o in ideal
+            if (o.ideal_error < 0) == (o.case.quantity in TIME_QUANTITIES) and o.ideal_error
+        )
+        table[key] = {
+            "rows": len(rows),
+            "median_abs_relative_error": rounded_median(
+                [abs(o.relative_error) for o in rows if o.relative_error is not None]
+            ),
+            "ideal_median_abs_relative_error": rounded_median([abs(o.ideal_error) for o in ideal]),
+            "ideal_faster_than_measured": faster,
+        }
+    return table
+
+
+def decode_engine_lines(table: dict[str, Any]) -> list[str]:
+    """REPORT.md's table of :func:`decode_by_engine`."""
+    lines = [
+        "",
+        "Plain decode by GPU maker and engine (in sample; *ideal*: physics only, no engine term;",
+        "*faster*: physics-only predictions faster than the measurement):",
+        "",
+        "| GPU maker / engine | rows | median abs rel. error | ideal | faster |",
+        "|---|---|---|---|---|",
+    ]
+    for key, t in table.items():
+        lines.append(
+            f"| {key} | {t['rows']} | {_pct(t['median_abs_relative_error'])} | "
+            f"{_pct(t['ideal_median_abs_relative_error'])} | "
+            f"{t['ideal_faster_than_measured']} of {t['rows']} |"
         )
     return lines
 

@@ -8,8 +8,11 @@ for the rows the engine presets were fitted on). When the presets' fit (``preset
 :mod:`simspec.fit.presets`) sits in the output folder, the summary adds the presets' errors out
 of sample (``presets_out_of_sample``: each source left out of the fit in turn) and the report
 their values, residuals, leave-one-source-out table, and how far the fit's own predictions
-drift from this report's simulations. Every plain-decode series with several
-batch sizes is also shown as implied time per step, so sources can be compared on one scale.
+drift from this report's simulations. The plain-decode errors are also split by the GPU's maker
+and the engine that ran each row (``decode_by_engine``), with physics only beside the presets,
+so where the physics alone holds shows apart from an engine's own time. Every plain-decode
+series with several batch sizes is also shown as implied time per step, so sources can be
+compared on one scale.
 Given the nested fold table (:mod:`simspec.fit.nested`), the summary and the report lead with
 the out-of-sample errors (``out_of_sample``, :mod:`.holdout`) and every row's table gains its
 held-out prediction. Both files carry :func:`~.holdout.inputs_hash`, so a test can tell when
@@ -32,6 +35,8 @@ from typing import Any
 from simspec.io import write_atomic
 
 from ._sections import (
+    decode_by_engine,
+    decode_engine_lines,
     gpus_label,
     held_out_lines,
     held_out_summary,
@@ -204,6 +209,7 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     summary["targets"] = targets
     summary["speculative_by_shape"] = shape_summary(outcomes)
     summary["ttft"] = ttft_summary(outcomes)
+    summary["decode_by_engine"] = decode_by_engine(outcomes)
     return summary
 
 
@@ -404,6 +410,7 @@ def report(
             *_category_table({c: summary[c] for c in CATEGORIES}),
         ]
         lines += target_lines(summary["targets"])
+        lines += decode_engine_lines(summary["decode_by_engine"])
     else:
         lines += [
             "",

@@ -433,3 +433,27 @@ def test_the_readme_quotes_the_current_ttft_errors():
     assert f"`ttft_ms` on {ttft['rows']} of them" in text
     assert f"a median {pct} % off (physics only {ideal} %)" in text
     assert f"{ttft['predicted_below_measured']} of {ttft['rows']} below the measurement" in text
+
+
+def test_the_readme_quotes_the_current_physics_only_decode_split():
+    """README's physics-only decode errors by GPU maker and engine are summary.json's, the
+    groups hold every decode row, and the physics-only median over all rows is the one
+    quoted beside them."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    split = SUMMARY["decode_by_engine"]
+    assert sum(g["rows"] for g in split.values()) == SUMMARY["decode"]["rows"]
+    names = {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "vllm": "vLLM"}
+    for key, group in split.items():
+        maker, engine = key.split(" / ")
+        if engine not in names:
+            continue
+        quoted = f"{100 * group['ideal_median_abs_relative_error']:.1f} % ({group['rows']}"
+        assert f"under {names[engine]} {quoted}" in text, key
+        assert text.count(f"{maker} under") <= 1
+    amd = split["AMD / sglang"]  # InferenceX's ROCm runs: every row slower than physics
+    assert amd["ideal_faster_than_measured"] == amd["rows"]
+    assert f"all {amd['rows']} of its rows slower than physics" in text
+    faster = sum(g["ideal_faster_than_measured"] for g in split.values())
+    assert f"faster than measured in {faster} of the {SUMMARY['decode']['rows']} rows" in text
+    overall = 100 * SUMMARY["decode"]["ideal_median_abs_relative_error"]
+    assert f"Over all rows physics only stays at {overall:.1f} %" in text

@@ -401,3 +401,34 @@ def test_a_scheduler_that_polls_every_30_steps_makes_ttft_grow_with_concurrency_
         f"published TTFT grows from {rows[4].ttft_ms:.0f} ms at concurrency 4 to "
         f"{rows[64].ttft_ms:.0f} ms at 64"
     ) in readme
+
+
+def test_decode_rows_split_by_gpu_maker_and_engine_with_physics_only_and_its_direction(tmp_path):
+    """The breakdown groups decode rows by the first word of the GPU's catalog name and the
+    row's engine preset, takes medians of |relative error| per group, and counts physics-only
+    predictions faster than the measurement: a shorter time, or a higher rate."""
+    import dataclasses
+
+    from simspec.validation._sections import decode_by_engine, decode_engine_lines
+    from simspec.validation.predictions import Outcome
+
+    rate = _rows(tmp_path)[0]  # tokens_per_s, SGLang on an H100
+    time = dataclasses.replace(rate, id="t[0]", quantity="tpot_ms", unit="ms", gpu="mi300x")
+    outcomes = [
+        Outcome(rate, 100.0, 110.0, ideal=130.0),  # +10 % / +30 %: faster
+        Outcome(rate, 100.0, 80.0, ideal=90.0),  # -20 % / -10 %: slower
+        Outcome(rate, 100.0, None, "no scenario", ideal=None),
+        Outcome(time, 10.0, 9.0, ideal=6.0),  # -10 % / -40 %: faster
+        Outcome(dataclasses.replace(rate, category="speculative"), 1.0, 1.0, ideal=1.0),
+    ]
+    table = decode_by_engine(outcomes)
+    assert list(table) == ["AMD / sglang", "NVIDIA / sglang"]
+    nvidia, amd = table["NVIDIA / sglang"], table["AMD / sglang"]
+    assert nvidia["rows"] == 3 and amd["rows"] == 1
+    assert nvidia["median_abs_relative_error"] == pytest.approx(0.15)
+    assert nvidia["ideal_median_abs_relative_error"] == pytest.approx(0.2)
+    assert nvidia["ideal_faster_than_measured"] == 1
+    assert amd["ideal_median_abs_relative_error"] == pytest.approx(0.4)
+    assert amd["ideal_faster_than_measured"] == 1
+    text = "\n".join(decode_engine_lines(table))
+    assert "| NVIDIA / sglang | 3 | 15% | 20% | 1 of 3 |" in text
