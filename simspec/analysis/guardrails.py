@@ -35,8 +35,10 @@ either in the numbers:
   eager), so every kernel of a pass costs its bytes and FLOPs alone and small-batch steps come
   out too fast (:func:`gpu_warnings`).
 * ``published-miss``: with the run's engine preset, simspec misses the published measurements
-  of the run's target model on the run's GPU at the run's tensor-parallel degree that it was
-  not fitted on by a median of at least :data:`PUBLISHED_MISS_ERROR` (decode times, and
+  of the run's target model on the run's GPU at the run's tensor-parallel degree (where those
+  are fewer than :data:`PUBLISHED_MIN_ROWS`: of every model on GPUs of the same maker, whose
+  software stack is the run's too) that it was not fitted on by a median of at least
+  :data:`PUBLISHED_MISS_ERROR` (decode times, and
   speculative speedups when the run speculates; the catalog's accuracy table, ``published``:
   :mod:`simspec.validation.accuracy`), so something those rows measure is missing from the
   model and the run's numbers can be off by as much (:func:`published_miss_warnings`). Not
@@ -209,32 +211,51 @@ def published_key(model: str, gpu: str, tensor_parallel: int) -> str:
     return f"{model}@{gpu}/tp{tensor_parallel}"
 
 
+def maker_key(display_name: str) -> str:
+    """The key of the accuracy table's ``published`` errors of every row on one maker's GPUs:
+    the first word of the GPU's display name (:mod:`simspec.validation.accuracy`).
+
+    >>> maker_key("AMD Instinct MI300X (OAM, 192 GB)")
+    'maker:AMD'
+    """
+    words = display_name.split()
+    return f"maker:{words[0] if words else ''}"
+
+
 def published_miss_warnings(scenario: Scenario, speculates: bool) -> list[str]:
     """``published-miss`` warnings (module docstring): one per category of published rows of
     the scenario's target model on its GPU that simspec misses by a median of at least
-    :data:`PUBLISHED_MISS_ERROR` over at least :data:`PUBLISHED_MIN_ROWS` rows; speculative
-    rows only when the run ``speculates``. None for a run priced from a calibration profile."""
+    :data:`PUBLISHED_MISS_ERROR` over at least :data:`PUBLISHED_MIN_ROWS` rows; where the
+    model, GPU and degree have fewer rows than that, the rows of every model on GPUs of the
+    same maker (:func:`maker_key`) stand in; speculative rows only when the run
+    ``speculates``. None for a run priced from a calibration profile."""
     if scenario.profile is not None:
         return []
     model, gpu, preset = scenario.model.target, scenario.hardware.gpu, scenario.engine.preset
     tp = scenario.hardware.tensor_parallel
     published = catalog.accuracy().get("published", {})
     entry = published.get(published_key(model, gpu, tp), {}).get(preset, {})
+    maker = maker_key(scenario.gpu.display_name)
+    wider = published.get(maker, {}).get(preset, {})
     warnings = []
     for category, what, noun in (
         ("decode", "decode step times (TPOT, throughput)", "times"),
         ("speculative", "speculative speedups", "speedups"),
     ):
-        e = entry.get(category)
-        if e is None or (category == "speculative" and not speculates):
+        if category == "speculative" and not speculates:
+            continue
+        e, scope = entry.get(category), f"for {model} on {gpu} at TP {tp}"
+        if e is None or e["rows"] < PUBLISHED_MIN_ROWS:
+            e = wider.get(category)
+            scope = f"on {maker.removeprefix('maker:')} GPUs (every published model and degree)"
+        if e is None:
             continue
         error = float(e["median_abs_relative_error"])
         if e["rows"] < PUBLISHED_MIN_ROWS or error < PUBLISHED_MISS_ERROR:
             continue
         reporters = f"{e['reporters']} reporter{'s' if e['reporters'] != 1 else ''}"
         warnings.append(
-            f"{PUBLISHED_MISS}: simspec's {what} for {model} on {gpu} at TP {tp} with the "
-            f"{preset} preset "
+            f"{PUBLISHED_MISS}: simspec's {what} {scope} with the {preset} preset "
             f"miss the published ones it was not fitted on by a median {error:.0%} "
             f"({e['rows']} rows, {reporters}; "
             f"{e['faster']} predicted faster than measured; validation/REPORT.md): something "

@@ -19,8 +19,11 @@ the shipped numbers were not fitted on, :func:`~.fitted.fitted_on`, the shipped 
 sample as it stands); for ``ideal``, the physics-only prediction of every row of that model,
 GPU and degree; rows the stated rules call inconsistent (:mod:`.consistency`) are left out;
 with how many rows the prediction is faster than the measurement (a shorter time, a higher
-throughput or speedup). A run of that model on that GPU at that degree under that preset reads
-it (the ``published-miss`` guardrail, :mod:`simspec.analysis.guardrails`).
+throughput or speedup). The same rows are also pooled per GPU maker
+(:func:`~simspec.analysis.guardrails.maker_key`, every model and degree on that maker's GPUs).
+A run of that model on that GPU at that degree under that preset reads it, and a run with
+fewer such rows its maker's (the ``published-miss`` guardrail,
+:mod:`simspec.analysis.guardrails`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-from simspec.analysis.guardrails import published_key
+from simspec import catalog
+from simspec.analysis.guardrails import maker_key, published_key
 
 from ._sections import ttft_summary
 from .cases import engine_preset
@@ -98,7 +102,8 @@ def accuracy_table(
         "inputs_hash": inputs_hash,
         "method": "fitted presets: nested leave-one-reporter-out (validation/folds.json); "
         "ideal: the physics-only prediction of every row; all: the fitted presets' "
-        "out-of-sample rows pooled; published: per model@gpu/tp and preset, a fitted preset's rows "
+        "out-of-sample rows pooled; published: per model@gpu/tp (and per maker:<GPU maker>) and "
+        "preset, a fitted preset's rows "
         "each predicted out of sample (its fold's prediction, else the shipped one where the "
         "shipped numbers were not fitted on the row), ideal's physics-only predictions",
         "engines": {name: engines[name] for name in sorted(engines)},
@@ -112,7 +117,8 @@ def published_table(outcomes: list[Outcome], folds: dict[str, Any]) -> dict[str,
     published_key`), engine preset and category (:data:`CATEGORIES`): the :func:`_entry`
     of the rows' out-of-sample predictions (module docstring) and ``faster``, how many of them
     predict faster than measured. A fitted preset's entry holds the rows of its engine;
-    ``ideal``'s the physics-only prediction of every row of that model, GPU and degree."""
+    ``ideal``'s the physics-only prediction of every row of that model, GPU and degree. Each
+    row also counts under its GPU's maker (:func:`~simspec.analysis.guardrails.maker_key`)."""
     held = {r["id"]: r["predicted"] for r in folds["rows"]}
     doubtful = inconsistent([o.case for o in outcomes])
     found: dict[tuple[str, str, str], list[tuple[float, float, str, bool]]] = {}
@@ -121,19 +127,23 @@ def published_table(outcomes: list[Outcome], folds: dict[str, Any]) -> dict[str,
         if c.category not in CATEGORIES or c.id in doubtful:
             continue
         rate = c.category == "speculative" or c.quantity in RATES
-        key = published_key(c.model, c.gpu, c.tp)
+        keys = (
+            published_key(c.model, c.gpu, c.tp),
+            maker_key(catalog.get_gpu(c.gpu).display_name),
+        )
         preset = engine_preset(c)
         predicted = held.get(c.id)
         if predicted is None and not fitted_on(c):
             predicted = o.predicted
-        if predicted is not None and preset != "ideal":
-            found.setdefault((key, preset, c.category), []).append(
-                (predicted, o.measured, c.reporter, rate)
-            )
-        if o.ideal is not None:
-            found.setdefault((key, "ideal", c.category), []).append(
-                (o.ideal, o.measured, c.reporter, rate)
-            )
+        for key in keys:
+            if predicted is not None and preset != "ideal":
+                found.setdefault((key, preset, c.category), []).append(
+                    (predicted, o.measured, c.reporter, rate)
+                )
+            if o.ideal is not None:
+                found.setdefault((key, "ideal", c.category), []).append(
+                    (o.ideal, o.measured, c.reporter, rate)
+                )
     table: dict[str, Any] = {}
     for (key, preset, category), rows in sorted(found.items()):
         entry = _entry(category, ((p, m, r) for p, m, r, _ in rows))

@@ -435,6 +435,64 @@ def test_the_shipped_table_names_the_misses_the_report_shows():
             assert miss["median_abs_relative_error"] >= guardrails.PUBLISHED_MISS_ERROR
 
 
+#: PUBLISHED with pooled rows of NVIDIA GPUs: the sglang preset misses 9 of them by 45 %,
+#: vllm misses 2 by 90 % (too few to warn), physics only misses 9 by 10 %; at TP 4 the run's
+#: own model, GPU and degree have 4 rows missed by 10 %.
+POOLED = {
+    "engines": {},
+    "published": {
+        **PUBLISHED["published"],
+        guardrails.published_key("qwen3-30b-a3b", "h100-sxm", 4): {
+            "sglang": {"decode": _miss(4, 0.1)},
+        },
+        "maker:NVIDIA": {
+            "sglang": {"decode": _miss(9, 0.45)},
+            "vllm": {"decode": _miss(2, 0.9)},
+            "ideal": {"decode": _miss(9, 0.1)},
+        },
+    },
+}
+
+
+def test_a_maker_s_published_rows_stand_in_where_the_runs_own_are_too_few(monkeypatch):
+    """With fewer than PUBLISHED_MIN_ROWS rows of the run's model, GPU and degree, the rows of
+    every model on the GPU's maker decide (and the warning says so); with enough rows of its
+    own, the run's own decide, warning or not."""
+    monkeypatch.setattr(catalog, "accuracy", lambda: POOLED)
+    assert guardrails.maker_key(catalog.get_gpu("h100-sxm").display_name) == "maker:NVIDIA"
+    (pooled,) = guardrails.published_miss_warnings(tiny("engine.preset=sglang"), False)  # TP 1
+    assert "on NVIDIA GPUs (every published model and degree) with the sglang preset" in pooled
+    assert "median 45%" in pooled and "9 rows, 1 reporter" in pooled
+    tp2 = ("hardware.num_gpus=2", "hardware.tensor_parallel=2")
+    (own,) = guardrails.published_miss_warnings(tiny("engine.preset=sglang", *tp2), False)
+    assert "for qwen3-30b-a3b on h100-sxm at TP 2" in own and "median 40%" in own
+    tp4 = ("engine.preset=sglang", "hardware.num_gpus=4", "hardware.tensor_parallel=4")
+    assert guardrails.published_miss_warnings(tiny(*tp4), False) == []  # its own 4 rows: 10 %
+    assert guardrails.published_miss_warnings(tiny("engine.preset=vllm"), False) == []  # 2 rows
+    assert guardrails.published_miss_warnings(tiny(), False) == []  # ideal: 10 %
+
+
+def test_the_shipped_table_pools_amd_s_rows_and_an_unpublished_amd_run_is_warned():
+    """Every published decode row on AMD GPUs (InferenceX's ROCm runs) is predicted faster
+    than measured, physics only; a run of a model with no AMD row of its own on an MI300X is
+    warned by the pooled rows, and the same run on an H100 is not."""
+    table = catalog.accuracy()["published"]
+    amd = table["maker:AMD"]["ideal"]["decode"]
+    assert amd["rows"] >= 30 and amd["faster"] == amd["rows"]
+    assert amd["median_abs_relative_error"] >= guardrails.PUBLISHED_MISS_ERROR
+    nvidia = [e for entry in table["maker:NVIDIA"].values() for e in entry.values()]
+    assert nvidia and all(  # CHANGES: no NVIDIA run gains a warning from the pooled rows
+        e["median_abs_relative_error"] < guardrails.PUBLISHED_MISS_ERROR for e in nvidia
+    )
+    for preset in ("ideal", "sglang", "vllm"):  # README: every such run on an AMD GPU
+        run = tiny('hardware.gpu="mi300x"', f"engine.preset={preset}")
+        (warning,) = guardrails.published_miss_warnings(run, False)
+        assert f"on AMD GPUs (every published model and degree) with the {preset} preset" in (
+            warning
+        )
+        assert guardrails.published_miss_warnings(tiny(f"engine.preset={preset}"), False) == []
+
+
 def test_the_catalog_forgets_its_parsed_entries_when_asked():
     """After a command rewrote catalog files it reads them again (``forget_parsed``)."""
     catalog.get_engine("sglang")
