@@ -211,15 +211,24 @@ def published_key(model: str, gpu: str, tensor_parallel: int) -> str:
     return f"{model}@{gpu}/tp{tensor_parallel}"
 
 
-def maker_key(display_name: str) -> str:
-    """The key of the accuracy table's ``published`` errors of every row on one maker's GPUs:
-    the first word of the GPU's display name (:mod:`simspec.validation.accuracy`).
+def gpu_maker(display_name: str) -> str:
+    """A GPU's maker: the first word of its display name ("" for none).
 
-    >>> maker_key("AMD Instinct MI300X (OAM, 192 GB)")
-    'maker:AMD'
+    >>> gpu_maker("AMD Instinct MI300X (OAM, 192 GB)")
+    'AMD'
     """
     words = display_name.split()
-    return f"maker:{words[0] if words else ''}"
+    return words[0] if words else ""
+
+
+def maker_key(display_name: str) -> str:
+    """The key of the accuracy table's ``published`` errors of every row on one maker's GPUs
+    (:func:`gpu_maker`; :mod:`simspec.validation.accuracy`).
+
+    >>> maker_key("NVIDIA H200 SXM 141GB")
+    'maker:NVIDIA'
+    """
+    return f"maker:{gpu_maker(display_name)}"
 
 
 def published_miss_warnings(scenario: Scenario, speculates: bool) -> list[str]:
@@ -235,8 +244,8 @@ def published_miss_warnings(scenario: Scenario, speculates: bool) -> list[str]:
     tp = scenario.hardware.tensor_parallel
     published = catalog.accuracy().get("published", {})
     entry = published.get(published_key(model, gpu, tp), {}).get(preset, {})
-    maker = maker_key(scenario.gpu.display_name)
-    wider = published.get(maker, {}).get(preset, {})
+    maker = gpu_maker(scenario.gpu.display_name)
+    wider = published.get(maker_key(scenario.gpu.display_name), {}).get(preset, {})
     warnings = []
     for category, what, noun in (
         ("decode", "decode step times (TPOT, throughput)", "times"),
@@ -247,7 +256,7 @@ def published_miss_warnings(scenario: Scenario, speculates: bool) -> list[str]:
         e, scope = entry.get(category), f"for {model} on {gpu} at TP {tp}"
         if e is None or e["rows"] < PUBLISHED_MIN_ROWS:
             e = wider.get(category)
-            scope = f"on {maker.removeprefix('maker:')} GPUs (every published model and degree)"
+            scope = f"on {maker} GPUs (every published model and degree)"
         if e is None:
             continue
         error = float(e["median_abs_relative_error"])

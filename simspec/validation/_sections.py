@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from simspec import catalog
+from simspec.analysis.guardrails import gpu_maker
 from simspec.errors import InputError, describe
 
 from .cases import engine_preset
@@ -58,27 +59,28 @@ def target_lines(targets: dict[str, Any]) -> list[str]:
     return lines
 
 
-#: Quantities where a smaller number is a faster run (the rest are rates).
-TIME_QUANTITIES = ("tpot_ms", "e2e_latency_s")
+#: Quantities that are rates (higher is faster); the others are times (lower is faster).
+RATES = ("tokens_per_s", "tokens_per_s_per_user", "speedup")
 
 
 def decode_by_engine(outcomes: list[Any]) -> dict[str, Any]:
-    """Plain-decode rows grouped by the GPU's maker (the first word of its catalog name) and the
-    engine preset of the row: rows, median |relative error| with the preset and with physics
-    only, and how many physics-only predictions are faster than the measurement."""
+    """Plain-decode rows grouped by the GPU's maker (of its catalog name:
+    :func:`~simspec.analysis.guardrails.gpu_maker`) and the engine preset of the row: rows,
+    median |relative error| with the preset and with physics only, and how many physics-only
+    predictions are faster than the measurement (a shorter time, a higher rate)."""
     groups: dict[str, list[Any]] = {}
     for o in outcomes:
         if o.case.category != "decode":
             continue
-        maker = catalog.get_gpu(o.case.gpu).display_name.split()[0]
+        maker = gpu_maker(catalog.get_gpu(o.case.gpu).display_name)
         groups.setdefault(f"{maker} / {engine_preset(o.case)}", []).append(o)
     table: dict[str, Any] = {}
     for key, rows in sorted(groups.items()):
-        ideal = [o for o in rows if o.ideal_error is not None]
+        ideal = [o for o in rows if o.ideal is not None]
         faster = sum(
             1
             for o in ideal
-            if (o.ideal_error < 0) == (o.case.quantity in TIME_QUANTITIES) and o.ideal_error
+            if (o.ideal > o.measured if o.case.quantity in RATES else o.ideal < o.measured)
         )
         table[key] = {
             "rows": len(rows),

@@ -35,7 +35,7 @@ from typing import Any
 from simspec import catalog
 from simspec.analysis.guardrails import maker_key, published_key
 
-from ._sections import ttft_summary
+from ._sections import RATES, ttft_summary
 from .cases import engine_preset
 from .consistency import inconsistent
 from .fitted import fitted_on
@@ -45,8 +45,6 @@ from .predictions import Outcome, speedup_sign_right
 CATEGORIES = ("decode", "speculative")
 #: The pooled entry's name in :func:`accuracy_table`.
 POOLED = "all"
-#: Quantities that are rates (higher is faster); the others are times (lower is faster).
-RATES = ("tokens_per_s", "tokens_per_s_per_user", "speedup")
 
 
 def _entry(category: str, rows: Iterable[tuple[float, float, str]]) -> dict[str, Any] | None:
