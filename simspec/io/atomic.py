@@ -15,6 +15,12 @@ Special targets are never renamed over: ``-`` means standard output, and a path 
 is not a regular file (a FIFO, ``/dev/stdout``, ``/dev/null``, a device node, or a symlink to
 one) is written in place, since replacing it with a regular file would break whatever it was.
 A symlink to a regular file is followed: the file it points to is replaced, the link stays.
+
+Signals: SIGTERM and Ctrl-C raise from their handlers, which Python runs when a system call such
+as ``os.close`` returns. The writer therefore forgets a descriptor's number *before* closing
+it: a cleanup that still held the number would close it a second time (EBADF, an error that
+hides the signal's own exception and turns a clean stop into a crash) or close whatever the
+number was reused for. A signal in between leaks one descriptor of a process that is stopping.
 """
 
 from __future__ import annotations
@@ -86,8 +92,8 @@ def write_atomic(path: str | Path, content: Content) -> Path:
     tmp = Path(name)
     try:
         if callable(content):
-            os.close(fd)
-            fd = -1
+            closing, fd = fd, -1  # forget the number before closing it (module docstring)
+            os.close(closing)
             content(tmp)
             fd = os.open(tmp, os.O_RDONLY)  # to flush what the callback wrote to disk
         else:
@@ -95,8 +101,8 @@ def write_atomic(path: str | Path, content: Content) -> Path:
             with os.fdopen(fd, "wb", closefd=False) as handle:
                 handle.write(data)
         os.fsync(fd)
-        os.close(fd)
-        fd = -1
+        closing, fd = fd, -1
+        os.close(closing)
         os.chmod(tmp, file_mode())
         os.replace(tmp, target)
     except BaseException:

@@ -137,5 +137,7 @@ class FolderLock:
                 for folder in self.created:
                     with contextlib.suppress(OSError):  # not empty after all: keep it
                         folder.rmdir()
-        os.close(self._fd)
-        self._fd = -1
+        # Forget the descriptor before closing it: a signal raised as the close returns
+        # must not leave a number a later release would close a second time.
+        fd, self._fd = self._fd, -1
+        os.close(fd)

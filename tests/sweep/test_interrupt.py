@@ -113,3 +113,25 @@ def test_ctrl_c_before_the_first_point_ends_at_once(tmp_path):
     assert proc.returncode == 130, errors
     assert elapsed < 5.0, elapsed
     assert b"Traceback" not in errors, errors.decode()
+
+
+def test_a_signal_raised_as_the_lock_closes_leaves_nothing_to_close_twice(tmp_path, monkeypatch):
+    """A handler that raises (SIGTERM's, Ctrl-C's) runs when os.close returns: the lock has
+    already forgotten its descriptor, so the release in the cleanup that follows is a no-op,
+    not a second close (EBADF) that would replace the signal's exception."""
+    import simspec.sweep.lock as lock_module
+
+    lock = lock_module.FolderLock.acquire(tmp_path / "out")
+    real_close = os.close
+    closed: list[int] = []
+
+    def close_then_signal(fd: int) -> None:
+        real_close(fd)
+        closed.append(fd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lock_module.os, "close", close_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        lock.release()
+    lock.release()  # the cleanup's second release: nothing left to close
+    assert len(closed) == 1
