@@ -127,6 +127,8 @@ def preset_range_warnings(scenario: Scenario, batch: int, speculates: bool) -> l
             for term in entry.terms
             if values.get(term) and term not in explicit
             if not (term.endswith("_per_tp_s") and tp == 1)
+            # The FP8 MoE term prices FP8 routed experts only.
+            if not (term == "fp8_moe_s_per_layer" and target.expert_weight_bytes != 1.0)
         ]
         outside = _outside(entry, hw.gpu, family, tp, hw.expert_parallel, batch)
         if not used or not outside:
@@ -241,7 +243,7 @@ def published_miss_warnings(scenario: Scenario, speculates: bool) -> list[str]:
     if scenario.profile is not None:
         return []
     model, gpu, preset = scenario.model.target, scenario.hardware.gpu, scenario.engine.preset
-    tp = scenario.hardware.tensor_parallel
+    tp = scenario.hardware.tensor_parallel or scenario.hardware.num_gpus  # 0 = every GPU
     published = catalog.accuracy().get("published", {})
     entry = published.get(published_key(model, gpu, tp), {}).get(preset, {})
     maker = gpu_maker(scenario.gpu.display_name)

@@ -1,5 +1,4 @@
-"""One target pass from per-model constants: the kernel terms of :mod:`simspec.costs.kernels`
-added up.
+"""One target pass from per-model constants: :mod:`simspec.costs.kernels`' terms added up.
 
 :func:`pass_constants` derives once per (model, GPU, params, parallelism) what every pass reads
 (:class:`PassConstants`); :func:`pass_terms` is the one body behind a single pass
@@ -57,6 +56,7 @@ class PassConstants:
     moe_flops_per_s: float = 0.0
     moe_l2_bytes: float = 0.0  # L2 behind one expert's shards (one GPU's × t_moe)
     moe_latency_scale: float = 1.0  # the MoE kernel's fixed times on this GPU's clock
+    moe_engine_s: float = 0.0  # the engine's own per MoE layer (fp8_moe_s_per_layer on FP8)
     hidden_size: int = 0
     collective_latency_s: float = 0.0
     link_bytes_per_s: float = 0.0
@@ -131,6 +131,7 @@ def pass_constants(
         moe_flops_per_s=gpu.bf16_flops_per_s * split.expert_shards * params.compute_efficiency,
         moe_l2_bytes=gpu.l2_bytes * split.expert_shards,
         moe_latency_scale=gpu.latency_scale,
+        moe_engine_s=params.fp8_moe_s_per_layer if shape.fp8_experts else 0.0,
         hidden_size=hidden_size,
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,
@@ -367,7 +368,7 @@ def pass_terms(
         else:
             if routed is None:
                 routed = routed_experts_split_s(c, unique_experts, n)
-            moe = routed.sum(axis=-1) + shape.num_moe_layers * fixed
+            moe = routed.sum(axis=-1) + shape.num_moe_layers * (fixed + c.moe_engine_s)
             if key is not None:
                 _remember(c.moe_memo, key, moe)
 

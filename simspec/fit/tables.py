@@ -148,6 +148,8 @@ def fit_efficiencies(
         "pass_overhead_s": "assumed (no layer-stack measurement)",
         "draft_step_overhead_s": "assumed: the profile measures the target model, not the drafter",
         "comm_s_per_layer": "assumed: single-GPU calibration measures no collectives",
+        "fp8_moe_s_per_layer": "assumed: an engine's own FP8 MoE path (its preset sets it), "
+        "not the measured kernels'",
         "moe_kernel": f"the MoE kernel form this profile is fitted for ({form}; "
         "simspec calibrate --moe-kernel)",
     }

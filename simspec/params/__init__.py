@@ -55,6 +55,7 @@ PROFILE_OPTIONAL_KEYS = (
     "verify_overhead_s",
     "draft_extend_passes",
     "top_p_renorm_passes",
+    "fp8_moe_s_per_layer",
     *("cuda_graphs", "overlap_scheduling", "temperature", "top_p"),
 )
 #: RooflineParams fields that the scenario sets from its own tables (``[engine]``,
@@ -178,6 +179,14 @@ class RooflineParams:
         0.0,
         "engine software time per layer on top of its alpha-beta collectives when the model is "
         "split over GPUs (simspec.costs.parallel), s (0 = physics only)",
+        ge=0,
+        lt=0.01,
+    )
+    fp8_moe_s_per_layer: float = param(
+        0.0,
+        "engine time per MoE layer whose routed experts are FP8, beyond the fitted fused-MoE "
+        "kernel form: an engine whose FP8 (block-scaled) MoE path runs other kernels than the "
+        "ones the form was fitted on (simspec.params.presets), s (0 = physics only)",
         ge=0,
         lt=0.01,
     )

@@ -11,6 +11,11 @@ three of them fitted:
   overlap scheduler (``[engine] overlap_scheduling``);
 - ``comm_s_per_layer``: the engine's software time per layer on top of the alpha-beta
   collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
+- ``fp8_moe_s_per_layer``: the engine's own time per MoE layer whose routed experts are FP8,
+  beyond the fused-MoE kernel form fitted on the Triton kernels' tables
+  (:mod:`simspec.costs.moe_kernel`): TensorRT-LLM's FP8 block-scale MoE path measures slower
+  than that form where its NVFP4 path at the same parallel layout does not (the catalog entry
+  says which rows show it);
 - ``draft_step_overhead_s``: host time per drafter pass beyond its kernels;
 - ``draft_extend_passes``: drafter passes over the accepted tokens after each verify (1 for
   EAGLE-3 in SGLang and vLLM, whose extend is also the pass that drafts the first token; set by
@@ -39,6 +44,7 @@ PRESET_KEYS = (
     "verify_overhead_s",
     "draft_extend_passes",
     "comm_s_per_layer",
+    "fp8_moe_s_per_layer",
     "top_p_renorm_passes",
 )
 
@@ -65,6 +71,9 @@ class EnginePreset:
     )
     comm_s_per_layer: float | None = param(
         None, "software time per layer on top of the collectives, s", ge=0, lt=0.01
+    )
+    fp8_moe_s_per_layer: float | None = param(
+        None, "time per MoE layer with FP8 routed experts beyond the kernel form, s", ge=0, lt=0.01
     )
     top_p_renorm_passes: float | None = param(
         None,

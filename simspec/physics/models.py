@@ -318,6 +318,12 @@ class ModelShape:
     attention_kind: str = "gqa"  # the full-attention layers' kind (gqa or mla; launches)
     vocab_size: int = 0  # rows of the LM head (what a sampler reads per token)
 
+    @property
+    def fp8_experts(self) -> bool:
+        """Whether the routed experts are stored in FP8 (one byte per parameter, block scales
+        aside: :data:`simspec.physics.precision.BYTES_PER_PARAM`)."""
+        return self.expert_params > 0 and self.expert_bytes == self.expert_params
+
 
 def attention_params(spec: ModelSpec, layer_kind: str) -> float:
     """Attention weight parameters of one layer of kind full/sliding/linear."""

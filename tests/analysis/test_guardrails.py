@@ -139,6 +139,20 @@ def test_a_term_the_scenario_sets_itself_is_not_the_presets(fake_preset):
     assert preset_range_warnings(scenario, batch=4, speculates=False) == []
 
 
+@pytest.mark.parametrize(("expert", "warns"), [("fp8", True), ("nvfp4", False), ("bf16", False)])
+def test_the_shipped_trtllm_fp8_term_warns_only_a_run_with_fp8_experts(expert, warns):
+    """TensorRT-LLM's per-layer term prices FP8 routed experts only: a B200 run (outside its
+    Hopper rows) with FP8 experts leans on it, one with NVFP4 or bf16 experts does not."""
+    assert catalog.get_engine("trtllm").fp8_moe_s_per_layer
+    scenario = tiny(
+        "engine.preset=trtllm", "hardware.gpu=b200", "hardware.num_gpus=2",
+        f"model.expert_precision={expert}",
+    )  # fmt: skip
+    warnings = preset_range_warnings(scenario, batch=4, speculates=False)
+    assert bool(warnings) is warns
+    assert all("fp8_moe_s_per_layer" in w and "GPU b200" in w for w in warnings)
+
+
 def test_the_physics_only_preset_never_warns():
     scenario = tiny("hardware.gpu=a100-sxm-80gb", "hardware.num_gpus=8")
     assert preset_range_warnings(scenario, batch=512, speculates=True) == []
@@ -384,6 +398,18 @@ PUBLISHED = {
 @pytest.fixture
 def published(monkeypatch):
     monkeypatch.setattr(catalog, "accuracy", lambda: PUBLISHED)
+
+
+def test_an_unset_tensor_parallel_degree_is_every_gpu_for_the_published_rows(published):
+    """``tensor_parallel = 0`` (the default) means TP over every GPU: the run reads the rows of
+    that degree, as one that states it does."""
+    stated = guardrails.published_miss_warnings(
+        tiny("engine.preset=sglang", "hardware.num_gpus=2", "hardware.tensor_parallel=2"), False
+    )
+    unset = guardrails.published_miss_warnings(
+        tiny("engine.preset=sglang", "hardware.num_gpus=2"), False
+    )
+    assert len(stated) == 1 and unset == stated
 
 
 def test_published_rows_of_the_runs_model_gpu_and_degree_that_simspec_misses_warn(published):

@@ -149,4 +149,8 @@ def test_validate_says_before_a_run_what_it_will_extrapolate(tmp_path, capsys, f
     assert len(lines) == 2  # the pass term, and the speculative term (the default drafts)
     assert all("preset-range" in line and "GPU h200" in line for line in lines)
     code, _, err = run_main(capsys, "validate", str(path), "--set", "hardware.num_gpus=2")
-    assert code == 0 and _warnings(err) == []
+    # Inside the fitted rows: no preset-range warning. TP 2 over both GPUs is the degree of
+    # the published Qwen3-30B-A3B rows on H100s, whose speculative rows simspec misses.
+    lines = _warnings(err)
+    assert code == 0 and not any("preset-range" in line for line in lines)
+    assert all("published-miss" in line and "at TP 2" in line for line in lines)

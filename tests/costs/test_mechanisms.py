@@ -20,6 +20,7 @@ from simspec.costs.passes import pass_constants, pass_cost
 from simspec.costs.roofline import RooflineCostModel
 from simspec.errors import ScenarioError
 from simspec.params import RooflineParams
+from simspec.physics.precision import with_precision
 from simspec.policies import FixedPolicy
 from simspec.sim.engine import run_policy
 from simspec.sim.setup import build_setup
@@ -224,3 +225,19 @@ def test_a_preset_may_set_its_sampling_path():
 
     assert extra(3.0) == pytest.approx(extra(30.0) / 10, rel=1e-9)  # linear in the passes
     assert extra(0.0) == 0.0
+
+
+@pytest.mark.parametrize(("expert", "priced"), [("fp8", True), ("bf16", False), ("nvfp4", False)])
+def test_the_fp8_moe_term_adds_once_per_moe_layer_of_fp8_experts_only(expert, priced):
+    """An engine's FP8 MoE path (``fp8_moe_s_per_layer``) adds its time once per MoE layer of a
+    pass, whatever the batch, and nothing where the routed experts are not FP8."""
+    spec = with_precision(QWEN, "bf16", expert=expert)
+    for tokens in (np.array([1]), np.array([1, 4, 2, 8])):
+        args = (tokens, np.full(len(tokens), 500), np.full(QWEN.shape.num_moe_layers, 30.0))
+        base = pass_cost(pass_constants(spec.shape, H100, RooflineParams()), *args)
+        extra = pass_cost(
+            pass_constants(spec.shape, H100, RooflineParams(fp8_moe_s_per_layer=4e-5)), *args
+        )
+        added = spec.shape.num_moe_layers * 4e-5 if priced else 0.0
+        assert extra.moe_s - base.moe_s == pytest.approx(added, abs=1e-15)
+        assert extra.total_s - base.total_s == pytest.approx(added, abs=1e-15)

@@ -37,9 +37,12 @@ def test_rows_map_to_their_engine_preset(engine, category, preset):
     assert cases_mod.engine_preset(row) == preset
 
 
+SGLANG_DECODE = tuple(k for k in presets.DECODE_KEYS if k in presets.FITTED["sglang"])
+
+
 def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
     labels = [label for label, _ in presets.probe_runs(ROW)]
-    assert labels == ["base", *presets.DECODE_KEYS]
+    assert labels == ["base", *SGLANG_DECODE]
     spec = dataclasses.replace(ROW, category="speculative", steps=3, acceptance_length=2.0)
     runs = dict(presets.probe_runs(spec))
     assert set(runs) == {"base", *presets.FITTED["sglang"]}
@@ -55,7 +58,7 @@ def test_affine_row_reproduces_its_probes_and_interpolates_between():
     base |= {"baseline_s_per_token": 0.005, "tpot_p50_ms": 5.0, "baseline_tpot_p50_ms": 5.0}
     base["ttft_p50_ms"] = 20.0
     runs = {"base": base}
-    for key in presets.DECODE_KEYS:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
+    for key in SGLANG_DECODE:  # one unit of each adds 1 ms / 0.5 ms to the TPOT
         step = 1.0 if key == "pass_overhead_s" else 0.5
         runs[key] = base | {"tpot_ms": 5.0 + step}
     row = presets.AffineRow(ROW, runs)
@@ -63,8 +66,8 @@ def test_affine_row_reproduces_its_probes_and_interpolates_between():
     theta = np.where(np.array(keys) == "pass_overhead_s", units, 0.0)
     assert row.predict(np.zeros(len(keys))) == pytest.approx(5.0)
     assert row.predict(theta) == pytest.approx(6.0)
-    slopes = 1.0 + 0.5 * (len(presets.DECODE_KEYS) - 1)
-    assert row.predict(2.5 * units * np.isin(keys, presets.DECODE_KEYS)) == pytest.approx(
+    slopes = 1.0 + 0.5 * (len(SGLANG_DECODE) - 1)
+    assert row.predict(2.5 * units * np.isin(keys, SGLANG_DECODE)) == pytest.approx(
         5.0 + 2.5 * slopes
     )
     assert row.log_error(np.zeros(len(keys))) == pytest.approx(0.0)  # measured 5 ms
@@ -85,6 +88,20 @@ def test_single_gpu_rows_do_not_probe_the_collectives_software():
     assert labels == {"base", *presets.FITTED["sglang"]} - {"comm_s_per_layer"}
     row = presets.AffineRow(spec, {"base": dict.fromkeys(predict.TIMES, 1.0)})
     assert not row.slopes.any()
+
+
+@pytest.mark.parametrize(("precision", "expert_precision", "probed"), [
+    ("fp8", "", True), ("bf16", "", False), ("nvfp4", "", False), ("bf16", "fp8", True),
+    ("fp8", "nvfp4", False),
+])  # fmt: skip
+def test_only_rows_with_fp8_experts_probe_the_fp8_moe_term(precision, expert_precision, probed):
+    row = dataclasses.replace(
+        ROW, engine="TensorRT-LLM trtllm-serve", precision=precision,
+        expert_precision=expert_precision,
+    )  # fmt: skip
+    labels = {label for label, _ in presets.probe_runs(row)}
+    assert ("fp8_moe_s_per_layer" in labels) is probed
+    assert "pass_overhead_s" in labels
 
 
 @pytest.mark.parametrize("side", [-1.0, 1.0])
