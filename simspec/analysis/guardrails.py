@@ -128,7 +128,7 @@ def preset_range_warnings(scenario: Scenario, batch: int, speculates: bool) -> l
             if values.get(term) and term not in explicit
             if not (term.endswith("_per_tp_s") and tp == 1)
             # The FP8 MoE term prices FP8 routed experts only.
-            if not (term == "fp8_moe_s_per_layer" and target.expert_weight_bytes != 1.0)
+            if not (term == "fp8_moe_s_per_layer" and not target.shape.fp8_experts)
         ]
         outside = _outside(entry, hw.gpu, family, tp, hw.expert_parallel, batch)
         if not used or not outside:
