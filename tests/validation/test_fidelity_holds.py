@@ -14,10 +14,15 @@ import re
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simspec import catalog
+from simspec.costs.parallel import Parallelism
+from simspec.costs.passes import pass_constants, pass_cost
 from simspec.fit import presets
+from simspec.params import RooflineParams
+from simspec.physics.precision import with_precision
 from simspec.validation import engine_preset, load_cases
 from simspec.validation.consistency import inconsistent
 from simspec.validation.holdout import REGENERATE, TARGETS, inputs_hash
@@ -457,3 +462,53 @@ def test_the_readme_quotes_the_current_physics_only_decode_split():
     assert f"faster than measured in {faster} of the {SUMMARY['decode']['rows']} rows" in text
     overall = 100 * SUMMARY["decode"]["ideal_median_abs_relative_error"]
     assert f"Over all rows physics only stays at {overall:.1f} %" in text
+
+
+def test_the_readme_quotes_the_current_trtllm_fp8_term_and_its_transfers():
+    """README's TensorRT-LLM paragraph: the shipped FP8 MoE term and no host time, the held-out
+    errors of the rows no TensorRT-LLM fit used (Llama-4 Maverick, DeepSeek-R1 MTP, the GB200
+    runs), the engine's out-of-sample median, and Qwen3-235B NVFP4's measured time per layer at
+    batch 1 against what the fixed GPU costs alone price per layer at one token."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    trtllm = catalog.get_engine("trtllm")
+    assert trtllm.pass_overhead_s == 0.0 and trtllm.comm_s_per_layer is None
+    assert f"and {1e6 * trtllm.fp8_moe_s_per_layer:.1f} µs per FP8 MoE layer" in text
+    folds = json.loads((FOLDER / "folds.json").read_text(encoding="utf-8"))
+    error = {
+        r["id"]: 100 * (r["predicted"] / r["measured"] - 1) for r in folds["rows"] if r["predicted"]
+    }
+
+    def pick(prefix: str) -> list[float]:
+        return [e for i, e in error.items() if i.startswith(prefix)]
+
+    (maverick,) = pick("llama-4-maverick-8xh200-tp8-trtllm-eagle3")
+    assert f"Llama-4 Maverick's speculative row ({maverick:.0f} %)" in text
+    mtp = pick("deepseek-r1-8xb200-trtllm-mtp-bs1")
+    assert f"DeepSeek-R1 MTP rows on 8xB200 ({min(mtp):.0f}-{max(mtp):.0f} %)" in text
+    glm = pick("glm-4.7-4xgb200-tp4ep4-trtllm-1k1k")  # concurrency 4-64, then 256 and 512
+    assert len(glm) == 7
+    assert (
+        f"within {max(abs(e) for e in glm[:5]):.0f} % up to concurrency 64, {glm[5]:.0f} / "
+        f"{glm[6]:.0f} % at 256 / 512"
+    ) in text
+    qwen = [-e for e in pick("qwen3-235b-4xgb200-tp4ep4-trtllm-fp4-1k1k")]  # tok/s below
+    assert min(qwen) > 0 and f"Qwen3-235B NVFP4 {min(qwen):.0f}-{max(qwen):.0f} % too slow" in text
+    engine = SUMMARY["out_of_sample"]["engines"]["trtllm"]["median_abs_relative_error"]
+    assert f"TensorRT-LLM's by {100 * engine:.0f} %" in text
+
+    case = next(
+        c for c in load_cases(CASES).cases if c.id == "qwen3-235b-4xgb200-tp4ep4-trtllm-fp4-1k1k[0]"
+    )
+    spec = with_precision(catalog.get_model(case.model), case.precision)
+    gpu, params = catalog.get_gpu(case.gpu), RooflineParams()
+    split = Parallelism.of(case.num_gpus, case.tp, case.ep)
+    c = pass_constants(spec.shape, gpu, params, case.num_gpus, parallel=split,
+                       hidden_size=spec.hidden_size)  # fmt: skip
+    one = pass_cost(c, np.array([1]), np.array([1024]), np.full(spec.shape.num_moe_layers, 8.0))
+    layers = sum(g.count for g in spec.shape.groups)
+    moe_fixed = spec.shape.num_moe_layers * params.moe_launch_s * gpu.latency_scale
+    priced = 1e6 * (one.floors_s + one.collectives_s + moe_fixed) / layers
+    measured = 1e6 / (case.value * layers)  # tokens per second per user at batch 1
+    assert measured < priced
+    assert f"{measured:.0f} µs per layer measured at batch 1" in text
+    assert f"all-reduce already price {priced:.0f})" in text
