@@ -262,6 +262,30 @@ def test_the_amd_custom_allreduce_reproduces_its_published_latencies(gpu_ranks):
             assert t < ring, (name, ranks, nbytes)
 
 
+#: The engines' one-shot all-reduce on Blackwell at world size 8, µs by message bytes (hidden
+#: 7168, bf16): fused with RMSNorm on GB200 at 1 / 8 / 64 tokens (lightseekorg/tokenspeed PR
+#: #860) and in a DeepSeek-R1 decode profile on 8 x B200 (sgl-project/sglang PR #7621, read at
+#: one token: the profile states no batch).
+CUSTOM_ALLREDUCE_BLACKWELL_WS8 = {
+    "gb200": {7168 * 2: 10.9, 8 * 7168 * 2: 10.9, 64 * 7168 * 2: 19.1},
+    "b200": {7168 * 2: 8.7},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUSTOM_ALLREDUCE_BLACKWELL_WS8))
+def test_the_blackwell_custom_allreduce_reproduces_its_published_latencies(name):
+    gpu = catalog.get_gpu(name)
+    args = (gpu.collective_latency_s, gpu.link_bytes_per_s, gpu.collective_step_latency_s)
+    for nbytes, measured in CUSTOM_ALLREDUCE_BLACKWELL_WS8[name].items():
+        t = allreduce_s(nbytes, 8, *args, gpu.custom_allreduce) * 1e6
+        assert t == pytest.approx(measured, rel=0.2), (name, nbytes)
+        # below NCCL's ring at a decode step's size: the kernel the engines pick there
+        if nbytes <= 8 * 7168 * 2:
+            assert t < allreduce_s(nbytes, 8, *args) * 1e6, (name, nbytes)
+    # 128 tokens (1.8 MB): measured 29.4 us fused; the model's cheaper path never exceeds it
+    assert allreduce_s(128 * 7168 * 2, 8, *args, gpu.custom_allreduce) * 1e6 <= 29.4
+
+
 def test_a_mesh_drives_one_link_per_peer():
     """On a mesh each GPU reaches r − 1 peers over r − 1 links at once: a collective's wire time
     is the switch form's over r − 1 (the same at r = 2, a seventh at r = 8); the latency terms
