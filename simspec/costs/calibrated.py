@@ -147,8 +147,7 @@ def calibrated_pass_cost(
             roof = roof + cell_floors["moe"]
             per_layer = np.where(inside, per_layer, np.maximum(per_layer, roof))
         moe = float(per_layer.sum())
-        if shape.fp8_experts:  # the engine's own FP8 MoE path (params.presets)
-            moe += shape.num_moe_layers * params.fp8_moe_s_per_layer
+        moe += shape.num_moe_layers * params.moe_engine_s(shape.fp8_experts)
         if shape.shared_expert_bytes:
             moe += shape.num_moe_layers * gemm(
                 "shared_expert", shape.shared_expert_bytes, shape.ffn_bytes_per_param

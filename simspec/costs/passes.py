@@ -131,7 +131,7 @@ def pass_constants(
         moe_flops_per_s=gpu.bf16_flops_per_s * split.expert_shards * params.compute_efficiency,
         moe_l2_bytes=gpu.l2_bytes * split.expert_shards,
         moe_latency_scale=gpu.latency_scale,
-        moe_engine_s=params.fp8_moe_s_per_layer if shape.fp8_experts else 0.0,
+        moe_engine_s=params.moe_engine_s(shape.fp8_experts),
         hidden_size=hidden_size,
         collective_latency_s=gpu.collective_latency_s,
         link_bytes_per_s=gpu.link_bytes_per_s,

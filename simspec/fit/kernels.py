@@ -38,8 +38,7 @@ from simspec import catalog
 from simspec.costs.moe_kernel import kernel_identity, moe_layer_s
 from simspec.params import L2_REUSE_MODES, MOE_KERNEL_FIT_MAX_TOKENS, RooflineParams
 from simspec.physics.experts import independent_union
-from simspec.physics.precision import with_precision
-from simspec.validation.cases import Case, CaseFile, for_fitting
+from simspec.validation.cases import Case, CaseFile, for_fitting, target_spec
 
 #: Rows with M up to this are fitted and scored (decode, verify and prefill-sized layers).
 M_MAX = MOE_KERNEL_FIT_MAX_TOKENS
@@ -85,9 +84,7 @@ class Row:
 
 def _row(case: Case) -> Row:
     """One kernel row as one GPU's shard, its bytes priced as decode prices them."""
-    spec = with_precision(
-        catalog.get_model(case.model), case.precision, expert=case.expert_precision
-    )
+    spec = target_spec(case)
     shape, gpu = spec.shape, catalog.get_gpu(case.gpu)
     return Row(
         series=case.id.split("[")[0],
@@ -314,9 +311,7 @@ def run_identities(cases: CaseFile) -> dict[str, list[str]]:
     for case in cases.cases:
         if case.category not in ("decode", "speculative"):
             continue
-        spec = with_precision(
-            catalog.get_model(case.model), case.precision, expert=case.expert_precision
-        )
+        spec = target_spec(case)
         identity = kernel_identity(case.gpu, spec.expert_weight_bytes)
         out.setdefault(identity, set()).add(case.id.split("[")[0])
     return {k: sorted(v) for k, v in sorted(out.items())}

@@ -25,11 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from simspec import catalog
 from simspec.fit.ranges import fitted_ranges, range_toml
-from simspec.physics.models import ModelSpec
-from simspec.physics.precision import with_precision
-from simspec.validation.cases import RATIO_CATEGORIES, Case, engine_preset, for_fitting
+from simspec.validation.cases import (
+    RATIO_CATEGORIES,
+    Case,
+    engine_preset,
+    for_fitting,
+    target_spec,
+)
 from simspec.validation.consistency import inconsistent
 from simspec.validation.predictions import TIMES, quantity, run_times
 
@@ -140,12 +143,6 @@ def fitted_keys(engine: str, without: Sequence[str] = ()) -> tuple[str, ...]:
     return tuple(k for k in FITTED[engine] if k not in without)
 
 
-def _target(case: Case) -> ModelSpec:
-    """The row's target model at the row's precisions (what its runs price)."""
-    model = catalog.get_model(case.model)
-    return with_precision(model, case.precision, expert=case.expert_precision)
-
-
 def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[str, float]]]:
     """(label, [costs]) of the runs one row needs: all overheads zero, then one unit each."""
     engine = engine_preset(case)
@@ -154,7 +151,7 @@ def probe_runs(case: Case, without: Sequence[str] = ()) -> list[tuple[str, dict[
         keys = tuple(k for k in keys if k in DECODE_KEYS)
     if case.tp == 1 and case.ep <= 1:  # one GPU, no collectives: the slope is exactly 0
         keys = tuple(k for k in keys if k != "comm_s_per_layer")
-    if not _target(case).shape.fp8_experts:  # no FP8 experts: the same
+    if not target_spec(case).shape.fp8_experts:  # no FP8 experts: the same
         keys = tuple(k for k in keys if k != "fp8_moe_s_per_layer")
     base = dict.fromkeys(FITTED[engine], 0.0) | FIXED.get(engine, {})
     runs = [("base", base)]

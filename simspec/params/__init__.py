@@ -245,6 +245,12 @@ class RooflineParams:
             unique_experts, expert_bytes, self.moe_efficiency_max, self.moe_saturation_bytes
         )
 
+    def moe_engine_s(self, fp8_experts: bool) -> float:
+        """The engine's own time per MoE layer beyond the fitted kernel form: its FP8 MoE
+        path's (``fp8_moe_s_per_layer``) where the routed experts are FP8
+        (:attr:`simspec.physics.models.ModelShape.fp8_experts`), else 0."""
+        return self.fp8_moe_s_per_layer if fp8_experts else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class PassCost:

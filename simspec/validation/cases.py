@@ -21,7 +21,13 @@ from typing import Any
 
 from simspec import catalog
 from simspec.errors import InputError, describe
-from simspec.physics.precision import KV_CACHE_DTYPES, PART_PRECISIONS, PRECISIONS
+from simspec.physics.models import ModelSpec
+from simspec.physics.precision import (
+    KV_CACHE_DTYPES,
+    PART_PRECISIONS,
+    PRECISIONS,
+    with_precision,
+)
 from simspec.schema import build, param
 
 #: Where the shipped cases live in a checkout of the repository (relative to its root).
@@ -224,6 +230,13 @@ class Case:
 #: Engine presets (simspec/catalog/engines) by the start of a row's ``engine`` text; rows of
 #: other engines (benchmark scripts, "not stated") are predicted with the physics-only "ideal".
 ENGINE_PRESETS = (("sglang", "sglang"), ("vllm", "vllm"), ("tensorrt-llm", "trtllm"))
+
+
+def target_spec(case: Case) -> ModelSpec:
+    """The row's target model at the row's weight formats: the bytes its runs price."""
+    return with_precision(
+        catalog.get_model(case.model), case.precision, expert=case.expert_precision
+    )
 
 
 def engine_preset(case: Case) -> str:

@@ -53,9 +53,8 @@ from simspec import catalog
 from simspec.config.load import scenario_from_dict
 from simspec.errors import InputError
 from simspec.physics.hardware import PCIE_LANE_BYTES_PER_S
-from simspec.physics.precision import with_precision
 
-from .cases import OFFLOAD, Case, CaseFile
+from .cases import OFFLOAD, Case, CaseFile, target_spec
 from .predictions import ALPHA_MAX, Outcome, scenario_data, tree_alpha
 
 #: Mixtral-offloading's configurations in the order the paper measured them (fastest first).
@@ -100,10 +99,7 @@ def offload_table(case: Case, layer_host_s: float | None = None) -> dict[str, An
     elif slots and float(slots).is_integer():
         table["cache_experts_per_layer"] = int(slots)
     elif slots:  # a fractional slot count: the same bytes over all MoE layers
-        spec = with_precision(
-            catalog.get_model(case.model), case.precision, expert=case.expert_precision
-        )
-        shape = spec.shape
+        shape = target_spec(case).shape
         table["cache_gb"] = slots * shape.num_moe_layers * shape.expert_bytes / 1e9
     elif case.cache_gb:
         table["cache_gb"] = case.cache_gb

@@ -62,7 +62,6 @@ from simspec.costs.kernels import routed_experts_s
 from simspec.errors import InputError
 from simspec.params import RooflineParams
 from simspec.physics.experts import independent_union
-from simspec.physics.precision import with_precision
 from simspec.text.tree import expected_acceptance_length, fit_alpha
 
 from .cases import (
@@ -72,6 +71,7 @@ from .cases import (
     Case,
     engine_preset,
     mtp_drafters,
+    target_spec,
 )
 
 #: TPOT rows simulate at most this many output tokens (module docstring).
@@ -110,9 +110,7 @@ def predict_kernel_us(
 
     ``params`` replaces the default scenario's cost parameters (a held-out fold's kernel fit).
     """
-    spec = with_precision(
-        catalog.get_model(case.model), case.precision, expert=case.expert_precision
-    )
+    spec = target_spec(case)
     shape, gpu = spec.shape, catalog.get_gpu(case.gpu)
     params = params or default.roofline
     unique = independent_union(shape.num_experts, shape.experts_per_token, case.tokens)
