@@ -13,8 +13,9 @@ rows, and on those alone, the fold
    (:data:`JITTER_GRID`: the value whose preset fit has the lowest median error over the
    training benchmark rows; the cases file's stated spread when no training row has one);
 4. fits each engine preset's keys (:func:`simspec.fit.presets.fitted_keys`, the presets'
-   declaration) on that engine's training rows; an engine with no training row is *not
-   identifiable out of sample* and its held-out rows get no prediction;
+   declaration) on that engine's training rows, its measured keys taken from the direct
+   measurements among them (:func:`simspec.fit.presets.measured_values`); an engine with no
+   training row is *not identifiable out of sample* and its held-out rows get no prediction;
 5. chooses the MoE kernel form (lowest inner leave-one-group-out error) and fits its
    constants on the training fit series (:mod:`simspec.fit.kernels`).
 
@@ -163,20 +164,23 @@ def _measured(case: Case) -> float:
 
 
 def _fit_engines(
-    rows: list[presets.AffineRow], labels: dict[str, str]
+    rows: list[presets.AffineRow], labels: dict[str, str], train: list[Case]
 ) -> dict[str, np.ndarray | None]:
-    """Each engine's fitted overheads on ``rows`` less the labelled (None: no row), every
-    reporter weighing the same (:func:`simspec.fit.presets.reporter_weights`)."""
+    """Each engine's overheads on ``rows`` less the labelled (None: no row), every reporter
+    weighing the same (:func:`simspec.fit.presets.reporter_weights`); its measured terms from
+    the direct measurements among the fold's ``train`` rows
+    (:func:`simspec.fit.presets.measured_values`)."""
     reporters = source_reporters([r.case for r in rows])
     out: dict[str, np.ndarray | None] = {}
     for engine in presets.FITTED:
-        keys = presets.fitted_keys(engine)
+        keys = presets.priced_keys(engine)
         used = [
             r
             for r in rows
             if r.engine == engine and r.case.id not in labels and not is_test_row(r.case)
         ]
-        theta = presets.fit(used, keys, reporters) if used else None
+        pinned = presets.measured_values(engine, train)
+        theta = presets.fit(used, keys, reporters, pinned) if used else None
         out[engine] = None if theta is None else presets.round_values(theta, keys)
     return out
 
@@ -193,7 +197,7 @@ def _fold_fit(train: list[Case], probes: Probes, rho: float, labels: dict[str, s
     fitted = [c for c in train if not is_test_row(c)]
     for jitter in grid:
         rows = [r for c in fitted if (r := probes.row(c, rho, jitter)) is not None]
-        thetas = _fit_engines(rows, labels)
+        thetas = _fit_engines(rows, labels, train)
         errors = []
         for c in scored:  # the rows the spread changes, as the file has them (not the variant)
             if engine_preset(c) not in presets.FITTED:
@@ -339,7 +343,7 @@ def nested_folds(
             out = _fold_predict(decode_held, store, rho, fits[g])
             fold |= {"rank_decay": rho, "rank_decay_prior": prior, "length_jitter": jitter}
             fold["presets"] = {
-                e: None if t is None else dict(zip(presets.fitted_keys(e), t.tolist(), strict=True))
+                e: None if t is None else dict(zip(presets.priced_keys(e), t.tolist(), strict=True))
                 for e, t in thetas.items()
             }
             rows += [item | {"group": g} for item in out]

@@ -8,7 +8,8 @@ three of them fitted:
 
 - ``pass_overhead_s``: host time per target pass the GPU waits for (scheduling, sampler);
 - ``verify_overhead_s``: host synchronisations of a speculative iteration, exposed without an
-  overlap scheduler (``[engine] overlap_scheduling``);
+  overlap scheduler (``[engine] overlap_scheduling``; SGLang's is measured directly, not
+  fitted: :data:`simspec.fit.presets.MEASURED`);
 - ``comm_s_per_layer``: the engine's software time per layer on top of the alpha-beta
   collectives of a model split over GPUs (:mod:`simspec.costs.parallel`);
 - ``fp8_moe_s_per_layer``: the engine's own time per MoE layer whose routed experts are FP8,

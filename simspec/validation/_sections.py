@@ -177,16 +177,22 @@ def preset_lines(outcomes: list[Any], fit: dict[str, Any] | None, fit_path: Path
         "Each engine's overheads were fitted by `simspec fidelity --fit-presets`",
         "(least squares of log(predicted / measured), soft-L1, physical bounds) on its rows",
         "below, except those called inconsistent; `draft_extend_passes` is set by the engine's",
-        "design (one EAGLE-3 draft extend per verify in SGLang and vLLM), not fitted. *fit* is the",
-        "fit's own prediction (affine in the overheads, from probe simulations), *simulated* this",
-        "report's run with the catalog preset: they agree when the fit is current.",
+        "design (one EAGLE-3 draft extend per verify in SGLang and vLLM), not fitted, and a",
+        "term marked *measured* is the largest of its direct measurements (SGLang's",
+        "`verify_overhead_s`: the host time its overlap scheduler for speculation was measured",
+        "to hide, the overlap rows of this report and sglang PR #11398;",
+        "`simspec.fit.presets.MEASURED`), not fitted either. *fit* is the fit's own prediction",
+        "(affine in the overheads, from probe simulations), *simulated* this report's run with",
+        "the catalog preset: they agree when the fit is current.",
     ]
     inconsistent = []
     for engine, result in fit.items():
         preset = catalog.get_engine(engine).overrides()
         lines += ["", f"### {engine}", "", "| key | fitted | catalog |", "|---|---|---|"]
+        measured = set(result.get("measured_terms", ()))
         for key, value in result["values"].items():
-            lines.append(f"| {key} | {value:.3g} | {preset.get(key, float('nan')):.3g} |")
+            how = " (measured)" if key in measured else ""
+            lines.append(f"| {key} | {value:.3g}{how} | {preset.get(key, float('nan')):.3g} |")
         drift = [
             abs(simulated[row["id"]] / row["predicted"] - 1)
             for row in result["rows"]

@@ -45,7 +45,7 @@ def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
     assert labels == ["base", *SGLANG_DECODE]
     spec = dataclasses.replace(ROW, category="speculative", steps=3, acceptance_length=2.0)
     runs = dict(presets.probe_runs(spec))
-    assert set(runs) == {"base", *presets.FITTED["sglang"]}
+    assert set(runs) == {"base", *presets.priced_keys("sglang")}
     assert all(v == 0.0 for k, v in runs["base"].items() if k != "draft_extend_passes")
     assert runs["base"]["draft_extend_passes"] == 1.0
     unit = presets.BOUNDS["verify_overhead_s"][0]
@@ -53,7 +53,7 @@ def test_decode_rows_probe_only_the_overheads_that_can_touch_them():
 
 
 def test_affine_row_reproduces_its_probes_and_interpolates_between():
-    keys = presets.FITTED["sglang"]
+    keys = presets.priced_keys("sglang")
     base = {"tpot_ms": 5.0, "baseline_tpot_ms": 5.0, "ttft_ms": 20.0, "s_per_token": 0.005}
     base |= {"baseline_s_per_token": 0.005, "tpot_p50_ms": 5.0, "baseline_tpot_p50_ms": 5.0}
     base["ttft_p50_ms"] = 20.0
@@ -85,7 +85,7 @@ def test_single_gpu_rows_do_not_probe_the_collectives_software():
         ROW, category="speculative", num_gpus=1, tp=1, ep=1, steps=3, acceptance_length=2.0
     )
     labels = {label for label, _ in presets.probe_runs(spec)}
-    assert labels == {"base", *presets.FITTED["sglang"]} - {"comm_s_per_layer"}
+    assert labels == {"base", *presets.priced_keys("sglang")} - {"comm_s_per_layer"}
     row = presets.AffineRow(spec, {"base": dict.fromkeys(predict.TIMES, 1.0)})
     assert not row.slopes.any()
 
@@ -281,3 +281,56 @@ def test_kernel_fit_reads_only_fit_rows():
     marked = dataclasses.replace(file, cases=[dataclasses.replace(kernel[0], role="test")])
     assert load_rows(marked) == []
     assert len(load_rows(dataclasses.replace(file, cases=kernel[:1]))) == 1
+
+
+def _overlap_row(off_tok_s: float, on_tok_s: float, al: float = 2.0) -> cases_mod.Case:
+    """One speculative setting without and with SGLang's overlap scheduler for speculation."""
+    return dataclasses.replace(
+        ROW, id=f"o{off_tok_s}", category="overlap", quantity="tokens_per_s", unit="tok/s",
+        value=on_tok_s, baseline_value=off_tok_s, acceptance_length=al, steps=3, topk=1,
+        draft_tokens=4, role="test",
+    )  # fmt: skip
+
+
+def test_the_measured_term_is_the_largest_direct_measurement_of_the_hidden_host_time():
+    """verify_overhead_s is the largest host time the overlap scheduler was measured to hide:
+    an overlap row hides AL·(1/off − 1/on) per iteration at batch 1 (closed form here), the
+    cited measurement stands alone without one, and other engines measure nothing."""
+    assert "verify_overhead_s" not in presets.FITTED["sglang"]
+    assert presets.priced_keys("sglang")[-1] == "verify_overhead_s"
+    cited = max(presets.CITED_HIDDEN_HOST_S["sglang"])
+    assert presets.measured_values("sglang", [ROW]) == {"verify_overhead_s": cited}
+    big = _overlap_row(100.0, 125.0)  # 2 tokens in 20 ms off, 16 ms on: 4 ms hidden
+    small = _overlap_row(100.0, 100.5)  # 0.1 ms hidden: below the cited one
+    assert presets.measured_values("sglang", [ROW, big, small]) == {
+        "verify_overhead_s": pytest.approx(4e-3)
+    }
+    assert presets.measured_values("sglang", [small]) == {"verify_overhead_s": cited}
+    assert presets.measured_values("vllm", [big]) == {}
+    shipped = cases_mod.load_cases(CASES).cases
+    overlap = [c for c in shipped if c.category == "overlap"]
+    assert overlap  # PR #12128's row: 2.296 × (1/140.52 − 1/159.71) s = 1.96 ms
+    value = presets.measured_values("sglang", shipped)["verify_overhead_s"]
+    assert value == pytest.approx(max(c.exposed_host_ms for c in overlap) * 1e-3, rel=2e-3)
+    assert value == pytest.approx(1.96e-3, abs=5e-6)
+
+
+def test_a_pinned_term_keeps_its_value_and_the_others_fit_around_it():
+    """Rows whose TPOT is 1 ms + pass + verify, measured at 2.2 ms: verify pinned at 1 ms
+    leaves 0.2 ms per pass to the fit; unpinned, the two terms share the 1.2 ms."""
+    keys = ("pass_overhead_s", "verify_overhead_s")
+    rows = []
+    for i, batch in enumerate((1, 2, 4)):
+        case = dataclasses.replace(ROW, id=f"p{i}", batch=batch, value=2.2, source=f"s{i}")
+        base = dict.fromkeys(predict.TIMES, 1.0) | {"tpot_ms": 1.0}
+        probes = {"base": base} | {k: base | {"tpot_ms": 2.0} for k in keys}
+        rows.append(presets.AffineRow(case, probes, ("comm_s_per_layer",)))
+    theta = presets.fit(rows, keys, pinned={"verify_overhead_s": 1e-3})
+    assert theta[1] == 1e-3
+    assert theta[0] == pytest.approx(0.2e-3, rel=1e-3)
+    free = presets.fit(rows, keys)
+    assert free.sum() == pytest.approx(1.2e-3, rel=1e-3) and free[1] != 1e-3
+    assert presets.fit(rows, keys, pinned=dict(zip(keys, (3e-4, 5e-4), strict=True))).tolist() == [
+        3e-4,
+        5e-4,
+    ]
