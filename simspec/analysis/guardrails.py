@@ -6,8 +6,9 @@ either in the numbers:
 * ``preset-range``: the run uses an engine preset's fitted term (a nonzero value the scenario
   does not override) outside the published rows it was fitted on: another GPU, model family,
   tensor- or expert-parallel degree, or a batch size beyond the fitted ones
-  (:class:`~simspec.params.ranges.FittedRange`). A term fitted on speculative rows alone counts
-  only when the run speculates.
+  (:class:`~simspec.params.ranges.FittedRange`); likewise a term measured directly, outside
+  the rows that measured it. A term fitted or measured on speculative rows alone counts only
+  when the run speculates.
 * ``k-at-edge``: the best fixed draft length of the runs is the largest one searched, so the
   optimum may lie beyond the range (or at the drafter's limit, where the search cannot go on):
   within one run (its fixed policies), a recommendation, or a sweep over k
@@ -133,14 +134,18 @@ def preset_range_warnings(scenario: Scenario, batch: int, speculates: bool) -> l
         outside = _outside(entry, hw.gpu, family, tp, hw.expert_parallel, batch)
         if not used or not outside:
             continue
-        rows = f"{entry.rows} {'speculative ' if entry.speculative else ''}rows"
+        rows = (
+            f"{entry.rows} {'speculative ' if entry.speculative else ''}"
+            f"row{'' if entry.rows == 1 else 's'}"
+        )
         fitted = (
             f"GPUs {', '.join(entry.gpus)}; families {', '.join(entry.families)}; "
             f"TP {_span(entry.tp)}; EP {_span(entry.ep)}; batch {_span(entry.batch)}"
         )
         warnings.append(
             f"{PRESET_RANGE}: the {preset.name} preset's {', '.join(used)} "
-            f"{'was' if len(used) == 1 else 'were'} fitted on {rows} ({fitted}); this run "
+            f"{'was' if len(used) == 1 else 'were'} {'measured' if entry.measured else 'fitted'} "
+            f"on {rows} ({fitted}); this run "
             f"extrapolates to {', '.join(outside)}"
         )
     return warnings

@@ -194,7 +194,9 @@ def _fold_fit(train: list[Case], probes: Probes, rho: float, labels: dict[str, s
     grid = _grid(train)
     best: tuple[float, float | None, dict[str, np.ndarray | None]] | None = None
     scored = [c for c in jittered if c.id not in labels]
-    fitted = [c for c in train if not is_test_row(c)]
+    fitted = [
+        c for c in train if not is_test_row(c) and c.category not in presets.MEASUREMENT_CATEGORIES
+    ]
     for jitter in grid:
         rows = [r for c in fitted if (r := probes.row(c, rho, jitter)) is not None]
         thetas = _fit_engines(rows, labels, train)

@@ -74,6 +74,9 @@ FITTED = {
 #: identify it: their reporters disagree (fitted on them, it lands at its upper bound with the
 #: rows of SpecForge #339 and AngelSlim #163, one reporter's, and at 0.5 ms without them).
 MEASURED = {"sglang": ("verify_overhead_s",)}
+#: Categories of rows that measure a :data:`MEASURED` term directly: they set it, the least
+#: squares do not use them.
+MEASUREMENT_CATEGORIES = ("overlap",)
 #: Direct measurements per engine that no case row can carry, s: SGLang on Llama-3.1-8B with an
 #: EAGLE head the catalog does not hold, (5, 1, 6), 246.80 -> 273.43 tok/s at AL ~3.0 with
 #: SpecV2: 1.11 ms per iteration (sgl-project/sglang PR #11398, hnyls2002, another reporter
@@ -168,19 +171,28 @@ def priced_keys(engine: str, without: Sequence[str] = ()) -> tuple[str, ...]:
     )
 
 
+def measurement_rows(engine: str, cases: Sequence[Case]) -> list[Case]:
+    """The rows among ``cases`` that measure ``engine``'s :data:`MEASURED` terms directly: its
+    rows of :data:`MEASUREMENT_CATEGORIES` that the fits may use (role "fit")."""
+    if not MEASURED.get(engine):
+        return []
+    return [
+        c
+        for c in for_fitting(cases)
+        if c.category in MEASUREMENT_CATEGORIES and engine_preset(c) == engine
+    ]
+
+
 def measured_values(engine: str, cases: Sequence[Case]) -> dict[str, float]:
     """The :data:`MEASURED` terms of ``engine`` from the direct measurements among ``cases``
-    (its overlap rows, :attr:`~simspec.validation.cases.Case.exposed_host_ms`) and the cited
-    ones (:data:`CITED_HIDDEN_HOST_S`): the largest, each being a lower bound (three
-    significant digits, as the catalog stores them); empty for an engine that measures none.
-    A fold passes its training rows alone."""
+    (:func:`measurement_rows`: the hidden host time of its overlap rows,
+    :attr:`~simspec.validation.cases.Case.exposed_host_ms`) and the cited ones
+    (:data:`CITED_HIDDEN_HOST_S`): the largest, each being a lower bound (three significant
+    digits, as the catalog stores them); empty for an engine that measures none. A fold
+    passes its training rows alone."""
     if "verify_overhead_s" not in MEASURED.get(engine, ()):
         return {}
-    hidden = [
-        c.exposed_host_ms * 1e-3
-        for c in cases
-        if c.category == "overlap" and engine_preset(c) == engine
-    ]
+    hidden = [c.exposed_host_ms * 1e-3 for c in measurement_rows(engine, cases)]
     hidden += CITED_HIDDEN_HOST_S.get(engine, ())
     return {"verify_overhead_s": float(f"{max(hidden):.3g}")} if hidden else {}
 
@@ -333,13 +345,16 @@ def engine_fit(
     reporters: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     measured: Mapping[str, float] | None = None,
+    measured_on: Sequence[Case] = (),
 ) -> dict[str, Any]:
     """Values, per-row residuals and leave-one-source-out errors of one engine.
 
     ``reporters`` weighs the rows (:func:`reporter_weights`); ``labels`` (row id -> why) are
     the rows called inconsistent: predicted, not fitted (default:
     :func:`simspec.validation.consistency.inconsistent` of ``rows``); ``measured`` holds the
-    :data:`MEASURED` terms' values (default: :func:`measured_values` of ``rows``).
+    :data:`MEASURED` terms' values (default: :func:`measured_values` of ``rows``) and
+    ``measured_on`` the rows that measure them (:func:`measurement_rows`), whose range the
+    result states beside the fitted terms' (``"measured": true``).
     """
     keys = priced_keys(engine, without)
     if labels is None:
@@ -391,7 +406,11 @@ def engine_fit(
         "fitted_range": fitted_ranges(
             [r.case for r in used],
             lambda c: [key for key, _ in probe_runs(c, without)[1:] if key not in pinned],
-        ),
+        )
+        + [
+            {**{k: v for k, v in e.items() if k != "cases"}, "measured": True, "cases": e["cases"]}
+            for e in fitted_ranges(measured_on, lambda c: sorted(pinned))
+        ],
     }
 
 
@@ -470,7 +489,11 @@ def fit_presets(
         measurements, :data:`MEASURED`), ``fitted_rows``, ``median_abs_relative_error``,
         ``rows`` (every row's prediction and error) and ``leave_one_source_out``.
     """
-    mine = [c for c in for_fitting(cases) if engine_preset(c) in FITTED]
+    mine = [
+        c
+        for c in for_fitting(cases)
+        if engine_preset(c) in FITTED and c.category not in MEASUREMENT_CATEGORIES
+    ]
     runs = probes if probes is not None else {}
     tasks = [
         (c, label, costs)
@@ -496,6 +519,7 @@ def fit_presets(
             reporters,
             labels,
             measured_values(engine, cases),
+            measurement_rows(engine, cases),
         )
         for engine in FITTED
     }

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from simspec import catalog
-from simspec.validation.cases import Case
+from simspec.validation.cases import RATIO_CATEGORIES, Case
 
 
 def _family(model: str) -> str:
@@ -25,7 +25,8 @@ def fitted_ranges(
     cases: Sequence[Case], touches: Callable[[Case], Iterable[str]]
 ) -> list[dict[str, Any]]:
     """One entry per set of rows that constrains the same terms, in the order the terms first
-    appear: ``terms``, ``rows``, ``speculative`` (every row speculative), ``gpus``,
+    appear: ``terms``, ``rows``, ``speculative`` (every row speculative, or one speculative
+    setting with and without the engine's overlap scheduler), ``gpus``,
     ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``), ``attention_dp`` when some
     row ran data-parallel attention (ep > tp), and the rows' ids (``cases``). ``cases``: the
     rows the preset was fitted on; ``touches(case)``: the terms that row constrains."""
@@ -43,7 +44,7 @@ def fitted_ranges(
             {
                 "terms": terms,
                 "rows": len(rows),
-                "speculative": all(c.category == "speculative" for c in rows),
+                "speculative": all(c.category in RATIO_CATEGORIES for c in rows),
                 "gpus": sorted({c.gpu for c in rows}),
                 "families": sorted({_family(c.model) for c in rows}),
                 **{

@@ -31,6 +31,11 @@ class FittedRange:
     tp: tuple[int, ...] = param(help="lowest and highest tensor-parallel degree", ge=1)
     ep: tuple[int, ...] = param(help="lowest and highest expert-parallel degree", ge=1)
     batch: tuple[int, ...] = param(help="lowest and highest batch size (concurrency)", ge=1)
+    measured: bool = param(
+        False,
+        "the terms were measured directly on these rows (each row a measurement of them), not "
+        "fitted",
+    )
     attention_dp: bool = param(
         False,
         "some rows ran data-parallel attention (expert parallelism beyond the tensor-parallel "

@@ -134,6 +134,24 @@ def test_speculative_terms_count_only_when_the_run_speculates(fake_preset):
     assert "draft_step_overhead_s" not in warning  # fitted to 0: it adds nothing
 
 
+def test_a_measured_term_outside_the_rows_that_measured_it_says_so(monkeypatch):
+    """A term measured directly (``measured = true``) names its measurement, not a fit; the
+    shipped sglang preset's verify overhead was measured on one DeepSeek-V3 TP8 H200 row."""
+    measured = dataclasses.replace(FAKE.fitted_range[1], rows=1, measured=True)
+    preset = dataclasses.replace(FAKE, fitted_range=(FAKE.fitted_range[0], measured))
+    monkeypatch.setattr(catalog, "get_engine", lambda name: preset)
+    (warning,) = preset_range_warnings(tiny("engine.preset=sglang"), batch=4, speculates=True)
+    assert "verify_overhead_s was measured on 1 speculative row (" in warning
+    (fitted,) = preset_range_warnings(
+        tiny("engine.preset=sglang", "hardware.gpu=h200"), batch=4, speculates=False
+    )
+    assert "pass_overhead_s was fitted on 10 rows (" in fitted
+    monkeypatch.undo()
+    shipped = [e for e in catalog.get_engine("sglang").fitted_range if e.measured]
+    assert [e.terms for e in shipped] == [("verify_overhead_s",)]
+    assert shipped[0].speculative and shipped[0].families == ("deepseek-v3",)
+
+
 def test_a_term_the_scenario_sets_itself_is_not_the_presets(fake_preset):
     scenario = tiny("engine.preset=sglang", "hardware.gpu=h200", "costs.pass_overhead_s=0.002")
     assert preset_range_warnings(scenario, batch=4, speculates=False) == []

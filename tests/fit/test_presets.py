@@ -288,7 +288,7 @@ def _overlap_row(off_tok_s: float, on_tok_s: float, al: float = 2.0) -> cases_mo
     return dataclasses.replace(
         ROW, id=f"o{off_tok_s}", category="overlap", quantity="tokens_per_s", unit="tok/s",
         value=on_tok_s, baseline_value=off_tok_s, acceptance_length=al, steps=3, topk=1,
-        draft_tokens=4, role="test",
+        draft_tokens=4,
     )  # fmt: skip
 
 
@@ -307,6 +307,10 @@ def test_the_measured_term_is_the_largest_direct_measurement_of_the_hidden_host_
     }
     assert presets.measured_values("sglang", [small]) == {"verify_overhead_s": cited}
     assert presets.measured_values("vllm", [big]) == {}
+    # a test row (predicted only) measures nothing the shipped numbers may rest on
+    unfit = dataclasses.replace(big, role="test")
+    assert presets.measured_values("sglang", [unfit]) == {"verify_overhead_s": cited}
+    assert presets.measurement_rows("sglang", [ROW, big, unfit]) == [big]
     shipped = cases_mod.load_cases(CASES).cases
     overlap = [c for c in shipped if c.category == "overlap"]
     assert overlap  # PR #12128's row: 2.296 × (1/140.52 − 1/159.71) s = 1.96 ms

@@ -62,9 +62,19 @@ def test_each_shipped_preset_states_the_rows_its_fitted_terms_rest_on(engine):
         cases, lambda c: [k for k, _ in presets.probe_runs(c)[1:] if k in fitted]
     )
     shipped = catalog.get_engine(engine).fitted_range
-    assert shipped == tuple(build(FittedRange, e) for e in expected)
-    terms = [t for entry in shipped for t in entry.terms]
+    fitted_part = tuple(e for e in shipped if not e.measured)
+    assert fitted_part == tuple(build(FittedRange, e) for e in expected)
+    terms = [t for entry in fitted_part for t in entry.terms]
     assert sorted(terms) == sorted(presets.fitted_keys(engine))
+    # A measured term's range is that of the rows that measured it, none of them fitted.
+    measured = [e for e in shipped if e.measured]
+    rows = presets.measurement_rows(engine, load_cases(CASES).cases)
+    assert sorted(t for e in measured for t in e.terms) == sorted(
+        presets.MEASURED.get(engine, ()) if rows else ()
+    )
+    for entry in measured:
+        assert entry.speculative and set(entry.cases) == {c.id for c in rows}
+        assert not set(entry.cases) & used
 
 
 def test_a_range_names_as_many_rows_as_it_counts():
