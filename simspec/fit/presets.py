@@ -407,10 +407,7 @@ def engine_fit(
             [r.case for r in used],
             lambda c: [key for key, _ in probe_runs(c, without)[1:] if key not in pinned],
         )
-        + [
-            {**{k: v for k, v in e.items() if k != "cases"}, "measured": True, "cases": e["cases"]}
-            for e in fitted_ranges(measured_on, lambda c: sorted(pinned))
-        ],
+        + fitted_ranges(measured_on, lambda c: sorted(pinned), measured=True),
     }
 
 

@@ -22,14 +22,16 @@ def _family(model: str) -> str:
 
 
 def fitted_ranges(
-    cases: Sequence[Case], touches: Callable[[Case], Iterable[str]]
+    cases: Sequence[Case], touches: Callable[[Case], Iterable[str]], *, measured: bool = False
 ) -> list[dict[str, Any]]:
     """One entry per set of rows that constrains the same terms, in the order the terms first
     appear: ``terms``, ``rows``, ``speculative`` (every row speculative, or one speculative
     setting with and without the engine's overlap scheduler), ``gpus``,
     ``families``, ``tp``, ``ep`` and ``batch`` (``[low, high]``), ``attention_dp`` when some
     row ran data-parallel attention (ep > tp), and the rows' ids (``cases``). ``cases``: the
-    rows the preset was fitted on; ``touches(case)``: the terms that row constrains."""
+    rows the preset was fitted on; ``touches(case)``: the terms that row constrains;
+    ``measured``: the rows measured the terms directly rather than constraining a fit (written
+    as ``measured = true``)."""
     by_term: dict[str, list[Case]] = {}
     for case in cases:
         for term in touches(case):
@@ -55,6 +57,8 @@ def fitted_ranges(
         )
         if any(c.ep > c.tp for c in rows):  # written only when true: the key's default is false
             entries[-1]["attention_dp"] = True
+        if measured:  # the same
+            entries[-1]["measured"] = True
         entries[-1]["cases"] = [c.id for c in rows]
     return entries
 

@@ -545,3 +545,51 @@ def test_the_readme_quotes_the_current_trtllm_fp8_term_and_its_transfers():
     assert measured < priced
     assert f"{measured:.0f} µs per layer measured at batch 1" in text
     assert f"all-reduce already price {priced:.0f})" in text
+
+
+def _report_table(heading: str) -> dict[str, list[str]]:
+    """The cells of REPORT.md's table under ``heading``, by row id."""
+    report = (FOLDER / "REPORT.md").read_text(encoding="utf-8")
+    section = report.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in section.splitlines()]
+    return {
+        cells[0].strip(): [c.strip() for c in cells]
+        for cells in rows
+        if len(cells) > 9 and any("×" in c for c in cells)
+    }
+
+
+def test_the_readme_quotes_the_current_errors_around_the_measured_host_time():
+    """README's paragraph on SGLang's measured verify_overhead_s: the in-sample errors of the
+    rows no least squares uses and of zzsf11's rows are REPORT.md's, recomputed here."""
+    text = " ".join((FOLDER.parent / "README.md").read_text(encoding="utf-8").split())
+    cases = {c.id.split("[")[0]: c for c in load_cases(CASES).cases}
+    spec = _report_table("Speculative decoding: speedup over plain decoding at the same batch")
+    overlap = _report_table("Overlap scheduling: a speculative run with the overlap scheduler")
+
+    def error(cells: list[str]) -> int:
+        return int(cells[8].rstrip("%"))
+
+    def of(pick) -> list[list[str]]:
+        return [cells for row, cells in spec.items() if pick(row)]
+
+    lmsys = [error(c) for c in of(lambda r: cases[r.split("[")[0]].reporter == "lmsys")]
+    glm = [error(c) for c in of(lambda r: r.startswith("glm-4.7-flash-1xh200-eagle3"))]
+    (mtp,) = [error(c) for c in of(lambda r: r == "deepseek-r1-8xb200-tp8-sglang-mtp-conc1")]
+    (own,) = [int(c[9].rstrip("%")) for c in overlap.values()]
+    every = [abs(e) for e in [*lmsys, *glm, mtp, own]]
+    assert (
+        f"predicted within a median {statistics.median(every):.0f} % (lmsys gpt-oss-120b TP4 "
+        f"{min(lmsys):+d} to {max(lmsys):+d} %, GLM-4.7-Flash on H200 {min(glm):+d} to "
+        f"{max(glm):+d} %, DeepSeek-R1 MTP on B200 (PR #10281) {mtp:+d} %, PR #12128 {own:+d} %)"
+    ) in text
+    zz = of(lambda r: cases[r.split("[")[0]].reporter == "zzsf11")
+    measured = [float(c[6].rstrip("×")) for c in zz]
+    fast = [error(c) for c in zz]
+    above = sum(1 for c in zz if float(c[7].rstrip("×")) > 1.0)
+    wrong = sum(1 for c in zz if c[9] == "**wrong**")
+    assert f"zzsf11's {min(measured):.2f}-{max(measured):.2f}x speedups ({len(zz)} of" in text
+    assert (
+        f"predicted {min(fast)}-{max(fast)} % too fast (median "
+        f"{statistics.median(fast):.0f} %), {above} of them above 1x ({wrong} of them wrong signs)"
+    ) in text
