@@ -13,6 +13,13 @@ expert parallelism). Keys that are neither (``quantity``, ``gpu``, ``model``, ``
 ``ep``, ``batch``) are listed, not varied. Nothing here is fitted or chosen: the rows keep
 the values ``cases.toml`` states, and the report says how far the errors would move if those
 values were wrong.
+
+Beside the protocol, every speculative row shares one model assumption: the routing's lag-1
+overlap (``[routing] overlap`` of the default scenario, the published adjacent-token overlap
+stood in for every model), which sets how many experts a verify pass's tokens add. It is
+moved over the range published routers span (:data:`MODEL_RANGES`) for every speculative and
+overlap row, and the report gives each reporter's median predicted / measured ratio at both
+ends and at the shipped value.
 """
 
 from __future__ import annotations
@@ -29,8 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's simspec, whichever one is installed
 
+from simspec.config.load import read_scenario_data  # noqa: E402
 from simspec.errors import InputError  # noqa: E402
-from simspec.validation.cases import Case, load_cases  # noqa: E402
+from simspec.validation.cases import RATIO_CATEGORIES, Case, load_cases  # noqa: E402
 from simspec.validation.predictions import predict_run  # noqa: E402
 
 #: The most GPUs an assumed tensor-parallel degree is moved up to: one NVLink node.
@@ -59,17 +67,46 @@ RANGES: dict[str, tuple[str, Callable[[Case], tuple[float, float]]]] = {
 }
 
 
-def _measured(case: Case) -> float:
-    return case.measured_speedup if case.category == "speculative" else case.value
+#: The model assumptions varied on every speculative and overlap row: ``[routing]`` key -> (the
+#: range, its low and high value; None removes the key). The lag-1 overlap rho_1 from chance
+#: (independent routing: GLM-5.2's reporter finds adjacent tokens share almost no experts,
+#: jundot/omlx#2077) to 0.6 (gpt-oss-20b: ~13 distinct experts for 8 tokens against 21 when
+#: independent, nkipy, which the lag-1 max-entropy law meets at rho_1 = 0.62); between them
+#: Cohere's 0.38 (the shipped value) and Qwen3-30B-A3B's 0.45 (kekzl/imp PR #1359).
+MODEL_RANGES: dict[str, tuple[str, tuple[float | None, float | None]]] = {
+    "overlap": ("chance .. 0.6", (None, 0.6)),
+}
 
 
-def _error(case: Case) -> float | None:
-    """Relative error of the row's prediction with its shipped preset (None: no prediction)."""
+def shipped_routing() -> dict[str, object]:
+    """The ``[routing]`` table every prediction runs (the default scenario's)."""
+    data, _ = read_scenario_data(None)
+    return dict(data.get("routing", {}))
+
+
+def _error(case: Case, routing: dict[str, float | None] | None = None) -> float | None:
+    """Relative error of the row's prediction with its shipped preset (None: no prediction);
+    ``routing``: ``[routing]`` keys moved (:data:`MODEL_RANGES`)."""
     try:
-        predicted = predict_run(case)
+        predicted = predict_run(case, routing=routing)
     except InputError:  # a variant the scenario cannot express: reported as missing
         return None
-    return (predicted - _measured(case)) / _measured(case)
+    return (predicted - case.measured) / case.measured
+
+
+def model_variants(case: Case) -> list[tuple[str, str, dict[str, float | None]]]:
+    """(``routing.<key>``, "low"/"high", the ``[routing]`` keys moved) of a speculative or
+    overlap row (none for other rows: a decode pass holds one token per request, whose
+    routing is independent of the others' whatever the overlap)."""
+    if case.category not in RATIO_CATEGORIES:
+        return []
+    shipped = shipped_routing()
+    out = []
+    for key, (_, ends) in MODEL_RANGES.items():
+        for end, value in zip(("low", "high"), ends, strict=True):
+            if value != shipped.get(key):
+                out.append((f"routing.{key}", end, {key: value}))
+    return out
 
 
 def variants(case: Case) -> list[tuple[str, str, Case]]:
@@ -96,15 +133,78 @@ def variants(case: Case) -> list[tuple[str, str, Case]]:
 
 def _row_task(case: Case) -> tuple[str, float | None, list[tuple[str, str, float | None]]]:
     moved = [(key, end, _error(variant)) for key, end, variant in variants(case)]
+    moved += [(key, end, _error(case, routing)) for key, end, routing in model_variants(case)]
     return case.id, _error(case), moved
+
+
+#: A key's sign flips are named up to this many rows, counted beyond.
+MAX_LISTED_FLIPS = 8
+
+
+def _flipped(case_ids: list[str], by_id: dict[str, Case]) -> str:
+    """The rows whose sign flips: named up to :data:`MAX_LISTED_FLIPS`, else counted per
+    reporter (most first)."""
+    if len(case_ids) <= MAX_LISTED_FLIPS:
+        return ", ".join(case_ids)
+    counts: dict[str, int] = {}
+    for case_id in case_ids:
+        reporter = by_id[case_id].reporter
+        counts[reporter] = counts.get(reporter, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return f"{len(case_ids)} rows: " + ", ".join(f"{who} {n}" for who, n in ranked)
 
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x:+.0%}"
 
 
+def _keys() -> list[tuple[str, str]]:
+    """(key, range text) of every varied key: the protocol's, then the model's."""
+    return [(key, text) for key, (text, _) in RANGES.items()] + [
+        (f"routing.{key}", text) for key, (text, _) in MODEL_RANGES.items()
+    ]
+
+
+def _ratio_median(values: list[float | None]) -> str:
+    """Median predicted / measured of relative errors (— without any)."""
+    ratios = [1 + e for e in values if e is not None]
+    return f"{statistics.median(ratios):.3f}" if ratios else "—"
+
+
+def reporter_table(cases: list[Case], results: dict) -> list[str]:
+    """Per reporter of speculative rows: the median predicted / measured ratio with the
+    routing overlap at the low end, the shipped value and the high end of its range."""
+    by_id = {c.id: c for c in cases}
+    per: dict[str, dict[str, list[float | None]]] = {}
+    for case_id, (base, moved) in results.items():
+        case = by_id[case_id]
+        if case.category != "speculative":
+            continue
+        ends = {end: err for key, end, err in moved if key == "routing.overlap"}
+        cells = per.setdefault(case.reporter, {"low": [], "shipped": [], "high": []})
+        cells["low"].append(ends.get("low"))
+        cells["shipped"].append(base)
+        cells["high"].append(ends.get("high"))
+    low, high = MODEL_RANGES["overlap"][1]
+    shipped = shipped_routing().get("overlap")
+    head = (
+        f"| reporter | rows | overlap {'chance' if low is None else low} | "
+        f"{'chance' if shipped is None else shipped} (shipped) | "
+        f"{'chance' if high is None else high} |"
+    )
+    lines = [head, "|---|---|---|---|---|"]
+    for reporter, cells in sorted(
+        per.items(), key=lambda item: (-len(item[1]["shipped"]), item[0])
+    ):
+        lines.append(
+            f"| {reporter} | {len(cells['shipped'])} | {_ratio_median(cells['low'])} | "
+            f"{_ratio_median(cells['shipped'])} | {_ratio_median(cells['high'])} |"
+        )
+    return lines
+
+
 def report(cases: list[Case], results: dict, seconds: float) -> str:
-    """The Markdown report: per key, then per row."""
+    """The Markdown report: per key, per reporter (the routing overlap), then per row."""
     by_id = {c.id: c for c in cases}
     lines = [
         "# Sensitivity of the fidelity rows to their assumed protocol",
@@ -115,6 +215,10 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
         "and an assumed tensor-parallel degree (with the GPU count, rows without expert",
         "parallelism), is moved over the range below, one key at a time, and the row is predicted",
         "with the shipped engine presets (in sample: the presets are not refitted per variant).",
+        "Every speculative and overlap row also shares one model assumption, moved the same way:",
+        "the routing's lag-1 overlap `routing.overlap` (the default scenario's, the published",
+        "adjacent-token overlap standing in for every model), from chance (independent routing)",
+        "to 0.6, the range published routers span (`bench/sensitivity.py`, `MODEL_RANGES`).",
         "*Swing* is the largest change of |relative error| over the range, in percentage points.",
         "Other assumed keys are listed per row, not varied. The rows keep the values",
         "`cases.toml` states: nothing is tuned to the errors.",
@@ -122,8 +226,9 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
         "| key | range | rows varied | median swing | max swing | sign of speedup − 1 flips |",
         "|---|---|---|---|---|---|",
     ]
-    swings: dict[str, list[float]] = {key: [] for key in RANGES}
-    flips: dict[str, list[str]] = {key: [] for key in RANGES}
+    keys = _keys()
+    swings: dict[str, list[float]] = {key: [] for key, _ in keys}
+    flips: dict[str, list[str]] = {key: [] for key, _ in keys}
     row_lines = []
     for case_id, (base, moved) in results.items():
         case = by_id[case_id]
@@ -137,7 +242,7 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
                 swing = max(abs(abs(e) - abs(base)) for e in values)
                 swings[key].append(swing)
                 if case.category == "speculative":
-                    measured = _measured(case)
+                    measured = case.measured
                     signs = {(1 + e) * measured > 1 for e in values}
                     if len(signs) > 1 and abs(measured - 1) > 0.02:
                         flips[key].append(case_id)
@@ -147,14 +252,20 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
             f"| {case_id} | {case.category} | {case.reporter} | {_pct(base)} | "
             f"{'; '.join(cells) or '—'} | {', '.join(fixed) or '—'} |"
         )
-    for key, (text, _) in RANGES.items():
+    for key, text in keys:
         s = swings[key]
         med = f"{statistics.median(s) * 100:.1f}" if s else "—"
         mx = f"{max(s) * 100:.1f}" if s else "—"
-        lines.append(
-            f"| {key} | {text} | {len(s)} | {med} | {mx} | {', '.join(flips[key]) or 'none'} |"
-        )
+        listed = _flipped(flips[key], by_id)
+        lines.append(f"| {key} | {text} | {len(s)} | {med} | {mx} | {listed or 'none'} |")
     lines += [
+        "",
+        "The routing overlap per reporter: the median predicted / measured speedup of each",
+        "reporter's speculative rows (1 = right on average; above 1: predicted too fast) with",
+        "the overlap at each end of its range and at the shipped value. More overlap means fewer",
+        "experts added per verify token, a cheaper verify pass and a higher predicted speedup.",
+        "",
+        *reporter_table(cases, results),
         "",
         "Per row: the relative error at the row's values, then for each varied key the error at",
         "the low / high end of its range; *listed, not varied*: the other assumed keys.",
@@ -163,7 +274,7 @@ def report(cases: list[Case], results: dict, seconds: float) -> str:
         "|---|---|---|---|---|---|",
         *row_lines,
         "",
-        f"{len(results)} rows with assumptions, {seconds:.0f} s.",
+        f"{len(results)} rows, {seconds:.0f} s.",
         "",
     ]
     return "\n".join(lines)
@@ -175,7 +286,11 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "validation" / "SENSITIVITY.md")
     parser.add_argument("--cases", type=Path, default=ROOT / "validation" / "cases.toml")
     args = parser.parse_args(argv)
-    cases = [c for c in load_cases(args.cases).cases if c.category != "kernel" and c.assumed_keys]
+    cases = [
+        c
+        for c in load_cases(args.cases).cases
+        if c.category != "kernel" and (c.assumed_keys or c.category in RATIO_CATEGORIES)
+    ]
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         done = list(pool.map(_row_task, cases))

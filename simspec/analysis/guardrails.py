@@ -35,6 +35,11 @@ either in the numbers:
 * ``kernels-unpriced``: the run's GPU states no kernel floor for its launch path (CUDA graph or
   eager), so every kernel of a pass costs its bytes and FLOPs alone and small-batch steps come
   out too fast (:func:`gpu_warnings`).
+* ``multi-node``: the run serves the model over more GPUs than one node's GPU-to-GPU fabric
+  joins (the GPU's ``node_gpus``: 8 on an HGX board, 72 in a GB200 NVL72 rack), so some of its
+  all-reduces or all-to-alls cross nodes over NICs (InfiniBand, RoCE) far slower than NVLink,
+  which simspec does not model: it prices them as if one node held every GPU, and the run's
+  times are a lower bound (:func:`gpu_warnings`).
 * ``published-miss``: with the run's engine preset, simspec misses the published measurements
   of the run's target model on the run's GPU at the run's tensor-parallel degree (where those
   are fewer than :data:`PUBLISHED_MIN_ROWS`: of every model on GPUs of the same maker, whose
@@ -74,6 +79,7 @@ COLLECTIVES_UNPRICED = "collectives-unpriced"
 KERNELS_UNPRICED = "kernels-unpriced"
 PUBLISHED_MISS = "published-miss"
 TTFT_LOWER_BOUND = "ttft-lower-bound"
+MULTI_NODE = "multi-node"
 #: A run warns of published rows of its model, GPU and TP degree that simspec misses by a
 #: median of at least this, over at least PUBLISHED_MIN_ROWS rows: twice issue 27's decode and
 #: speculative targets (15 %), beyond what the validated rows show elsewhere, not a
@@ -183,9 +189,10 @@ def ttft_warnings(scenario: Scenario) -> list[str]:
 
 def gpu_warnings(scenario: Scenario) -> list[str]:
     """The ``kernels-unpriced`` warning of a run whose GPU states no kernel floor for the run's
-    launch path, and the ``collectives-unpriced`` one of a run over several GPUs whose GPU
-    states no collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`);
-    empty for a catalog GPU (every one states both)."""
+    launch path, the ``collectives-unpriced`` one of a run over several GPUs whose GPU states
+    no collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`; a
+    catalog GPU states both), and the ``multi-node`` one of a run over more GPUs than one
+    node's fabric joins (:attr:`~simspec.physics.hardware.GpuSpec.node_gpus`)."""
     hw, gpu = scenario.hardware, scenario.gpu
     warnings = []
     graphs = scenario.roofline.cuda_graphs
@@ -204,6 +211,13 @@ def gpu_warnings(scenario: Scenario) -> list[str]:
             f"{COLLECTIVES_UNPRICED}: GPU {gpu.name} states no collective latency "
             "(collective_latency_s) and no custom all-reduce, so this run's all-reduces and "
             f"all-to-alls across {hw.num_gpus} GPUs cost {wire}: state them in the GPU's entry"
+        )
+    if hw.num_gpus > gpu.node_gpus:
+        warnings.append(
+            f"{MULTI_NODE}: {hw.num_gpus} {gpu.name} GPUs are more than one node's "
+            f"{gpu.node_gpus} (node_gpus, the GPUs its GPU-to-GPU fabric joins), so collectives "
+            "cross nodes over NICs far slower than that fabric, which simspec does not model: "
+            "it prices them as if one node held every GPU, so the run's times are a lower bound"
         )
     return warnings
 

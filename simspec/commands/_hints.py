@@ -26,6 +26,37 @@ def analytic_routing_hint(scenarios: Sequence[Any], oracle: bool) -> str | None:
     )
 
 
+def routing_overlap_hint(scenario: Any, speculates: bool | None = None) -> str | None:
+    """A note when a speculative run on an MoE target leaves the routing's lag overlap unset
+    (None otherwise). ``speculates``: whether the command drafts (None: whether one of the
+    scenario's policies does; ``recommend`` searches draft lengths of its own).
+
+    Unset means independent routing: a verify pass's tokens share experts only by chance, the
+    costliest verify pass any router gives. Published routers span adjacent-token overlaps
+    from about chance to 0.6, simspec's validation predicts every row at the default
+    scenario's 0.38, and ``validation/SENSITIVITY.md`` shows how far the predicted speedups
+    move over that range, so the choice should be the user's, not a silent default.
+    """
+    routing = scenario.routing
+    if not scenario.target.is_moe or routing.mode == "trace":
+        return None
+    if routing.overlap is not None or routing.overlaps is not None:
+        return None
+    if speculates is None:
+        speculates = any(
+            not (p.name == "fixed" and p.policy.draft_tokens == 0) for p in scenario.policies
+        )
+    if not speculates:
+        return None
+    return (
+        "note: routing.overlap is unset, so tokens route independently and every verify token "
+        "adds experts as if unrelated to its neighbours (the costliest verify pass); published "
+        "routers measure adjacent-token overlaps from about chance to 0.6, simspec's validation "
+        "runs 0.38 and validation/SENSITIVITY.md shows what the choice moves: set "
+        "routing.overlap (simspec routing stats measures it on a routing trace)"
+    )
+
+
 #: Baseline TTFT over the lowest other policy's above which :func:`lockstep_hint` speaks.
 LOCKSTEP_TTFT_RATIO = 1.2
 

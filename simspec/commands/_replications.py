@@ -39,6 +39,7 @@ from simspec.commands._hints import (
     analytic_routing_hint,
     lockstep_hint,
     preset_mismatch_hint,
+    routing_overlap_hint,
     sweep_table_hint,
 )
 from simspec.io.atomic import STDOUT
@@ -122,6 +123,7 @@ def simulate_replicated(
         sweep_table_hint(args.scenario, command),
         analytic_routing_hint([scenario] * args.replications, oracle),
         preset_mismatch_hint(scenario),
+        routing_overlap_hint(scenario),
     ):
         if hint:
             print(hint, file=sys.stderr, flush=True)

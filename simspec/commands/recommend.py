@@ -32,7 +32,7 @@ from simspec.commands import (
     scenario_inputs,
     write_output,
 )
-from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._hints import analytic_routing_hint, routing_overlap_hint
 from simspec.errors import InputError
 
 if TYPE_CHECKING:
@@ -177,6 +177,7 @@ def execute(args: argparse.Namespace) -> int:
     for hint in (
         sweep_table_hint(args.scenario, "recommend"),
         analytic_routing_hint(planned, True),
+        routing_overlap_hint(scenario, speculates=True),
     ):
         if hint:
             print(hint, file=sys.stderr, flush=True)

@@ -95,6 +95,15 @@ class GpuSpec:
         zero_or_ge=1e6,
         le=1e15,
     )
+    node_gpus: int = param(
+        8,
+        "GPUs one node's GPU-to-GPU fabric joins (an HGX board: 8; a GB200 NVL72 rack: 72); "
+        "simspec prices every collective over that fabric, so a run over more GPUs, whose "
+        "collectives cross nodes, is priced as if one node held them all (a multi-node "
+        "warning says so)",
+        ge=1,
+        le=100_000,
+    )
     fabric: str = param(
         "switch",
         "how the GPUs of a node connect: switch (NVSwitch, PCIe: a collective reaches "

@@ -131,13 +131,16 @@ def scenario_data(
     engine: dict[str, Any] | None = None,
     *,
     rank_decay: float | None = None,
+    routing: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The default scenario's data with the row's model, hardware, workload and policy.
 
     ``preset`` is the engine preset (default: the row's engine, :func:`engine_preset`);
     ``costs`` are ``[costs]`` keys set on top (the preset fit's probes), ``engine`` further
     ``[engine]`` keys (the engine's design settings in those probes); ``rank_decay`` the draft
-    trees' (default: the default scenario's; a held-out fold's own, :mod:`simspec.fit.nested`).
+    trees' (default: the default scenario's; a held-out fold's own, :mod:`simspec.fit.nested`);
+    ``routing`` ``[routing]`` keys set on top of the default scenario's, a key set to None
+    removed (``{"overlap": None}``: independent routing; the sensitivity report's variants).
     """
     data, _ = read_scenario_data(None)
     data["engine"] = {"preset": preset or engine_preset(case), **(engine or {})}
@@ -164,7 +167,8 @@ def scenario_data(
         "tensor_parallel": case.tp,
         "expert_parallel": case.ep,
     }
-    data["routing"] = {**data.get("routing", {}), "mode": "analytic"}
+    data["routing"] = {**data.get("routing", {}), **(routing or {}), "mode": "analytic"}
+    data["routing"] = {key: value for key, value in data["routing"].items() if value is not None}
     prompt, output = case.prompt_tokens, case.output_tokens
     requests = case.num_requests or max(case.batch, MIN_REQUESTS)
     jitter = case.length_jitter
@@ -226,18 +230,25 @@ def run_times(
     engine: dict[str, Any] | None = None,
     *,
     rank_decay: float | None = None,
+    routing: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """One simulated run of a decode or speculative row: the times of :data:`TIMES`.
 
     An overlap row runs its speculative setting twice, the overlap scheduler on and off; the
     run without it is the row's baseline (``baseline_tpot_ms``, ``baseline_s_per_token``).
+    ``routing``: ``[routing]`` keys on top of the default scenario's (:func:`scenario_data`).
     """
     if case.category == "overlap":
         on = _policies(
-            case, preset, costs, {**(engine or {}), "overlap_scheduling": True}, rank_decay
+            case, preset, costs, {**(engine or {}), "overlap_scheduling": True}, rank_decay, routing
         )
         off = _policies(
-            case, preset, costs, {**(engine or {}), "overlap_scheduling": False}, rank_decay
+            case,
+            preset,
+            costs,
+            {**(engine or {}), "overlap_scheduling": False},
+            rank_decay,
+            routing,
         )
         row, slow = on[-1], off[-1]
         return {
@@ -250,7 +261,7 @@ def run_times(
             "baseline_tpot_p50_ms": float(slow.tpot_p50_ms),
             "ttft_p50_ms": float(row.ttft_p50_ms),
         }
-    rows = _policies(case, preset, costs, engine, rank_decay)
+    rows = _policies(case, preset, costs, engine, rank_decay, routing)
     row, baseline = rows[-1], rows[0]
     tpot = float(row.tpot_ms)
     return {
@@ -271,9 +282,10 @@ def _policies(
     costs: dict[str, float] | None,
     engine: dict[str, Any] | None,
     rank_decay: float | None,
+    routing: dict[str, Any] | None = None,
 ) -> list[Any]:
     """The policy rows of one simulated run of ``case`` (the k = 0 baseline first)."""
-    data = scenario_data(case, preset, costs, engine, rank_decay=rank_decay)
+    data = scenario_data(case, preset, costs, engine, rank_decay=rank_decay, routing=routing)
     scenario = scenario_from_dict(data, f"validation case {case.id}")
     return list(simspec.run(scenario).policies)
 
@@ -298,9 +310,12 @@ def quantity(case: Case, times: dict[str, float]) -> float:
     raise ValueError(case.quantity)
 
 
-def predict_run(case: Case, preset: str | None = None) -> float:
-    """Decode and speculative rows: the quantity from one simulated run (module docstring)."""
-    return quantity(case, run_times(case, preset))
+def predict_run(
+    case: Case, preset: str | None = None, *, routing: dict[str, Any] | None = None
+) -> float:
+    """Decode and speculative rows: the quantity from one simulated run (module docstring);
+    ``routing``: ``[routing]`` keys on top of the default scenario's (:func:`scenario_data`)."""
+    return quantity(case, run_times(case, preset, routing=routing))
 
 
 #: A measured speedup within this of 1 has no meaningful sign: a benchmark's run-to-run noise

@@ -613,6 +613,43 @@ def test_a_gpu_without_the_runs_kernel_floor_warns(floors, graphs, warns):
     assert not guardrails.gpu_warnings(tiny())
 
 
+@pytest.mark.parametrize(
+    "gpu, num_gpus, layout, warns",
+    [
+        ("h100-sxm", 8, {}, False),  # one HGX node
+        ("h100-sxm", 16, {}, True),  # two: the TP all-reduces cross the NICs
+        ("h100-sxm", 16, {"tensor_parallel": 8, "expert_parallel": 16}, True),  # all-to-alls
+        ("gb200", 16, {}, False),  # inside one NVL72 NVLink domain
+        ("gb200", 128, {"tensor_parallel": 8, "expert_parallel": 128}, True),
+    ],
+)
+def test_a_run_over_more_gpus_than_one_node_joins_warns(gpu, num_gpus, layout, warns):
+    """The catalog states how many GPUs one node's fabric joins (8 on an HGX board, 72 in a
+    GB200 NVL72 rack); a run over more, by tensor or by expert parallelism, is priced as if one
+    node held them all, and says so in the planned and the run's warnings."""
+    from simspec.config.load import scenario_from_dict
+
+    data = {
+        "name": "nodes",
+        "model": {"target": "qwen3-30b-a3b"},
+        "hardware": {"gpu": gpu, "num_gpus": num_gpus, **layout},
+        "workload": {"concurrency": 1, "num_requests": 2, "output_tokens": 8},
+        "policies": [{"name": "fixed", "draft_tokens": 0}],
+    }
+    scenario = scenario_from_dict(data, "nodes.toml")
+    found = [w for w in guardrails.gpu_warnings(scenario) if w.startswith("multi-node")]
+    assert bool(found) is warns
+    assert (guardrails.MULTI_NODE in _codes(guardrails.planned_warnings(scenario))) is warns
+    if warns:
+        node = catalog.get_gpu(gpu).node_gpus
+        assert found[0].startswith(
+            f"multi-node: {num_gpus} {gpu} GPUs are more than one node's {node} "
+        )
+        assert "lower bound" in found[0]
+        result = run_experiment(scenario)
+        assert any(w.startswith("multi-node: ") for w in result.warnings)
+
+
 def test_a_ttft_objective_warns_that_the_simulated_ttft_is_a_lower_bound(monkeypatch):
     """With ``[slo] ttft_ms`` set and published TTFTs in the accuracy table, the planned and
     the run's warnings say so with the table's numbers; without a TTFT target, or without

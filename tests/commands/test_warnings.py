@@ -154,3 +154,23 @@ def test_validate_says_before_a_run_what_it_will_extrapolate(tmp_path, capsys, f
     lines = _warnings(err)
     assert code == 0 and not any("preset-range" in line for line in lines)
     assert all("published-miss" in line and "at TP 2" in line for line in lines)
+
+
+def test_an_unset_routing_overlap_is_named_once_and_a_set_one_is_not(capsys):
+    """A speculative run on an MoE target whose scenario leaves routing.overlap unset routes
+    independently: the run says so (a note, not a warning: nothing is out of range), naming
+    what the validation ran; with the overlap set, or without drafting, it says nothing."""
+    mode = ["--set", 'routing.mode="analytic"']
+    code, _, err = run_main(capsys, "run", *SMALL, *mode, "--set", "routing.overlap=0.5")
+    assert code == 0 and "routing.overlap is unset" not in err
+    unset = ["--set", "routing={mode = 'analytic'}"]  # the default's table without its overlap
+    code, _, err = run_main(capsys, "run", *SMALL, *unset)
+    assert code == 0
+    notes = [line for line in err.splitlines() if "routing.overlap is unset" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "0.38" in notes[0]
+    plain = [
+        a if not a.startswith("policies=") else "policies=[{name = 'fixed', draft_tokens = 0}]"
+        for a in SMALL
+    ]
+    code, _, err = run_main(capsys, "run", *plain, *unset)
+    assert code == 0 and "routing.overlap is unset" not in err

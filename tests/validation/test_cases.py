@@ -250,3 +250,29 @@ def test_every_assumption_is_listed_by_key_and_applies_to_every_row_of_its_table
     assert len(rows) == 8
     assert all(c.assumed_keys == rows[0].assumed_keys for c in rows)
     assert {"num_requests", "length_jitter", "output_tokens"} <= set(rows[0].assumed_keys)
+
+
+def test_a_routing_override_reaches_the_scenario_and_moves_only_verify_passes():
+    """``routing`` keys replace the default scenario's (None removes one: independent
+    routing). More lag-1 overlap leaves fewer experts for a verify pass's extra tokens, so a
+    batch-1 speculative row's predicted speedup rises with it; a decode row, whose passes hold
+    one token per request (requests route independently), does not move."""
+    rows = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    spec = rows["qwen3-30b-2xh100-tp2-eagle3-bs1[0]"]
+    shipped = predict.scenario_data(spec)["routing"]
+    moved = predict.scenario_data(spec, routing={"overlap": 0.6})["routing"]
+    independent = predict.scenario_data(spec, routing={"overlap": None})["routing"]
+    assert 0.0 < shipped["overlap"] < 0.6 and moved["overlap"] == 0.6
+    assert "overlap" not in independent and independent["mode"] == "analytic"
+    assert (
+        scenario_from_dict(predict.scenario_data(spec, routing={"overlap": None})).routing.overlap
+        is None
+    )
+    low, mid, high = (
+        predict.predict_run(spec, routing={"overlap": value}) for value in (None, 0.38, 0.6)
+    )
+    assert low < mid < high
+    decode = rows["qwen3-30b-2xh100-tp2-sglang[0]"]
+    assert predict.predict_run(decode, routing={"overlap": None}) == pytest.approx(
+        predict.predict_run(decode, routing={"overlap": 0.6}), rel=1e-12
+    )
