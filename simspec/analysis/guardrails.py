@@ -26,8 +26,10 @@ either in the numbers:
   (the median |relative error| of the run's engine preset, out of sample:
   ``simspec/catalog/accuracy.json``, :mod:`simspec.validation.accuracy`), so a measurement
   could as well show speculation losing as winning (:func:`within_error_warning`); a
-  recommendation checks its best drafting k's mean speedup. A run priced from a calibration
-  profile is not covered by those numbers and gets no such warning.
+  recommendation checks its best drafting k's mean speedup. At batch 1 the rows measured at
+  batch 1 stand instead, where there are enough of them, and the warning says which way they
+  lean (published batch-1 speedups come out too high more often than not). A run priced from
+  a calibration profile is not covered by those numbers and gets no such warning.
 * ``collectives-unpriced``: the run splits the model over GPUs (tensor or expert parallelism)
   on a GPU whose catalog entry states neither a collective latency nor the engines' custom
   all-reduce, so every all-reduce and all-to-all costs its bytes over the link at most, and
@@ -88,6 +90,9 @@ PUBLISHED_MISS_ERROR, PUBLISHED_MIN_ROWS = 0.30, 3
 #: An engine preset's own out-of-sample errors stand for it from this many rows and reporters
 #: on; with fewer, the fitted presets' pooled errors do (``all`` in the accuracy table).
 ACCURACY_MIN_ROWS, ACCURACY_MIN_REPORTERS = 5, 2
+#: A signed median error of the batch-1 rows at least this large is named in ``within-error``
+#: (which way simspec's batch-1 speedups lean); smaller is within a benchmark's noise.
+LEAN_NOTED = 0.02
 
 
 def _span(low_high: Sequence[int]) -> str:
@@ -406,30 +411,50 @@ def acceptance_warning(scenario: Scenario, steps: int) -> str | None:
     )
 
 
-def speculative_accuracy(preset: str) -> tuple[dict[str, Any], str] | None:
+def speculative_accuracy(
+    preset: str, batch: int | None = None
+) -> tuple[dict[str, Any], str] | None:
     """The speculative-speedup errors that stand for engine preset ``preset`` and what they
-    are, from the catalog's accuracy table; None when it has none."""
+    are, from the catalog's accuracy table; None when it has none. At ``batch`` 1 the rows
+    measured at batch 1 alone stand for it where there are enough of them (the preset's, else
+    every fitted preset's pooled): the published batch-1 rows lean one way, the others not."""
     engines = catalog.accuracy()["engines"]
+
+    def enough(entry: dict[str, Any] | None) -> bool:
+        return bool(
+            entry
+            and entry["rows"] >= ACCURACY_MIN_ROWS
+            and entry["reporters"] >= ACCURACY_MIN_REPORTERS
+        )
+
     own = engines.get(preset, {}).get("speculative")
-    if own and own["rows"] >= ACCURACY_MIN_ROWS and own["reporters"] >= ACCURACY_MIN_REPORTERS:
-        scope = "physics only" if preset == "ideal" else f"the {preset} preset, out of sample"
-        return own, scope
     pooled = engines.get("all", {}).get("speculative")
+    scope = "physics only" if preset == "ideal" else f"the {preset} preset, out of sample"
+    if batch == 1:
+        for entry, where in ((own, scope), (pooled, "every fitted preset pooled, out of sample")):
+            one = (entry or {}).get("batch_one")
+            if one is not None and enough(one):
+                return one, f"{where}, rows at batch 1"
+    if own is not None and enough(own):
+        return own, scope
     if pooled:
         return pooled, f"every fitted preset pooled, out of sample (too few {preset} rows)"
     return None
 
 
-def within_error_warning(scenario: Scenario, label: str, speedup: float) -> str | None:
+def within_error_warning(
+    scenario: Scenario, label: str, speedup: float, batch: int | None = None
+) -> str | None:
     """A ``within-error`` warning when ``speedup``, the predicted speedup of the best drafting
     policy (``label``), could with a typical (median) error ``e`` of the preset's speculative
     predictions be a measured speedup on the other side of 1: s / (1 + e) <= 1 <= s / (1 - e)
-    (the relative error is predicted / measured - 1). None when the run is priced from a
-    calibration profile or the catalog has no accuracy table. The text names no speedup, so
-    replications of one scenario give one line."""
+    (the relative error is predicted / measured - 1). At ``batch`` 1 the errors of the rows
+    measured at batch 1 stand (:func:`speculative_accuracy`), and the text says which way
+    they lean. None when the run is priced from a calibration profile or the catalog has no
+    accuracy table. The text names no speedup, so replications of one scenario give one line."""
     if scenario.profile is not None:
         return None
-    found = speculative_accuracy(scenario.engine.preset)
+    found = speculative_accuracy(scenario.engine.preset, batch)
     if found is None:
         return None
     entry, scope = found
@@ -441,11 +466,18 @@ def within_error_warning(scenario: Scenario, label: str, speedup: float) -> str 
         if entry["signs_checked"]
         else ""
     )
+    lean = float(entry.get("median_relative_error", 0.0))
+    leaning = (
+        f"; predicted a median {abs(lean):.0%} {'above' if lean > 0 else 'below'} the measured "
+        "speedup"
+        if batch == 1 and "rows at batch 1" in scope and abs(lean) >= LEAN_NOTED
+        else ""
+    )
     return (
         f"{WITHIN_ERROR}: the best drafting policy, {label}, is predicted closer to no "
         f"speculation than simspec's typical error on speculative speedups ({scope}: median "
         f"{error:.0%} over {entry['rows']} published rows from {entry['reporters']} "
-        f"reporters{signs}), so whether speculating pays here is not settled: measure it"
+        f"reporters{signs}{leaning}), so whether speculating pays here is not settled: measure it"
     )
 
 
@@ -477,7 +509,9 @@ def run_warnings(scenario: Scenario, rows: Sequence[PolicyResult], batch: int) -
             warnings.append(extrapolated)
     best_draft = best_drafting(rows)
     if best_draft is not None:
-        unsettled = within_error_warning(scenario, best_draft.label, best_draft.speedup_vs_no_spec)
+        unsettled = within_error_warning(
+            scenario, best_draft.label, best_draft.speedup_vs_no_spec, batch
+        )
         if unsettled:
             warnings.append(unsettled)
     return warnings

@@ -249,7 +249,7 @@ def recommend_batches(
         drafting = [(c.speedup.mean, -k, c.label) for k, c in rec.fixed if k > 0]
         if drafting:
             speedup, _, label = max(drafting)
-            unsettled = within_error_warning(scenario, label, speedup)
+            unsettled = within_error_warning(scenario, label, speedup, batch)
             if unsettled:
                 rec = dataclasses.replace(rec, warnings=(*rec.warnings, unsettled))
         out.append(rec)

@@ -309,7 +309,7 @@ def search(
         scenario.drafter.max_draft_tokens,
     )
     extrapolated = acceptance_warning(scenario, best.steps)
-    unsettled = within_error_warning(scenario, best.text, means[best])
+    unsettled = within_error_warning(scenario, best.text, means[best], batch)
     if progress is not None:
         progress(2, 2)
     return ShapeRecommendation(

@@ -357,6 +357,39 @@ def test_a_preset_with_too_few_held_out_rows_falls_back_on_the_pooled_errors(tab
     assert entry["median_abs_relative_error"] == 0.5 and scope == "physics only"
 
 
+def test_at_batch_one_the_batch_one_rows_stand_and_their_lean_is_named(monkeypatch):
+    """At batch 1 the errors of the rows measured at batch 1 stand for the preset (its own
+    where there are enough, else the pooled ones), and the text names which way they lean; at
+    another batch, or with too few batch-1 rows, the preset's errors stand as before."""
+    one = {"rows": 9, "reporters": 3, "median_abs_relative_error": 0.2,
+           "median_relative_error": 0.15, "wrong_signs": 1, "signs_checked": 8}  # fmt: skip
+    table = {"engines": {
+        "sglang": {"speculative": {**TABLE["engines"]["all"]["speculative"], "rows": 12,
+                                   "reporters": 3, "batch_one": {**one, "reporters": 1}}},
+        "all": {"speculative": {**TABLE["engines"]["all"]["speculative"], "batch_one": one}},
+    }}  # fmt: skip
+    monkeypatch.setattr(catalog, "accuracy", lambda: table)
+    scenario = tiny("engine.preset=sglang")
+    # 1.15 / 1.1 > 1 with the preset's 10 %, but 1.15 / 1.2 < 1 with the batch-1 rows' 20 %.
+    assert within_error_warning(scenario, "fixed-3", 1.15) is None
+    assert within_error_warning(scenario, "fixed-3", 1.15, batch=8) is None
+    warning = within_error_warning(scenario, "fixed-3", 1.15, batch=1)
+    assert warning is not None and "rows at batch 1" in warning and "pooled" in warning
+    assert "20%" in warning and "9 published rows from 3 reporters" in warning
+    assert "a median 15% above the measured speedup" in warning
+    # The preset's own batch-1 rows, from enough reporters, stand before the pooled ones.
+    table["engines"]["sglang"]["speculative"]["batch_one"]["reporters"] = 2
+    entry, scope = speculative_accuracy("sglang", 1)
+    assert entry["reporters"] == 2 and scope == "the sglang preset, out of sample, rows at batch 1"
+    # A run at batch 1 passes its batch on: the run's warning uses the batch-1 rows.
+    policies = [{"name": "fixed", "draft_tokens": k} for k in (0, 2)]
+    run = run_experiment(tiny("engine.preset=sglang", "workload.concurrency=1",
+                              "acceptance.alpha=0.5", policies=policies))  # fmt: skip
+    best = max(p.speedup_vs_no_spec for p in run.policies if p.mean_k > 0)
+    assert 1.1 < best < 1.2  # premise: outside the preset's 10 %, within the batch-1 rows' 20 %
+    assert [w for w in run.warnings if w.startswith(WITHIN_ERROR) and "rows at batch 1" in w]
+
+
 def test_no_table_no_warning(monkeypatch):
     monkeypatch.setattr(catalog, "accuracy", lambda: {"engines": {}})
     assert within_error_warning(tiny("engine.preset=sglang"), "fixed-3", 1.0) is None

@@ -113,3 +113,75 @@ def test_published_errors_are_out_of_sample_per_model_gpu_degree_and_preset():
     ideal = table["qwen3-30b-a3b@h100-sxm/tp1"]["ideal"]["decode"]
     assert ideal["rows"] == 4 and ideal["faster"] == 4  # 5, 6 and 5 ms below 10; 200 > 100
     assert table["qwen3-30b-a3b@h100-sxm/tp2"]["sglang"]["decode"]["rows"] == 1  # the TP2 row
+
+
+def test_a_speculative_entry_holds_its_batch_one_rows_apart_with_their_lean():
+    """The batch-1 rows of a speculative entry are summarised apart (``batch_one``), with the
+    signed median beside the absolute one: the rows at batch 1 lean one way, the others not,
+    and a run at batch 1 is told by those rows (the within-error guardrail)."""
+    import dataclasses
+
+    def spec_outcome(case_id: str, batch: int, reporter: str) -> Outcome:
+        case = Case(
+            case_id, "speculative", "qwen3-30b-a3b", "h100-sxm", 1, 1, 1, "SGLang", "bf16",
+            "tokens_per_s", "tok/s", 1.0, "s", reporter,
+        )  # fmt: skip
+        return Outcome(dataclasses.replace(case, batch=batch), 1.0, 1.0, ideal=1.0)
+
+    def fold(case_id: str, predicted: float, measured: float, group: str) -> dict:
+        return {"id": case_id, "category": "speculative", "engine": "sglang",
+                "measured": measured, "predicted": predicted, "group": group}  # fmt: skip
+
+    outcomes = [
+        spec_outcome("one-a", 1, "a"),
+        spec_outcome("one-b", 1, "b"),
+        spec_outcome("one-c", 1, "b"),
+        spec_outcome("eight", 8, "c"),
+    ]
+    rows = [
+        fold("one-a", 1.2, 1.0, "a"),  # +20 %
+        fold("one-b", 1.1, 1.0, "b"),  # +10 %
+        fold("one-c", 0.95, 1.0, "b"),  # -5 %
+        fold("eight", 0.5, 1.0, "c"),  # -50 %: not a batch-1 row
+    ]
+    table = accuracy_table(outcomes, {"rows": rows}, "h")
+    for name in ("sglang", POOLED):
+        spec = table["engines"][name]["speculative"]
+        assert spec["rows"] == 4 and spec["median_relative_error"] == pytest.approx(0.025)
+        one = spec["batch_one"]
+        assert one["rows"] == 3 and one["reporters"] == 2
+        assert one["median_abs_relative_error"] == pytest.approx(0.1)
+        assert one["median_relative_error"] == pytest.approx(0.1)
+    ideal = table["engines"]["ideal"]["speculative"]  # physics only: every row, and apart
+    assert ideal["rows"] == 4 and ideal["batch_one"]["rows"] == 3
+
+
+def test_the_readme_quotes_the_batch_one_lean_as_the_table_and_folds_have_it():
+    """README's sentence on the batch-1 rows: their count, reporters, signed median and wrong
+    signs from the shipped table; how many lie above their measurement, at batch 1 and beyond,
+    recounted from the fold table and the cases file."""
+    import re
+
+    from simspec.validation.cases import load_cases
+
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
+    pooled = catalog.accuracy()["engines"][POOLED]["speculative"]
+    one = pooled["batch_one"]
+    cases = {c.id: c for c in load_cases(ROOT / "validation" / "cases.toml").cases}
+    folds = json.loads((ROOT / "validation" / "folds.json").read_text())
+    held = [r for r in folds["rows"] if r["predicted"] is not None and r["engine"] != "ideal"]
+    spec = [r for r in held if r["category"] == "speculative"]
+    at_one = [r for r in spec if cases[r["id"]].batch == 1]
+    beyond = [r for r in spec if cases[r["id"]].batch > 1]
+    assert len(at_one) == one["rows"]
+    above = sum(r["predicted"] > r["measured"] for r in at_one)
+    above_beyond = sum(r["predicted"] > r["measured"] for r in beyond)
+    lean = one["median_relative_error"] * 100
+    assert (
+        f"the {one['rows']} speculative rows measured at batch 1 ({one['reporters']} reporters) "
+        f"are predicted a median {lean:.1f} % too fast, {above} of them above their "
+        f"measurement, against {above_beyond} of the {len(beyond)} rows at larger batches"
+    ) in readme
+    assert (
+        f"{one['wrong_signs']} of the {pooled['wrong_signs']} wrong signs are among them" in readme
+    )
