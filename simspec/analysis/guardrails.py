@@ -37,8 +37,9 @@ either in the numbers:
 * ``kernels-unpriced``: the run's GPU states no kernel floor for its launch path (CUDA graph or
   eager), so every kernel of a pass costs its bytes and FLOPs alone and small-batch steps come
   out too fast (:func:`gpu_warnings`).
-* ``multi-node``: the run serves the model over more GPUs than one node's GPU-to-GPU fabric
-  joins (the GPU's ``node_gpus``: 8 on an HGX board, 72 in a GB200 NVL72 rack), so some of its
+* ``multi-node``: the run's tensor- or expert-parallel group spans more GPUs than one node's
+  GPU-to-GPU fabric joins (the GPU's ``node_gpus``: 8 on an HGX board, 72 in a GB200 NVL72
+  rack; data-parallel replicas, which simspec does not model, do not count), so its
   all-reduces or all-to-alls cross nodes over NICs (InfiniBand, RoCE) far slower than NVLink,
   which simspec does not model: it prices them as if one node held every GPU, and the run's
   times are a lower bound (:func:`gpu_warnings`).
@@ -71,6 +72,7 @@ from typing import Any, TextIO
 from simspec import catalog
 from simspec.analysis.results import PolicyResult
 from simspec.config.scenario import Scenario
+from simspec.costs.parallel import Parallelism
 from simspec.params.ranges import FittedRange
 
 PRESET_RANGE = "preset-range"
@@ -196,8 +198,9 @@ def gpu_warnings(scenario: Scenario) -> list[str]:
     """The ``kernels-unpriced`` warning of a run whose GPU states no kernel floor for the run's
     launch path, the ``collectives-unpriced`` one of a run over several GPUs whose GPU states
     no collective cost (:attr:`~simspec.physics.hardware.GpuSpec.collectives_stated`; a
-    catalog GPU states both), and the ``multi-node`` one of a run over more GPUs than one
-    node's fabric joins (:attr:`~simspec.physics.hardware.GpuSpec.node_gpus`)."""
+    catalog GPU states both), and the ``multi-node`` one of a run whose tensor- or
+    expert-parallel group spans more GPUs than one node's fabric joins
+    (:attr:`~simspec.physics.hardware.GpuSpec.node_gpus`)."""
     hw, gpu = scenario.hardware, scenario.gpu
     warnings = []
     graphs = scenario.roofline.cuda_graphs
@@ -217,12 +220,14 @@ def gpu_warnings(scenario: Scenario) -> list[str]:
             "(collective_latency_s) and no custom all-reduce, so this run's all-reduces and "
             f"all-to-alls across {hw.num_gpus} GPUs cost {wire}: state them in the GPU's entry"
         )
-    if hw.num_gpus > gpu.node_gpus:
+    split = Parallelism.of(hw.num_gpus, hw.tensor_parallel, hw.expert_parallel)
+    span = max(split.tensor, split.expert)  # the GPUs one collective joins
+    if span > gpu.node_gpus:
         warnings.append(
-            f"{MULTI_NODE}: {hw.num_gpus} {gpu.name} GPUs are more than one node's "
-            f"{gpu.node_gpus} (node_gpus, the GPUs its GPU-to-GPU fabric joins), so collectives "
-            "cross nodes over NICs far slower than that fabric, which simspec does not model: "
-            "it prices them as if one node held every GPU, so the run's times are a lower bound"
+            f"{MULTI_NODE}: collectives over {span} {gpu.name} GPUs span more than one node's "
+            f"{gpu.node_gpus} (node_gpus, the GPUs its GPU-to-GPU fabric joins), so they cross "
+            "nodes over NICs far slower than that fabric, which simspec does not model: it "
+            "prices them as if one node held every GPU, so the run's times are a lower bound"
         )
     return warnings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from simspec.commands import add_set_option, check_work
-from simspec.commands._hints import analytic_routing_hint
+from simspec.commands._hints import analytic_routing_hint, routing_overlap_hint
 from simspec.commands._words import count
 from simspec.errors import InputError
 
@@ -59,9 +59,9 @@ def execute(args: argparse.Namespace) -> int:
     scenarios = [p.scenario for p in points] if points else [s]
     # What the runs will warn about their preset's fit, said before they run (each once).
     print_warnings(w for scenario in scenarios for w in planned_warnings(scenario))
-    hint = analytic_routing_hint(scenarios, False)
-    if hint:
-        print(hint)
+    for hint in (analytic_routing_hint(scenarios, False), routing_overlap_hint(s)):
+        if hint:
+            print(hint)
     try:  # a valid scenario may still be hours of work: say so now, not after the run starts
         check_work([p.scenario for p in points] if points else [s], False, allow_large=False)
     except InputError as err:

@@ -652,14 +652,16 @@ def test_a_gpu_without_the_runs_kernel_floor_warns(floors, graphs, warns):
         ("h100-sxm", 8, {}, False),  # one HGX node
         ("h100-sxm", 16, {}, True),  # two: the TP all-reduces cross the NICs
         ("h100-sxm", 16, {"tensor_parallel": 8, "expert_parallel": 16}, True),  # all-to-alls
+        ("h100-sxm", 16, {"tensor_parallel": 8}, False),  # replicas of TP8: none crosses
         ("gb200", 16, {}, False),  # inside one NVL72 NVLink domain
         ("gb200", 128, {"tensor_parallel": 8, "expert_parallel": 128}, True),
     ],
 )
 def test_a_run_over_more_gpus_than_one_node_joins_warns(gpu, num_gpus, layout, warns):
     """The catalog states how many GPUs one node's fabric joins (8 on an HGX board, 72 in a
-    GB200 NVL72 rack); a run over more, by tensor or by expert parallelism, is priced as if one
-    node held them all, and says so in the planned and the run's warnings."""
+    GB200 NVL72 rack); a run whose tensor- or expert-parallel group spans more is priced as if
+    one node held them all, and says so in the planned and the run's warnings; data-parallel
+    replicas of a group inside one node do not count."""
     from simspec.config.load import scenario_from_dict
 
     data = {
@@ -675,9 +677,8 @@ def test_a_run_over_more_gpus_than_one_node_joins_warns(gpu, num_gpus, layout, w
     assert (guardrails.MULTI_NODE in _codes(guardrails.planned_warnings(scenario))) is warns
     if warns:
         node = catalog.get_gpu(gpu).node_gpus
-        assert found[0].startswith(
-            f"multi-node: {num_gpus} {gpu} GPUs are more than one node's {node} "
-        )
+        assert found[0].startswith(f"multi-node: collectives over {num_gpus} {gpu} GPUs span ")
+        assert f"more than one node's {node} " in found[0]
         assert "lower bound" in found[0]
         result = run_experiment(scenario)
         assert any(w.startswith("multi-node: ") for w in result.warnings)

@@ -240,6 +240,11 @@ def test_validate_good_file(tmp_path, capsys):
     assert out.startswith(f"{path}: ok")
     assert "2 policies" in out
     assert "qwen3-30b-a3b + eagle3-qwen3-30b-a3b on 1x h100-sxm" in out
+    # It sets no routing overlap: validate says so before any run, as run does.
+    assert "note: routing.overlap is unset" in out
+    path.write_text(GOOD + "\n[routing]\noverlap = 0.38\n", encoding="utf-8")
+    code, out, _ = run_main(capsys, "validate", str(path))
+    assert code == 0 and "routing.overlap is unset" not in out
 
 
 def test_validate_bad_file(tmp_path, capsys):
