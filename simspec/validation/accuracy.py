@@ -11,6 +11,11 @@ of a category falls back on.
 
 The relative error is predicted / measured − 1, so a prediction ``p`` with a typical
 |error| ``e`` (the median) stands for a measurement between p / (1 + e) and p / (1 − e).
+Each entry also gives the signed median (``median_relative_error``: which way the predictions
+lean), and a speculative entry its batch-1 rows summarised apart (``batch_one``): at one
+request per pass a verify pass's extra experts and an iteration's fixed costs weigh most, and
+the published batch-1 speedups lean one way where the others do not, so a run at batch 1 is
+told by those rows (:func:`~simspec.analysis.guardrails.within_error_warning`).
 
 ``published`` holds the same errors per target model, GPU and tensor-parallel degree
 (:func:`~simspec.analysis.guardrails.published_key`) and engine preset: for a fitted preset,
