@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import sys
 import time
@@ -78,8 +79,9 @@ MODEL_RANGES: dict[str, tuple[str, tuple[float | None, float | None]]] = {
 }
 
 
+@functools.cache
 def shipped_routing() -> dict[str, object]:
-    """The ``[routing]`` table every prediction runs (the default scenario's)."""
+    """The ``[routing]`` table every prediction runs (the default scenario's; read once)."""
     data, _ = read_scenario_data(None)
     return dict(data.get("routing", {}))
 

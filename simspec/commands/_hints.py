@@ -42,17 +42,19 @@ def routing_overlap_hint(scenario: Any, speculates: bool | None = None) -> str |
         return None
     if routing.overlap is not None or routing.overlaps is not None:
         return None
+    from simspec.config.load import read_scenario_data
+    from simspec.policies.fixed import is_plain_decoding
+
     if speculates is None:
-        speculates = any(
-            not (p.name == "fixed" and p.policy.draft_tokens == 0) for p in scenario.policies
-        )
+        speculates = any(not is_plain_decoding(p.policy) for p in scenario.policies)
     if not speculates:
         return None
+    validated = read_scenario_data(None)[0]["routing"]["overlap"]  # what validation predicts at
     return (
         "note: routing.overlap is unset, so tokens route independently and every verify token "
         "adds experts as if unrelated to its neighbours (the costliest verify pass); published "
         "routers measure adjacent-token overlaps from about chance to 0.6, simspec's validation "
-        "runs 0.38 and validation/SENSITIVITY.md shows what the choice moves: set "
+        f"runs {validated:g} and validation/SENSITIVITY.md shows what the choice moves: set "
         "routing.overlap (simspec routing stats measures it on a routing trace)"
     )
 
