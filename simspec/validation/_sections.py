@@ -5,8 +5,10 @@ and compares the fit's predictions (affine interpolation of probe runs) with the
 simulations under the catalog presets, so a stale fit or catalog shows up in the report.
 :func:`step_lines` turns every plain-decode series with several batch sizes into time per
 decode step and its growth per added request, measured and predicted, so series from different
-sources and engines can be compared on one scale. :func:`ttft_summary` and :func:`ttft_lines`
-set the median TTFT of the serving-benchmark rows that publish one against the same runs'.
+sources and engines can be compared on one scale; :func:`iteration_lines` does the same for the
+speculative rows, as the cost of one draft-and-verify iteration in decode steps.
+:func:`ttft_summary` and :func:`ttft_lines` set the median TTFT of the serving-benchmark rows
+that publish one against the same runs'.
 :func:`decode_by_engine` and :func:`decode_engine_lines` split the plain-decode errors by the
 GPU's maker and the engine that ran the row, with the presets and with physics only, so a
 reader sees where the physics alone holds and where an engine's own time or a software stack
@@ -297,6 +299,70 @@ def step_lines(outcomes: list[Any]) -> list[str]:
             f"{_growth(meas, running)} | {_growth(pred, running)} |"
         )
     return lines
+
+
+def iteration_steps(acceptance_length: float, speedup: float) -> float:
+    """Decode steps one draft-and-verify iteration costs, as a row's speedup implies it.
+
+    A speculative run commits ``acceptance_length`` tokens per iteration where plain decoding
+    commits one per step, so speedup = AL · step / iteration and iteration / step = AL /
+    speedup: the speedup exceeds 1 exactly when an iteration costs fewer steps than its AL.
+    Measured and predicted on one scale that holds no model, so rows of one model and setting
+    from different reporters can be set side by side.
+    """
+    return acceptance_length / speedup
+
+
+def iteration_lines(outcomes: list[Any]) -> list[str]:
+    """Implied iteration cost of every speculative row, grouped by reporter, model, GPUs,
+    engine and batch: the median (and range) measured, with the preset and with physics only."""
+    groups: dict[tuple[str, str, str, str, int], list[Any]] = {}
+    for o in outcomes:
+        c = o.case
+        if c.category != "speculative" or o.predicted is None or not c.acceptance_length:
+            continue
+        key = (c.model, c.reporter, gpus_label(c), c.engine, c.batch)
+        groups.setdefault(key, []).append(o)
+    if not groups:
+        return []
+    lines = [
+        "",
+        "## Implied cost of a speculative iteration",
+        "",
+        "Every speculative row as the decode steps one draft-and-verify iteration costs: AL /",
+        "speedup (a speedup above 1 exactly when the iteration costs fewer steps than its AL),",
+        "measured and predicted, grouped by model, reporter, GPUs, engine and batch (median,",
+        "and the range over the group's settings). The measured column holds no model: groups",
+        "of one model at like settings that imply very different costs disagree with each",
+        "other, whatever prices them.",
+        "",
+        "| model | reporter | GPUs | engine | batch | rows | AL | measured steps | predicted |"
+        " ideal | wrong signs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups):
+        rows = groups[key]
+        model, reporter, gpus, engine, batch = key
+        measured = [iteration_steps(o.case.acceptance_length, o.measured) for o in rows]
+        predicted = [iteration_steps(o.case.acceptance_length, o.predicted) for o in rows]
+        ideal = [iteration_steps(o.case.acceptance_length, o.ideal) for o in rows if o.ideal]
+        al = [o.case.acceptance_length for o in rows]
+        wrong = sum(1 for o in rows if o.sign_right is False)
+        lines.append(
+            f"| {model} | {reporter} | {gpus} | {engine} | {batch} | {len(rows)} | "
+            f"{_spread(al)} | {_spread(measured)} | {_spread(predicted)} | {_spread(ideal)} | "
+            f"{wrong} |"
+        )
+    return lines
+
+
+def _spread(values: list[float]) -> str:
+    """``median [min-max]`` to two places (the median alone for one value, "—" for none)."""
+    if not values:
+        return "—"
+    mid = f"{statistics.median(values):.2f}"
+    low, high = min(values), max(values)
+    return mid if len(values) == 1 or low == high else f"{mid} [{low:.2f}-{high:.2f}]"
 
 
 def _growth(steps: list[Any], running: list[int]) -> str:

@@ -40,6 +40,7 @@ from ._sections import (
     gpus_label,
     held_out_lines,
     held_out_summary,
+    iteration_lines,
     preset_lines,
     read_preset_fit,
     rounded_median,
@@ -501,6 +502,7 @@ def report(
             lines.append(f"\n- `{o.case.id}` not predicted: {o.error}")
     lines += ttft_lines(outcomes, summary["ttft"])
     lines += step_lines(outcomes)
+    lines += iteration_lines(outcomes)
     lines += preset_lines(outcomes, preset_fit, preset_fit_path)
     lines += ["", "## Notes and assumptions per series", ""]
     seen = set()

@@ -432,3 +432,62 @@ def test_decode_rows_split_by_gpu_maker_and_engine_with_physics_only_and_its_dir
     assert amd["ideal_faster_than_measured"] == 1
     text = "\n".join(decode_engine_lines(table))
     assert "| NVIDIA / sglang | 3 | 15% | 20% | 1 of 3 |" in text
+
+
+def test_a_speedup_implies_the_decode_steps_one_iteration_costs():
+    # speedup = AL · step / iteration: AL 2.5 at 1.25x costs 2 steps, at 0.8x 3.125 steps.
+    assert sections.iteration_steps(2.5, 1.25) == pytest.approx(2.0)
+    assert sections.iteration_steps(2.5, 0.8) == pytest.approx(3.125)
+    # Break-even: an iteration that costs AL steps is no speedup at all.
+    assert sections.iteration_steps(1.86, 1.0) == pytest.approx(1.86)
+
+
+def test_iteration_costs_are_grouped_with_their_median_range_and_wrong_signs():
+    from simspec.validation.predictions import Outcome
+
+    by_id = {c.id: c for c in cases_mod.load_cases(CASES).cases}
+    spec = by_id["glm-4.7-flash-1xh100-eagle3-bs1"]
+    al = spec.acceptance_length
+    outcomes = [
+        Outcome(spec, 1.39, 0.9, ideal=1.2),  # wrong sign: costs more than AL steps predicted
+        Outcome(spec, 1.39, 1.39, ideal=1.39),
+        Outcome(spec, 1.39, None, "no scenario"),  # not predicted: left out
+    ]
+    lines = sections.iteration_lines(outcomes)
+    assert lines[1] == "## Implied cost of a speculative iteration"
+    rows = [line for line in lines if line.startswith(f"| {spec.model} |")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[1] == spec.reporter and cells[4] == str(spec.batch) and cells[5] == "2"
+    assert cells[7] == f"{al / 1.39:.2f}"  # both rows measured alike: no range
+    low, high = al / 1.39, al / 0.9
+    assert cells[8] == f"{(low + high) / 2:.2f} [{low:.2f}-{high:.2f}]"
+    assert cells[10] == "1"
+    assert sections.iteration_lines([Outcome(by_id["qwen3-30b-a100-pcie-bf16[0]"], 1, 1)]) == []
+
+
+def test_the_reports_iteration_costs_are_al_over_the_measured_speedups_in_the_cases_file():
+    import statistics
+
+    report = (CASES.parent / "REPORT.md").read_text(encoding="utf-8").splitlines()
+    start = report.index("## Implied cost of a speculative iteration")
+    table = []
+    for line in report[start + 1 :]:
+        if line.startswith("## "):
+            break
+        if line.startswith("| ") and not line.startswith("| model"):
+            table.append([cell.strip() for cell in line.strip("|").split("|")])
+    groups: dict[tuple, list[float]] = {}
+    for c in cases_mod.load_cases(CASES).cases:
+        if c.category == "speculative" and c.acceptance_length:
+            # A TPOT pair speeds up as baseline / value, a throughput pair as value / baseline.
+            tpot = c.quantity == "tpot_ms"
+            speedup = c.baseline_value / c.value if tpot else c.value / c.baseline_value
+            key = (c.model, c.reporter, sections.gpus_label(c), c.engine, str(c.batch))
+            groups.setdefault(key, []).append(c.acceptance_length / speedup)
+    assert len(table) == len(groups)
+    for cells in table:
+        costs = groups[tuple(cells[:5])]
+        assert cells[5] == str(len(costs))
+        assert cells[7].split(" ")[0] == f"{statistics.median(costs):.2f}"
+        assert (min(costs) < max(costs)) == ("[" in cells[7])

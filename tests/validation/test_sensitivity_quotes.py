@@ -67,3 +67,40 @@ def test_the_readme_quotes_the_multi_node_row_as_the_report_has_it():
     measured, ideal = float(row[7]), float(row[11])
     assert f"measures {row[7]} ms per token at batch 1" in readme
     assert f"{measured / ideal:.1f}x the physics-only prediction" in readme
+
+
+def test_the_readme_quotes_the_implied_iteration_costs_as_the_report_has_them():
+    """README's iteration-cost sentence: zzsf11's Qwen3-30B-A3B groups at batch 1 and 4 against
+    SpecBundle's and AngelSlim's rows of that model, and SpecBundle's Qwen3-Next rows by
+    dataset, each a group median of REPORT.md's *Implied cost of a speculative iteration*."""
+    report = (ROOT / "validation" / "REPORT.md").read_text(encoding="utf-8")
+    readme = _flat(README.read_text(encoding="utf-8"))
+    rows = _table_rows(report, "| model | reporter | GPUs | engine | batch |")
+
+    def medians(model: str, reporter: str, batches: tuple[str, ...] = ()) -> list[str]:
+        return [
+            cells[7].split(" ")[0]
+            for cells in rows
+            if cells[0] == model and cells[1] == reporter and (not batches or cells[4] in batches)
+        ]
+
+    def span(values: list[str]) -> str:
+        return f"{min(values, key=float)}-{max(values, key=float)}"
+
+    zzsf11 = medians("qwen3-30b-a3b", "zzsf11", ("1", "4"))
+    assert len(zzsf11) == 4  # TP2 and TP4, batch 1 and 4
+    assert f"batch 1 and 4 measure a median {span(zzsf11)} steps" in readme
+    assert f"rows of the same model {span(medians('qwen3-30b-a3b', 'specbundle'))}" in readme
+    (angelslim,) = medians("qwen3-30b-a3b", "angelslim")
+    assert f"AngelSlim's vLLM rows on H20 {angelslim}" in readme
+    by_dataset = {
+        cells[3].rsplit(", ", 1)[1]: cells
+        for cells in rows
+        if cells[0] == "qwen3-next-80b-a3b" and cells[1] == "specbundle"
+    }
+    finance, gsm8k = by_dataset["FinanceQA"], by_dataset["GSM8K"]
+    assert f"from {finance[7].split()[0]} steps (FinanceQA" in readme
+    assert f"to {gsm8k[7].split()[0]} (GSM8K)" in readme
+    assert finance[10] == "3"
+    predicted = [cells[8].split(" ")[0] for cells in by_dataset.values()]
+    assert f"prices {span(predicted)}" in readme
