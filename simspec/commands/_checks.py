@@ -83,15 +83,22 @@ def check_work(scenarios: Sequence[Any], oracle: bool, allow_large: bool) -> Non
     big = max(scenarios, key=work)
     w = big.workload
     runs = len(big.policies) + 1 + int(oracle)
-    points = f" x {len(scenarios)} points" if len(scenarios) > 1 else ""
     factor = tree_factor(big)
     tree = f" x {factor:,.0f} (tree nodes per chain token)" if factor > 1 else ""
+    found = f"{w.num_requests} x {w.output_tokens} x {runs}{tree}"
+    if len(scenarios) > 1:
+        # Points differ (a batch sweep raises num_requests to each batch size), so the largest
+        # point's factors and the sum over all points are stated apart.
+        found = f"the largest of {len(scenarios)} points {found} = about {work(big):,}; all "
+        found += f"{len(scenarios)} together about {total:,}"
+    else:
+        found += f" = about {total:,}"
     keys = "workload.num_requests x workload.output_tokens x runs (policies + baseline)"
     raise InputError(
         big.source or "<scenario>",
         keys + (" x speculation.topk tree" if factor > 1 else ""),
         f"at most {MAX_WORK_TOKENS:,} simulated tokens",
-        f"{w.num_requests} x {w.output_tokens} x {runs}{tree}{points} = about {total:,}",
+        found,
         "Pass --allow-large to run it anyway (progress is shown), or reduce those keys.",
     )
 

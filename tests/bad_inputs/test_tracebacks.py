@@ -161,7 +161,13 @@ def test_huge_sweep_needs_allow_large(tmp_path, small, capsys, monkeypatch):
     calls = _simulated(monkeypatch)
     out = tmp_path / "o"
     argv = ["sweep", str(small), "--out", str(out), "--grid", "seed=1,2", *HUGE]
-    assert_rejected(capsys, argv, tmp_path, ["workload.num_requests", "2 points", "--allow-large"])
+    message = assert_rejected(
+        capsys, argv, tmp_path, ["workload.num_requests", "2 points", "--allow-large"]
+    )
+    # The largest point's factors and their product, then the sum over both points.
+    one = 1_000_000 * 8 * 3
+    assert f"the largest of 2 points 1000000 x 8 x 3 = about {one:,}" in message
+    assert f"all 2 together about {2 * one:,}" in message
     assert calls == []
 
 
