@@ -1,4 +1,5 @@
-"""REPORT.md sections: the targets, the engine presets' fit, and the implied step times.
+"""REPORT.md sections: the targets, the engine presets' fit, the implied step and iteration
+times.
 
 :mod:`simspec.fit.presets` writes ``validation/preset_fit.json``; :func:`preset_lines` reads it
 and compares the fit's predictions (affine interpolation of probe runs) with the report's own
@@ -314,8 +315,9 @@ def iteration_steps(acceptance_length: float, speedup: float) -> float:
 
 
 def iteration_lines(outcomes: list[Any]) -> list[str]:
-    """Implied iteration cost of every speculative row, grouped by reporter, model, GPUs,
-    engine and batch: the median (and range) measured, with the preset and with physics only."""
+    """Implied iteration cost of every speculative row (:func:`iteration_steps`), grouped by
+    model, reporter, GPUs, engine and batch: the median (and range) measured, with the row's
+    preset and with physics only, and the group's wrong signs of speedup − 1."""
     groups: dict[tuple[str, str, str, str, int], list[Any]] = {}
     for o in outcomes:
         c = o.case
