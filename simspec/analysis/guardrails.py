@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 from simspec import catalog
 from simspec.analysis.results import PolicyResult
@@ -95,6 +95,8 @@ ACCURACY_MIN_ROWS, ACCURACY_MIN_REPORTERS = 5, 2
 #: A signed median error of the batch-1 rows at least this large is named in ``within-error``
 #: (which way simspec's batch-1 speedups lean); smaller is within a benchmark's noise.
 LEAN_NOTED = 0.02
+#: What :func:`speculative_accuracy` appends to its scope when batch-1 rows stand.
+BATCH_ONE_SCOPE = ", rows at batch 1"
 
 
 def _span(low_high: Sequence[int]) -> str:
@@ -425,7 +427,7 @@ def speculative_accuracy(
     every fitted preset's pooled): the published batch-1 rows lean one way, the others not."""
     engines = catalog.accuracy()["engines"]
 
-    def enough(entry: dict[str, Any] | None) -> bool:
+    def enough(entry: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
         return bool(
             entry
             and entry["rows"] >= ACCURACY_MIN_ROWS
@@ -438,9 +440,9 @@ def speculative_accuracy(
     if batch == 1:
         for entry, where in ((own, scope), (pooled, "every fitted preset pooled, out of sample")):
             one = (entry or {}).get("batch_one")
-            if one is not None and enough(one):
-                return one, f"{where}, rows at batch 1"
-    if own is not None and enough(own):
+            if enough(one):
+                return one, where + BATCH_ONE_SCOPE
+    if enough(own):
         return own, scope
     if pooled:
         return pooled, f"every fitted preset pooled, out of sample (too few {preset} rows)"
@@ -475,7 +477,7 @@ def within_error_warning(
     leaning = (
         f"; predicted a median {abs(lean):.0%} {'above' if lean > 0 else 'below'} the measured "
         "speedup"
-        if batch == 1 and "rows at batch 1" in scope and abs(lean) >= LEAN_NOTED
+        if scope.endswith(BATCH_ONE_SCOPE) and abs(lean) >= LEAN_NOTED
         else ""
     )
     return (

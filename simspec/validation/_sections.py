@@ -364,7 +364,7 @@ def _spread(values: list[float]) -> str:
         return "—"
     mid = f"{statistics.median(values):.2f}"
     low, high = min(values), max(values)
-    return mid if len(values) == 1 or low == high else f"{mid} [{low:.2f}-{high:.2f}]"
+    return mid if low == high else f"{mid} [{low:.2f}-{high:.2f}]"
 
 
 def _growth(steps: list[Any], running: list[int]) -> str:
